@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+
+	"github.com/devaipod/devaipod/pod"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// defaultShell prefers bash and falls back to sh: images differ.
+var defaultShell = []string{"/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"}
+
+func newExecCommand(g *globalFlags) *cobra.Command {
+	var container string
+	cmd := &cobra.Command{
+		Use:   "exec NAME [-- CMD...]",
+		Short: "Run a command in a pod's container (default: a shell in the workspace)",
+		Long: `Run a command in one of the pod's containers, in the repository's folder.
+Without CMD it opens an interactive shell in the workspace, where 'oc' talks to
+the agent.`,
+		Example: `  devaipod exec myproject
+  devaipod exec myproject -- git status
+  devaipod exec myproject -c agent -- id`,
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			short, err := podArg(args)
+			if err != nil {
+				return err
+			}
+			if err := checkRole(container); err != nil {
+				return err
+			}
+			argv := args[1:]
+			if len(argv) == 0 {
+				argv = defaultShell
+			}
+			p, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			return podmanExec(cmd, p.URI, pod.ContainerName(short, container), argv)
+		},
+	}
+	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleWorkspace, "container: workspace or agent")
+	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// podmanExec runs `podman exec` against the same service: the bindings'
+// attach code is not made for interactive terminals, podman's CLI is.
+func podmanExec(cmd *cobra.Command, uri, container string, argv []string) error {
+	bin, err := exec.LookPath("podman")
+	if err != nil {
+		return errors.New("exec needs the podman command on this host: install podman")
+	}
+	args := []string{"--remote", "--url", uri, "exec", "-i"}
+	if f, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		args = append(args, "-t")
+	}
+	args = append(append(args, container), argv...)
+	c := exec.CommandContext(cmd.Context(), bin, args...)
+	c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+	err = c.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &exitError{code: ee.ExitCode()}
+	}
+	return err
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/devaipod/devaipod/pod"
+	"github.com/spf13/cobra"
+)
+
+func newStopCommand(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:               "stop NAME",
+		Short:             "Stop a pod's containers (the workspace volume and the agent's HOME stay)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return onPod(cmd, g, args, "stopped", func(p *pod.Podman, short string) error {
+				return p.StopPod(cmd.Context(), pod.PodName(short), 10)
+			})
+		},
+	}
+}
+
+func newStartCommand(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:               "start NAME",
+		Short:             "Start a stopped pod",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return onPod(cmd, g, args, "started", func(p *pod.Podman, short string) error {
+				return p.StartPod(cmd.Context(), pod.PodName(short))
+			})
+		},
+	}
+}
+
+// onPod connects, runs fn on the named pod and reports done.
+func onPod(cmd *cobra.Command, g *globalFlags, args []string, done string, fn func(*pod.Podman, string) error) error {
+	short, err := podArg(args)
+	if err != nil {
+		return err
+	}
+	p, err := g.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if err := fn(p, short); err != nil {
+		return fmt.Errorf("pod %s: %w", short, err)
+	}
+	if g.json() {
+		return writeJSON(cmd.OutOrStdout(), map[string]string{"name": short, "result": done})
+	}
+	if !g.quiet {
+		fmt.Fprintf(cmd.OutOrStdout(), "Pod %s %s.\n", short, done)
+	}
+	return nil
+}
+
+func newDeleteCommand(g *globalFlags) *cobra.Command {
+	var keepVolumes bool
+	cmd := &cobra.Command{
+		Use:     "delete NAME",
+		Aliases: []string{"rm"},
+		Short:   "Remove a pod and everything labelled for it",
+		Long: `Remove a pod: its containers, volumes and secrets, found by the
+io.devaipod.pod label, and nothing else. With --keep-volumes the workspace
+copy and the agent's HOME stay (and are removed by a later delete or gc).`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			short, err := podArg(args)
+			if err != nil {
+				return err
+			}
+			p, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			removed, err := pod.Delete(cmd.Context(), p, short, keepVolumes)
+			if err != nil {
+				return err
+			}
+			return reportRemoved(cmd, g, removed, fmt.Sprintf("Pod %s deleted", short))
+		},
+	}
+	cmd.Flags().BoolVar(&keepVolumes, "keep-volumes", false, "keep the workspace and agent-home volumes")
+	return cmd
+}
+
+func newGCCommand(g *globalFlags) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Remove what failed or killed ups left behind",
+		Long: `Remove leftovers: objects labelled for a pod that no longer exists, and pods
+that lack a container or whose containers were never started (an up that was
+killed). Pods whose up is still running are left alone.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			left, err := pod.Leftovers(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if !dryRun {
+				if err := pod.RemoveObjects(cmd.Context(), p, left); err != nil {
+					return err
+				}
+			}
+			verb := "Removed"
+			if dryRun {
+				verb = "Would remove"
+			}
+			return reportRemoved(cmd, g, left, fmt.Sprintf("%s %d leftover object(s)", verb, len(left)))
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the leftovers without removing them")
+	return cmd
+}
+
+func reportRemoved(cmd *cobra.Command, g *globalFlags, objs []pod.Object, summary string) error {
+	if g.json() {
+		if objs == nil {
+			objs = []pod.Object{}
+		}
+		return writeJSON(cmd.OutOrStdout(), map[string]any{"removed": objs})
+	}
+	if g.quiet {
+		return nil
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "%s.\n", summary)
+	for _, o := range objs {
+		fmt.Fprintf(w, "  %-9s %s\n", o.Kind, o.Name)
+	}
+	return nil
+}

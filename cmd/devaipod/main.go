@@ -1,0 +1,18 @@
+// Command devaipod runs AI coding agents on untrusted repositories in
+// rootless podman pods: a trusted workspace container and a network-less,
+// capability-stripped agent container that share one cloned workspace.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/devaipod/devaipod/pod"
+	"github.com/spf13/cobra"
+)
+
+// streams are the command's standard streams, injected for tests.
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// globalFlags are flags every command has.
+type globalFlags struct {
+	config     string
+	connection string
+	output     string
+	quiet      bool
+}
+
+// exitError carries an exit code chosen by a command (e.g. exec passes on
+// the command's own status).
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func run(ctx context.Context, args []string, s streams) int {
+	root := newRootCommand(s)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	printError(s.err, err)
+	return 1
+}
+
+// printError is the one place that turns errors into advice.
+func printError(w io.Writer, err error) {
+	fmt.Fprintf(w, "Error: %v\n", err)
+	var ce *pod.ConnectError
+	var re *pod.ReadyError
+	switch {
+	case errors.As(err, &ce) && ce.Hint != "":
+		fmt.Fprintf(w, "Hint: %s\n", ce.Hint)
+	case errors.As(err, &re):
+		if re.Logs != "" {
+			fmt.Fprintf(w, "Last lines of the agent's log:\n%s", indent(re.Logs))
+		}
+		fmt.Fprintln(w, "Hint: check [agent] command in your config, or rerun with --keep-on-failure and inspect with `devaipod logs NAME -c agent`")
+	case errors.Is(err, pod.ErrNotFound) && strings.HasPrefix(err.Error(), "pod "):
+		fmt.Fprintln(w, "Hint: `devaipod list` shows the pods that exist")
+	case errors.Is(err, pod.ErrExists):
+		fmt.Fprintln(w, "Hint: pick another --name, or `devaipod delete NAME` first")
+	}
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func newRootCommand(s streams) *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "devaipod",
+		Short: "Run AI coding agents in sandboxed rootless podman pods",
+		Long: `devaipod runs an AI coding agent on a repository inside a rootless podman pod.
+
+Each pod has a trusted workspace container (your image, your credentials, the
+'oc' shim to talk to the agent) and an agent container with no capabilities,
+no network interface but loopback, a read-only root filesystem and its own
+HOME. Both share one cloned copy of the repository.
+
+Start with 'devaipod up PATH-OR-URL', then 'devaipod exec NAME' to get a shell
+in the workspace. 'devaipod doctor' says what this host can enforce.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.config, "config", "", "config file (default $XDG_CONFIG_HOME/devaipod.toml or ~/.config/devaipod.toml)")
+	pf.StringVar(&g.connection, "connection", "", "podman service URI, e.g. unix:///run/user/1000/podman/podman.sock (default $CONTAINER_HOST, then the user's socket)")
+	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only results and errors")
+	root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if g.output != "text" && g.output != "json" {
+			return fmt.Errorf("--output must be text or json, not %q", g.output)
+		}
+		return nil
+	}
+	root.AddCommand(
+		newUpCommand(g),
+		newListCommand(g),
+		newStatusCommand(g),
+		newExecCommand(g),
+		newLogsCommand(g),
+		newStopCommand(g),
+		newStartCommand(g),
+		newDeleteCommand(g),
+		newGCCommand(g),
+		newDoctorCommand(g),
+		newVersionCommand(g),
+	)
+	return root
+}
+
+// connect reaches podman and says so when it had to start a service.
+func (g *globalFlags) connect(cmd *cobra.Command) (*pod.Podman, error) {
+	p, err := pod.Connect(cmd.Context(), g.connection)
+	if err != nil {
+		return nil, err
+	}
+	if p.Started {
+		g.infof(cmd, "no podman service was running: started one for this command (%s)", p.URI)
+	}
+	return p, nil
+}
+
+// loadConfig reads --config, or the default file if it exists.
+func (g *globalFlags) loadConfig() (*pod.Config, error) {
+	if g.config != "" {
+		return pod.LoadConfig(g.config, true)
+	}
+	return pod.LoadConfig(pod.DefaultConfigPath(), false)
+}
+
+func (g *globalFlags) infof(cmd *cobra.Command, format string, args ...any) {
+	if !g.quiet {
+		fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...)
+	}
+}
+
+func (g *globalFlags) warnf(cmd *cobra.Command, format string, args ...any) {
+	fmt.Fprintf(cmd.ErrOrStderr(), "Warning: "+format+"\n", args...)
+}
+
+func (g *globalFlags) json() bool { return g.output == "json" }
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// podArg validates a NAME argument (with or without the devaipod- prefix).
+func podArg(args []string) (string, error) {
+	if len(args) == 0 {
+		return "", errors.New("missing pod NAME (see `devaipod list`)")
+	}
+	return pod.NormalizeName(args[0])
+}
+
+// completePods offers existing pod names for shell completion.
+func completePods(g *globalFlags) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		p, err := pod.Connect(cmd.Context(), g.connection)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer p.Close()
+		sums, err := pod.List(cmd.Context(), p)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		names := make([]string, 0, len(sums))
+		for _, s := range sums {
+			names = append(names, s.Name)
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func hostEnv() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}

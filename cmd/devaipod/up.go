@@ -1,0 +1,232 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/devaipod/devaipod/pod"
+	"github.com/spf13/cobra"
+)
+
+type upFlags struct {
+	name          string
+	image         string
+	ref           string
+	dryRun        bool
+	keepOnFailure bool
+	timeout       time.Duration
+}
+
+func newUpCommand(g *globalFlags) *cobra.Command {
+	f := &upFlags{}
+	cmd := &cobra.Command{
+		Use:   "up PATH|GIT-URL",
+		Short: "Create a pod for a repository and start its agent",
+		Long: `Create a pod for a repository and wait until its agent's server answers.
+
+The source is a local git checkout (its committed HEAD, with history; origin
+points at the checkout's real remote; uncommitted changes are left out and
+listed) or a git URL (https, ssh, git, file, or user@host:path), cloned on
+this host with your own git credentials.
+
+up is all or nothing: if a step fails, or you press Ctrl-C, everything it
+created is removed again (unless --keep-on-failure).`,
+		Example: `  devaipod up .
+  devaipod up ./myproject --name myproject
+  devaipod up https://git.example.test/org/repo.git --ref main
+  devaipod up . --dry-run --output json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errors.New("up takes one argument: a local git checkout or a git URL")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runUp(cmd, g, f, args[0]) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.name, "name", "", "pod name (default: the repository's name plus a random suffix)")
+	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+pod.DefaultImage+")")
+	fl.StringVar(&f.ref, "ref", "", "branch or tag to clone (git URLs only)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing")
+	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
+	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for the agent's server")
+	return cmd
+}
+
+func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
+	ctx := cmd.Context()
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	src, err := pod.ResolveSource(ctx, input, f.ref)
+	if err != nil {
+		return err
+	}
+	name := f.name
+	if name == "" {
+		name = pod.DeriveName(src.Project)
+	} else if name, err = pod.NormalizeName(name); err != nil {
+		return err
+	}
+	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv()}
+
+	if f.dryRun {
+		plan, err := pod.Build(in)
+		if err != nil {
+			return err
+		}
+		if g.json() {
+			return writeJSON(cmd.OutOrStdout(), plan)
+		}
+		printPlan(cmd.OutOrStdout(), plan)
+		return nil
+	}
+
+	p, err := g.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	host, err := p.Info(ctx)
+	if err != nil {
+		return err
+	}
+	in.Host = host
+	// The plan needs the image's PATH, and a missing image is better
+	// reported now than as a create failure.
+	probe, err := pod.Build(in)
+	if err != nil {
+		return err
+	}
+	for _, img := range probe.Images() {
+		env, err := p.ImageEnv(ctx, img)
+		if errors.Is(err, pod.ErrNotFound) {
+			return fmt.Errorf("image %s is not in podman's storage: build the images with `make images` (or pass --image)", img)
+		} else if err != nil {
+			return err
+		}
+		if img == probe.Containers[0].Image {
+			in.ImageEnv = env
+		}
+	}
+	plan, err := pod.Build(in)
+	if err != nil {
+		return err
+	}
+	if len(src.LeftOut) > 0 {
+		g.warnf(cmd, "%d uncommitted path(s) in %s are not copied into the workspace: %s",
+			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5))
+	}
+	for _, w := range plan.Warnings {
+		g.warnf(cmd, "%s", w)
+	}
+	opts := pod.UpOptions{ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure,
+		Progress: func(step string) { g.infof(cmd, "%s...", step) }}
+	start := time.Now()
+	if err := pod.Up(ctx, p, plan, src, opts); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; removed what up had created: %w", err)
+		}
+		return err
+	}
+	if g.json() {
+		return writeJSON(cmd.OutOrStdout(), map[string]any{
+			"name": plan.Name, "pod": plan.Pod.Name, "workdir": plan.Workdir,
+			"agent_url": plan.AgentURL, "commit": src.Commit, "seconds": time.Since(start).Seconds()})
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman).\n", plan.Name, time.Since(start).Seconds(), podmanMode(host))
+	if !g.quiet {
+		fmt.Fprintf(out, "  shell in the workspace:  devaipod exec %s\n", plan.Name)
+		fmt.Fprintf(out, "  talk to the agent:       devaipod exec %s -- oc\n", plan.Name)
+		fmt.Fprintf(out, "  remove it:               devaipod delete %s\n", plan.Name)
+	}
+	return nil
+}
+
+func podmanMode(h pod.HostInfo) string {
+	if h.Rootless {
+		return "rootless"
+	}
+	return "rootful"
+}
+
+func summarisePaths(paths []string, max int) string {
+	if len(paths) <= max {
+		return strings.Join(paths, ", ")
+	}
+	return strings.Join(paths[:max], ", ") + fmt.Sprintf(" and %d more", len(paths)-max)
+}
+
+// printPlan shows a plan for people: each object and its security settings.
+func printPlan(w io.Writer, p *pod.Plan) {
+	fmt.Fprintf(w, "Plan for pod %s (nothing created):\n", p.Pod.Name)
+	fmt.Fprintf(w, "  pod      %s  labels %s\n", p.Pod.Name, labelString(p.Pod.Labels))
+	for _, v := range p.Volumes {
+		fmt.Fprintf(w, "  volume   %s  owner %d:%d\n", v.Name, v.UID, v.GID)
+	}
+	for _, s := range p.Secrets {
+		fmt.Fprintf(w, "  secret   %s  (value hidden)\n", s.Name)
+	}
+	for _, c := range p.Containers {
+		fmt.Fprintf(w, "  container %s (%s)\n", c.Name, c.Role)
+		fmt.Fprintf(w, "    image        %s\n", c.Image)
+		fmt.Fprintf(w, "    command      %s\n", strings.Join(append(append([]string{}, c.Entrypoint...), c.Command...), " "))
+		user := c.User
+		if user == "" {
+			user = "(image default)"
+		}
+		fmt.Fprintf(w, "    user         %s\n", user)
+		fmt.Fprintf(w, "    network      %s\n", c.Network)
+		caps := "image default"
+		if len(c.CapDrop) > 0 {
+			caps = "drop " + strings.Join(c.CapDrop, ",")
+		}
+		fmt.Fprintf(w, "    capabilities %s; no-new-privileges %v; read-only root %v\n", caps, c.NoNewPrivileges, c.ReadOnlyRoot)
+		for _, m := range c.Mounts {
+			mode := "rw"
+			if m.ReadOnly {
+				mode = "ro"
+			}
+			fmt.Fprintf(w, "    mount        %s -> %s (%s)\n", m.Volume, m.Dest, mode)
+		}
+		for _, m := range c.ImageMounts {
+			fmt.Fprintf(w, "    mount        image %s -> %s (ro)\n", m.Image, m.Dest)
+		}
+		for _, t := range c.Tmpfs {
+			fmt.Fprintf(w, "    tmpfs        %s size %s\n", t.Dest, t.Size)
+		}
+		if c.Limits != nil {
+			fmt.Fprintf(w, "    limits       memory %q cpus %v pids %d\n", c.Limits.Memory, c.Limits.CPUs, c.Limits.Pids)
+		}
+		fmt.Fprintf(w, "    env          %s\n", strings.Join(sortedKeys(c.Env), " "))
+		if len(c.SecretEnv) > 0 {
+			fmt.Fprintf(w, "    secret env   %s\n", strings.Join(sortedKeys(c.SecretEnv), " "))
+		}
+	}
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", warn)
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func labelString(l map[string]string) string {
+	parts := make([]string, 0, len(l))
+	for _, k := range sortedKeys(l) {
+		parts = append(parts, k+"="+l[k])
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,288 @@
+package pod
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is devaipod's configuration file (TOML). Every key is documented in
+// docs/configuration.md; unknown keys are errors, not silently ignored.
+type Config struct {
+	// Env is passed to both the workspace and the agent.
+	Env EnvConfig `toml:"env"`
+	// Trusted is passed to the trusted side only (workspace, later the
+	// gator), never to the agent.
+	Trusted TrustedConfig `toml:"trusted"`
+	Agent   AgentConfig   `toml:"agent"`
+	// Workspace configures the trusted workspace container.
+	Workspace WorkspaceConfig `toml:"workspace"`
+}
+
+// EnvConfig selects variables: Allowlist names variables copied from the
+// environment devaipod runs in (missing ones are skipped); Vars sets values
+// and wins over the allowlist.
+type EnvConfig struct {
+	Allowlist []string          `toml:"allowlist"`
+	Vars      map[string]string `toml:"vars"`
+}
+
+// TrustedConfig holds what only the trusted side may see.
+type TrustedConfig struct {
+	Env TrustedEnvConfig `toml:"env"`
+}
+
+// TrustedEnvConfig is an EnvConfig whose values are delivered as podman
+// secrets, plus references to podman secrets the user created.
+type TrustedEnvConfig struct {
+	Allowlist []string          `toml:"allowlist"`
+	Vars      map[string]string `toml:"vars"`
+	// Secrets maps existing podman secrets to variables: "VAR=secret_name".
+	Secrets []string `toml:"secrets"`
+}
+
+// AgentConfig configures the agent container.
+type AgentConfig struct {
+	// Image defaults to the workspace image.
+	Image string `toml:"image"`
+	// Command runs the agent's server; a string runs through /bin/sh -c.
+	Command Command `toml:"command"`
+	// Port is the TCP port the agent's server listens on inside the agent.
+	Port   int    `toml:"port"`
+	Limits Limits `toml:"limits"`
+}
+
+// WorkspaceConfig configures the workspace container.
+type WorkspaceConfig struct {
+	Image string `toml:"image"`
+}
+
+// Limits caps the agent's resources. Zero values mean podman's defaults
+// (no limit), except TmpSize, which always has a size.
+type Limits struct {
+	Memory  string  `toml:"memory"`
+	CPUs    float64 `toml:"cpus"`
+	Pids    int64   `toml:"pids"`
+	TmpSize string  `toml:"tmp_size"`
+}
+
+// Command is a command line given in TOML as an array of arguments or as
+// a single string for /bin/sh -c.
+type Command []string
+
+// UnmarshalTOML implements toml.Unmarshaler.
+func (c *Command) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		if strings.TrimSpace(v) == "" {
+			return errors.New("command is empty")
+		}
+		*c = Command{"/bin/sh", "-c", v}
+	case []any:
+		if len(v) == 0 {
+			return errors.New("command is empty")
+		}
+		args := make(Command, 0, len(v))
+		for _, a := range v {
+			s, ok := a.(string)
+			if !ok {
+				return fmt.Errorf("command arguments must be strings, got %T", a)
+			}
+			args = append(args, s)
+		}
+		*c = args
+	default:
+		return fmt.Errorf("command must be a string or an array of strings, got %T", v)
+	}
+	return nil
+}
+
+// Defaults.
+const (
+	DefaultImage       = "localhost/devaipod-default:latest"
+	DefaultHelperImage = "localhost/devaipod-helper:latest"
+	DefaultAgentPort   = 4096
+	DefaultTmpSize     = "512m"
+)
+
+// DefaultAgentCommand starts opencode's server on the agent's loopback.
+var DefaultAgentCommand = Command{"opencode", "serve", "--hostname", "127.0.0.1", "--port", "4096"}
+
+// ConfigError is a problem in a configuration file, with its position.
+type ConfigError struct {
+	File string
+	Line int    // 0 when unknown
+	Key  string // dotted key, "" when unknown
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Key != "" {
+		fmt.Fprintf(&b, ": %s", e.Key)
+	}
+	fmt.Fprintf(&b, ": %s", e.Msg)
+	return b.String()
+}
+
+// DefaultConfigPath is $XDG_CONFIG_HOME/devaipod.toml, else
+// ~/.config/devaipod.toml.
+func DefaultConfigPath() string {
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "devaipod.toml")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".config", "devaipod.toml")
+}
+
+// LoadConfig reads the configuration file at path. A missing file gives the
+// defaults when mustExist is false (the default path), and an error when
+// the user named the file.
+func LoadConfig(path string, mustExist bool) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !mustExist {
+		return &Config{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig parses configuration text; file names it in errors.
+func ParseConfig(file string, data []byte) (*Config, error) {
+	var cfg Config
+	md, err := toml.Decode(string(data), &cfg)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &ConfigError{File: file, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
+		}
+		return nil, &ConfigError{File: file, Msg: err.Error()}
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		key := undecoded[0].String()
+		return nil, &ConfigError{File: file, Line: keyLine(data, undecoded[0]), Key: key,
+			Msg: "unknown key (see docs/configuration.md for the keys devaipod reads)"}
+	}
+	if err := cfg.validate(); err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			ce.File = file
+			ce.Line = keyLine(data, strings.Split(ce.Key, "."))
+		}
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+var (
+	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sizeExpr = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)
+)
+
+func (c *Config) validate() error {
+	bad := func(key, format string, args ...any) error {
+		return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
+	}
+	checkNames := func(key string, names []string) error {
+		for _, n := range names {
+			if !envName.MatchString(n) {
+				return bad(key, "%q is not a valid environment variable name", n)
+			}
+		}
+		return nil
+	}
+	for key, names := range map[string][]string{
+		"env.allowlist":         c.Env.Allowlist,
+		"env.vars":              mapKeys(c.Env.Vars),
+		"trusted.env.allowlist": c.Trusted.Env.Allowlist,
+		"trusted.env.vars":      mapKeys(c.Trusted.Env.Vars),
+	} {
+		if err := checkNames(key, names); err != nil {
+			return err
+		}
+	}
+	for _, s := range c.Trusted.Env.Secrets {
+		v, secret, ok := strings.Cut(s, "=")
+		if !ok || !envName.MatchString(v) || secret == "" {
+			return bad("trusted.env.secrets", "%q must have the form VAR=podman_secret_name", s)
+		}
+	}
+	if c.Agent.Port < 0 || c.Agent.Port > 65535 {
+		return bad("agent.port", "%d is not a TCP port", c.Agent.Port)
+	}
+	l := c.Agent.Limits
+	if l.Memory != "" && !sizeExpr.MatchString(l.Memory) {
+		return bad("agent.limits.memory", "%q is not a size such as \"4g\" or \"512m\"", l.Memory)
+	}
+	if l.TmpSize != "" && !sizeExpr.MatchString(l.TmpSize) {
+		return bad("agent.limits.tmp_size", "%q is not a size such as \"1g\" or \"512m\"", l.TmpSize)
+	}
+	if l.CPUs < 0 {
+		return bad("agent.limits.cpus", "must not be negative")
+	}
+	if l.Pids < 0 {
+		return bad("agent.limits.pids", "must not be negative")
+	}
+	return nil
+}
+
+// keyLine finds the line that sets key: the key's last part inside the
+// table named by the rest (TOML's decoder does not report key positions).
+func keyLine(data []byte, key toml.Key) int {
+	if len(key) == 0 {
+		return 0
+	}
+	table := strings.Join(key[:len(key)-1], ".")
+	last := key[len(key)-1]
+	current := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "[") {
+			name := strings.Trim(t, "[] \t")
+			if j := strings.Index(name, "]"); j >= 0 {
+				name = name[:j]
+			}
+			current = strings.ReplaceAll(name, " ", "")
+			if current == strings.Join(key, ".") {
+				return i + 1
+			}
+			continue
+		}
+		k, _, ok := strings.Cut(t, "=")
+		if !ok {
+			continue
+		}
+		k = strings.Trim(strings.TrimSpace(k), `"'`)
+		full := k
+		if current != "" {
+			full = current + "." + k
+		}
+		if (current == table && k == last) || full == strings.Join(key, ".") {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func mapKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}

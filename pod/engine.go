@@ -1,0 +1,304 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Engine is the part of podman that pod uses. The real one is podmanEngine;
+// tests use fakes. Every method takes the caller's context.
+type Engine interface {
+	// ImageEnv returns an image's environment; ErrNotFound if it is absent.
+	ImageEnv(ctx context.Context, image string) ([]string, error)
+	// PodExists tells whether a pod with that podman name exists.
+	PodExists(ctx context.Context, name string) (bool, error)
+	CreatePod(ctx context.Context, p PodSpec) error
+	CreateVolume(ctx context.Context, v VolumeSpec) error
+	CreateSecret(ctx context.Context, s SecretSpec) error
+	CreateContainer(ctx context.Context, pod string, c ContainerSpec) error
+	// CopyInto extracts a tar stream at dir in a created container.
+	CopyInto(ctx context.Context, container, dir string, tar io.Reader) error
+	StartPod(ctx context.Context, name string) error
+	StopPod(ctx context.Context, name string, timeout uint) error
+	// Exec runs cmd in a running container and returns its exit code and
+	// combined output.
+	Exec(ctx context.Context, container string, cmd []string) (int, string, error)
+	// Logs writes a container's logs; tail < 0 means all of them.
+	Logs(ctx context.Context, container string, tail int, follow bool, w io.Writer) error
+	// Objects lists what carries the LabelPod label: for one pod when
+	// short is not empty, else for every pod.
+	Objects(ctx context.Context, short string) ([]Object, error)
+	// Remove deletes one object; one that is already gone is not an error.
+	Remove(ctx context.Context, o Object) error
+}
+
+// ErrNotFound is returned when a pod, image or object does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Object kinds, in the order Remove must delete them.
+const (
+	KindPod       = "pod"
+	KindContainer = "container"
+	KindVolume    = "volume"
+	KindSecret    = "secret"
+)
+
+// Object is one podman object devaipod created.
+type Object struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Pod is the short name from the object's label.
+	Pod string `json:"pod"`
+	// State is the pod's or container's state ("" for volumes, secrets).
+	State  string            `json:"state,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Created is when podman created it (zero when unknown).
+	Created time.Time `json:"created,omitempty"`
+}
+
+var kindOrder = map[string]int{KindPod: 0, KindContainer: 1, KindVolume: 2, KindSecret: 3}
+
+// UpOptions tune Up.
+type UpOptions struct {
+	// ReadyTimeout bounds the wait for the agent's server.
+	ReadyTimeout time.Duration
+	// KeepOnFailure leaves what was created for inspection.
+	KeepOnFailure bool
+	// Progress, when set, hears about each step.
+	Progress func(step string)
+}
+
+// ReadyError says the agent's server never answered; Logs holds the last
+// lines the agent wrote.
+type ReadyError struct {
+	Timeout time.Duration
+	Detail  string
+	Logs    string
+}
+
+func (e *ReadyError) Error() string {
+	return fmt.Sprintf("agent did not become ready within %s: %s", e.Timeout, e.Detail)
+}
+
+// Up creates everything in the plan, fills the workspace with the source
+// and waits until the agent's server answers through the workspace's
+// bridge. It is all or nothing: on any failure, including cancellation of
+// ctx, it removes what it created (unless opts.KeepOnFailure) and returns
+// the first error.
+func Up(ctx context.Context, eng Engine, plan *Plan, src *Source, opts UpOptions) (err error) {
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 60 * time.Second
+	}
+	unlock, err := lockPod(plan.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	if exists, err := eng.PodExists(ctx, plan.Pod.Name); err != nil {
+		return err
+	} else if exists {
+		return fmt.Errorf("pod %s already exists: %w", plan.Name, ErrExists)
+	}
+
+	// The checkout comes first: it is the step most likely to fail (bad
+	// URL, credentials) and it creates nothing in podman.
+	var checkout string
+	if src != nil {
+		progress("cloning " + src.Input)
+		tmp, err := os.MkdirTemp("", "devaipod-src-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		checkout = filepath.Join(tmp, "repo")
+		if err := src.Checkout(ctx, checkout); err != nil {
+			return err
+		}
+	}
+
+	var created []Object
+	defer func() {
+		if err == nil || opts.KeepOnFailure {
+			return
+		}
+		// ctx may be cancelled (Ctrl-C): clean up on a context of our own.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if cerr := removeAll(cctx, eng, created); cerr != nil {
+			err = fmt.Errorf("%w (and cleanup failed: %v)", err, cerr)
+		}
+	}()
+
+	progress("creating pod " + plan.Pod.Name)
+	if err := eng.CreatePod(ctx, plan.Pod); err != nil {
+		return fmt.Errorf("create pod: %w", err)
+	}
+	created = append(created, Object{Kind: KindPod, Name: plan.Pod.Name})
+	for _, v := range plan.Volumes {
+		if err := eng.CreateVolume(ctx, v); err != nil {
+			return fmt.Errorf("create volume %s: %w", v.Name, err)
+		}
+		created = append(created, Object{Kind: KindVolume, Name: v.Name})
+	}
+	for _, s := range plan.Secrets {
+		if err := eng.CreateSecret(ctx, s); err != nil {
+			return fmt.Errorf("create secret %s: %w", s.Name, err)
+		}
+		created = append(created, Object{Kind: KindSecret, Name: s.Name})
+	}
+	for _, c := range plan.Containers {
+		progress("creating container " + c.Name)
+		if err := eng.CreateContainer(ctx, plan.Pod.Name, c); err != nil {
+			return fmt.Errorf("create container %s: %w", c.Name, err)
+		}
+		created = append(created, Object{Kind: KindContainer, Name: c.Name})
+	}
+	if checkout != "" {
+		progress("copying the repository into the workspace volume")
+		if err := copyTree(ctx, eng, ContainerName(plan.Name, RoleWorkspace), checkout, filepath.Base(plan.Workdir)); err != nil {
+			return err
+		}
+	}
+	progress("starting pod")
+	if err := eng.StartPod(ctx, plan.Pod.Name); err != nil {
+		return fmt.Errorf("start pod: %w", err)
+	}
+	progress("waiting for the agent's server")
+	return waitReady(ctx, eng, plan, opts.ReadyTimeout)
+}
+
+// ErrExists is returned when a pod of that name exists already.
+var ErrExists = errors.New("already exists")
+
+func copyTree(ctx context.Context, eng Engine, container, dir, project string) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(TarTree(pw, dir, project, AgentUID, AgentGID)) }()
+	err := eng.CopyInto(ctx, container, WorkspacesDir, pr)
+	pr.CloseWithError(err) // unblocks the writer if the copy stopped early
+	if err != nil {
+		return fmt.Errorf("copy repository into %s: %w", container, err)
+	}
+	return nil
+}
+
+// waitReady asks the workspace's helper to poll the agent's URL: this checks
+// the whole path a user's `oc` takes (bridge, socket, agent server).
+func waitReady(ctx context.Context, eng Engine, plan *Plan, timeout time.Duration) error {
+	ws := ContainerName(plan.Name, RoleWorkspace)
+	code, out, err := eng.Exec(ctx, ws, []string{HelperBin, "wait-http", "--timeout", timeout.String(), plan.AgentURL})
+	if err != nil {
+		return fmt.Errorf("wait for agent: %w", err)
+	}
+	if code == 0 {
+		return nil
+	}
+	var logs strings.Builder
+	_ = eng.Logs(ctx, ContainerName(plan.Name, RoleAgent), 20, false, &logs)
+	return &ReadyError{Timeout: timeout, Detail: strings.TrimSpace(out), Logs: logs.String()}
+}
+
+// removeAll deletes objects in dependency order: pods (with their
+// containers), containers, volumes, secrets. It tries every object and
+// joins the errors.
+func removeAll(ctx context.Context, eng Engine, objs []Object) error {
+	sorted := append([]Object(nil), objs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return kindOrder[sorted[i].Kind] < kindOrder[sorted[j].Kind] })
+	var errs []error
+	for _, o := range sorted {
+		if err := eng.Remove(ctx, o); err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, fmt.Errorf("remove %s %s: %w", o.Kind, o.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Delete removes everything labelled for the pod. With keepVolumes the
+// volumes (the workspace copy and the agent's HOME) stay.
+func Delete(ctx context.Context, eng Engine, short string, keepVolumes bool) ([]Object, error) {
+	objs, err := eng.Objects(ctx, short)
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
+	}
+	var doomed []Object
+	for _, o := range objs {
+		if keepVolumes && o.Kind == KindVolume {
+			continue
+		}
+		doomed = append(doomed, o)
+	}
+	return doomed, removeAll(ctx, eng, doomed)
+}
+
+// Leftovers finds what a killed or failed up left behind: objects of pods
+// that no longer exist, and pods missing a container or whose containers
+// were never started. Pods whose up is still running are skipped.
+func Leftovers(ctx context.Context, eng Engine) ([]Object, error) {
+	objs, err := eng.Objects(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	byPod := map[string][]Object{}
+	for _, o := range objs {
+		byPod[o.Pod] = append(byPod[o.Pod], o)
+	}
+	var left []Object
+	for _, group := range sortedGroups(byPod) {
+		if podLocked(group[0].Pod) {
+			continue
+		}
+		if halfCreated(group) {
+			left = append(left, group...)
+		}
+	}
+	return left, nil
+}
+
+func sortedGroups(m map[string][]Object) [][]Object {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([][]Object, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+func halfCreated(group []Object) bool {
+	var hasPod bool
+	roles := map[string]bool{}
+	for _, o := range group {
+		switch o.Kind {
+		case KindPod:
+			hasPod = true
+		case KindContainer:
+			roles[o.Labels[LabelRole]] = true
+			if o.State == "created" || o.State == "configured" {
+				return true // never started: up died between create and start
+			}
+		}
+	}
+	return !hasPod || !roles[RoleWorkspace] || !roles[RoleAgent]
+}
+
+// RemoveObjects deletes objects (e.g. gc's leftovers) in dependency order.
+func RemoveObjects(ctx context.Context, eng Engine, objs []Object) error {
+	return removeAll(ctx, eng, objs)
+}

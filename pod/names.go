@@ -1,0 +1,94 @@
+package pod
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Prefix starts the name of every podman object devaipod creates.
+const Prefix = "devaipod-"
+
+// Labels put on every object devaipod creates. LabelPod holds the short pod
+// name; delete and gc find objects by it and by nothing else.
+const (
+	LabelPod     = "io.devaipod.pod"
+	LabelRepo    = "io.devaipod.repo"
+	LabelCommit  = "io.devaipod.commit"
+	LabelRole    = "io.devaipod.role"
+	LabelVersion = "io.devaipod.version"
+	// LabelAgentURL is where the workspace reaches the agent's server.
+	LabelAgentURL = "io.devaipod.agent-url"
+)
+
+// Container roles; a container is named Prefix+NAME+"-"+role.
+const (
+	RoleWorkspace = "workspace"
+	RoleAgent     = "agent"
+)
+
+// maxNameLen keeps derived object names (devaipod-NAME-agent-home) well under
+// the limits of podman and of unix socket paths.
+const maxNameLen = 48
+
+var validName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
+// NormalizeName accepts a pod name with or without the devaipod- prefix and
+// returns the short name, or an error saying what is wrong with it.
+func NormalizeName(name string) (string, error) {
+	short := strings.TrimPrefix(name, Prefix)
+	if short == "" {
+		return "", fmt.Errorf("pod name is empty")
+	}
+	if len(short) > maxNameLen {
+		return "", fmt.Errorf("pod name %q is longer than %d characters", short, maxNameLen)
+	}
+	if !validName.MatchString(short) {
+		return "", fmt.Errorf("pod name %q is invalid: use lower-case letters, digits and '-', starting and ending with a letter or digit", short)
+	}
+	return short, nil
+}
+
+// DeriveName makes a pod name from a project name and a short random suffix,
+// so that two pods of the same repository never collide.
+func DeriveName(project string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(project) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	base := strings.Trim(b.String(), "-")
+	for strings.Contains(base, "--") {
+		base = strings.ReplaceAll(base, "--", "-")
+	}
+	if base == "" {
+		base = "project"
+	}
+	if len(base) > maxNameLen-7 {
+		base = strings.TrimRight(base[:maxNameLen-7], "-")
+	}
+	return base + "-" + randomSuffix()
+}
+
+func randomSuffix() string {
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// PodName is the podman name of the pod called short.
+func PodName(short string) string { return Prefix + short }
+
+// ContainerName is the podman name of a container of the pod.
+func ContainerName(short, role string) string { return Prefix + short + "-" + role }
+
+// ObjectName is the podman name of one of the pod's volumes or secrets.
+func ObjectName(short, what string) string { return Prefix + short + "-" + what }

@@ -1,0 +1,620 @@
+package pod
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containers/podman/v5/pkg/api/handlers"
+	"github.com/containers/podman/v5/pkg/bindings"
+	"github.com/containers/podman/v5/pkg/bindings/containers"
+	"github.com/containers/podman/v5/pkg/bindings/images"
+	"github.com/containers/podman/v5/pkg/bindings/pods"
+	"github.com/containers/podman/v5/pkg/bindings/secrets"
+	"github.com/containers/podman/v5/pkg/bindings/system"
+	"github.com/containers/podman/v5/pkg/bindings/volumes"
+	"github.com/containers/podman/v5/pkg/domain/entities/types"
+	"github.com/containers/podman/v5/pkg/errorhandling"
+	"github.com/containers/podman/v5/pkg/specgen"
+	dockerContainer "github.com/docker/docker/api/types/container"
+	spec "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// MinPodmanVersion is the oldest podman service devaipod is tested with.
+const MinPodmanVersion = "4.3.0"
+
+// Podman is the real engine: podman's REST API through its Go bindings.
+type Podman struct {
+	// conn is the bindings' connection context. The bindings force a
+	// context to carry the client; each call derives from the caller's ctx
+	// and only borrows the client from conn (see withConn).
+	conn context.Context
+	// URI is the service in use.
+	URI string
+	// Started says devaipod started a podman service for this run.
+	Started bool
+	service *exec.Cmd
+}
+
+var _ Engine = (*Podman)(nil)
+
+// ConnectError says no podman service could be reached; Hint says what to do.
+type ConnectError struct {
+	Msg  string
+	Hint string
+	Err  error
+}
+
+func (e *ConnectError) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// DefaultURIs lists the sockets tried when no connection is given: the
+// user's rootless socket, then, as root, the rootful one.
+func DefaultURIs() []string {
+	runtimeDir := os.Getenv("XDG_RUNTIME_DIR")
+	if runtimeDir == "" {
+		runtimeDir = fmt.Sprintf("/run/user/%d", os.Getuid())
+	}
+	uris := []string{"unix://" + filepath.Join(runtimeDir, "podman", "podman.sock")}
+	if os.Getuid() == 0 {
+		uris = append(uris, "unix:///run/podman/podman.sock")
+	}
+	return uris
+}
+
+// Connect reaches a podman service: uri if given, else $CONTAINER_HOST,
+// else the default sockets; if none answers, it starts `podman system
+// service` for this run (Close stops it).
+func Connect(ctx context.Context, uri string) (*Podman, error) {
+	if uri == "" {
+		uri = os.Getenv("CONTAINER_HOST")
+	}
+	if uri != "" {
+		p, err := dial(ctx, uri)
+		if err != nil {
+			return nil, &ConnectError{Msg: "cannot reach the podman service at " + uri, Err: err,
+				Hint: "check that the service runs (podman system service) or fix --connection / CONTAINER_HOST"}
+		}
+		return p, nil
+	}
+	var lastErr error
+	for _, u := range DefaultURIs() {
+		path := strings.TrimPrefix(u, "unix://")
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		p, err := dial(ctx, u)
+		if err == nil {
+			return p, nil
+		}
+		lastErr = err
+	}
+	return startService(ctx, lastErr)
+}
+
+func dial(ctx context.Context, uri string) (*Podman, error) {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := bindings.NewConnection(dctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	// NewConnection's ctx carries the client; detach it from the dial
+	// timeout, which would otherwise cancel every later call.
+	p := &Podman{conn: context.WithoutCancel(conn), URI: uri}
+	v, err := system.Version(p.withConn(ctx), nil)
+	if err != nil {
+		return nil, fmt.Errorf("query version: %w", err)
+	}
+	if v.Server != nil && versionLess(v.Server.Version, MinPodmanVersion) {
+		return nil, &ConnectError{Msg: fmt.Sprintf("podman %s is too old", v.Server.Version),
+			Hint: "devaipod needs podman " + MinPodmanVersion + " or newer"}
+	}
+	return p, nil
+}
+
+func startService(ctx context.Context, cause error) (*Podman, error) {
+	bin, err := exec.LookPath("podman")
+	if err != nil {
+		return nil, &ConnectError{Msg: "podman is not installed",
+			Hint: "install podman (Debian/Ubuntu: apt-get install podman), then run devaipod again"}
+	}
+	dir, err := os.MkdirTemp("", "devaipod-podman-")
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(dir, "podman.sock")
+	cmd := exec.Command(bin, "system", "service", "--time=0", "unix://"+sock)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C is ours to handle
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, &ConnectError{Msg: "cannot start podman system service", Err: err}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(sock); err == nil {
+			p, err := dial(ctx, "unix://"+sock)
+			if err == nil {
+				p.Started, p.service = true, cmd
+				return p, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			deadline = time.Now()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	os.RemoveAll(dir)
+	msg := "no podman service answers and starting one failed"
+	if cause != nil {
+		msg += " (" + cause.Error() + ")"
+	}
+	return nil, &ConnectError{Msg: msg, Err: errors.New(strings.TrimSpace(stderr.String())),
+		Hint: "run `podman info` to see what is wrong with podman on this host"}
+}
+
+// Close stops the podman service devaipod started, if any.
+func (p *Podman) Close() error {
+	if p.service == nil {
+		return nil
+	}
+	p.service.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { p.service.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		p.service.Process.Kill()
+		<-done
+	}
+	sock := strings.TrimPrefix(p.URI, "unix://")
+	return os.RemoveAll(filepath.Dir(sock))
+}
+
+// withConn returns a context that cancels with ctx but also carries the
+// bindings' values (the client, the API version), so that cancelling ctx
+// cancels the request.
+func (p *Podman) withConn(ctx context.Context) context.Context {
+	return connContext{Context: ctx, conn: p.conn}
+}
+
+// connContext adds the connection's values to a caller's context; the
+// bindings keep their keys unexported, so they cannot be copied one by one.
+type connContext struct {
+	context.Context
+	conn context.Context
+}
+
+func (c connContext) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.conn.Value(key)
+}
+
+// Info describes the host podman runs on.
+func (p *Podman) Info(ctx context.Context) (HostInfo, error) {
+	info, err := system.Info(p.withConn(ctx), nil)
+	if err != nil {
+		return HostInfo{}, err
+	}
+	h := HostInfo{Version: info.Version.Version, APIVersion: info.Version.APIVersion,
+		Rootless: info.Host.Security.Rootless, CgroupVersion: info.Host.CgroupsVersion,
+		CgroupManager: info.Host.CgroupManager, GraphDriver: info.Store.GraphDriverName,
+		NetworkBackend: info.Host.NetworkBackend, Kernel: info.Host.Kernel}
+	if info.Host.OCIRuntime != nil {
+		h.OCIRuntime = info.Host.OCIRuntime.Name
+	}
+	return h, nil
+}
+
+// ImageEnv implements Engine.
+func (p *Podman) ImageEnv(ctx context.Context, image string) ([]string, error) {
+	img, err := images.GetImage(p.withConn(ctx), image, nil)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	if img.Config == nil {
+		return nil, nil
+	}
+	return img.Config.Env, nil
+}
+
+// PodExists implements Engine.
+func (p *Podman) PodExists(ctx context.Context, name string) (bool, error) {
+	return pods.Exists(p.withConn(ctx), name, nil)
+}
+
+// CreatePod implements Engine.
+func (p *Podman) CreatePod(ctx context.Context, ps PodSpec) error {
+	s := specgen.NewPodSpecGenerator()
+	s.Name = ps.Name
+	s.Labels = ps.Labels
+	// The agent opts out of the network namespace; ipc and uts are shared
+	// by the trusted containers (the agent gets a private ipc).
+	s.SharedNamespaces = []string{"net", "uts", "ipc"}
+	_, err := pods.CreatePodFromSpec(p.withConn(ctx), &types.PodSpec{PodSpecGen: *s})
+	return mapErr(err)
+}
+
+// CreateVolume implements Engine.
+func (p *Podman) CreateVolume(ctx context.Context, v VolumeSpec) error {
+	_, err := volumes.Create(p.withConn(ctx), types.VolumeCreateOptions{
+		Name:    v.Name,
+		Labels:  v.Labels,
+		Options: map[string]string{"o": fmt.Sprintf("uid=%d,gid=%d", v.UID, v.GID)},
+	}, nil)
+	return mapErr(err)
+}
+
+// CreateSecret implements Engine.
+func (p *Podman) CreateSecret(ctx context.Context, s SecretSpec) error {
+	name := s.Name
+	_, err := secrets.Create(p.withConn(ctx), strings.NewReader(s.Value),
+		new(secrets.CreateOptions).WithName(name).WithLabels(s.Labels))
+	return mapErr(err)
+}
+
+// CreateContainer implements Engine.
+func (p *Podman) CreateContainer(ctx context.Context, pod string, c ContainerSpec) error {
+	s, err := containerSpec(pod, c)
+	if err != nil {
+		return err
+	}
+	_, err = containers.CreateWithSpec(p.withConn(ctx), s, nil)
+	return mapErr(err)
+}
+
+// containerSpec translates a planned container into podman's spec.
+func containerSpec(pod string, c ContainerSpec) (*specgen.SpecGenerator, error) {
+	s := specgen.NewSpecGenerator(c.Image, false)
+	s.Name = c.Name
+	s.Pod = pod
+	s.Entrypoint = c.Entrypoint
+	s.Command = c.Command
+	if c.Command == nil {
+		s.Command = []string{} // don't inherit the image's CMD as arguments
+	}
+	s.User = c.User
+	s.WorkDir = c.Workdir
+	s.Env = c.Env
+	s.EnvSecrets = c.SecretEnv
+	s.Labels = c.Labels
+	s.CapDrop = c.CapDrop
+	s.CapAdd = c.CapAdd
+	s.NoNewPrivileges = &c.NoNewPrivileges
+	s.ReadOnlyFilesystem = &c.ReadOnlyRoot
+	noExtraTmpfs := false
+	s.ReadWriteTmpfs = &noExtraTmpfs
+	stop := c.StopTimeout
+	s.StopTimeout = &stop
+	if c.Network == NetworkNone {
+		s.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
+	}
+	if c.PrivateIPC {
+		s.IpcNS = specgen.Namespace{NSMode: specgen.Private}
+	}
+	for _, m := range c.Mounts {
+		var opts []string
+		if m.ReadOnly {
+			opts = append(opts, "ro")
+		}
+		s.Volumes = append(s.Volumes, &specgen.NamedVolume{Name: m.Volume, Dest: m.Dest, Options: opts})
+	}
+	for _, m := range c.ImageMounts {
+		s.ImageVolumes = append(s.ImageVolumes, &specgen.ImageVolume{Source: m.Image, Destination: m.Dest})
+	}
+	for _, t := range c.Tmpfs {
+		opts := []string{"size=" + t.Size}
+		if t.Options != "" {
+			opts = append(opts, strings.Split(t.Options, ",")...)
+		}
+		s.Mounts = append(s.Mounts, spec.Mount{Type: "tmpfs", Source: "tmpfs", Destination: t.Dest, Options: opts})
+	}
+	if l := c.Limits; l != nil && (l.Memory != "" || l.CPUs > 0 || l.Pids > 0) {
+		r := &spec.LinuxResources{}
+		if l.Memory != "" {
+			n, err := ParseSize(l.Memory)
+			if err != nil {
+				return nil, err
+			}
+			r.Memory = &spec.LinuxMemory{Limit: &n}
+		}
+		if l.CPUs > 0 {
+			period := uint64(100000)
+			quota := int64(l.CPUs * float64(period))
+			r.CPU = &spec.LinuxCPU{Period: &period, Quota: &quota}
+		}
+		if l.Pids > 0 {
+			r.Pids = &spec.LinuxPids{Limit: l.Pids}
+		}
+		s.ResourceLimits = r
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid container spec %s: %w", c.Name, err)
+	}
+	return s, nil
+}
+
+// ParseSize reads sizes such as "512m" or "4g" (binary units).
+func ParseSize(s string) (int64, error) {
+	if !sizeExpr.MatchString(s) {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	mult := int64(1)
+	switch strings.ToLower(s[len(s)-1:]) {
+	case "k":
+		mult = 1 << 10
+	case "m":
+		mult = 1 << 20
+	case "g":
+		mult = 1 << 30
+	}
+	num := strings.TrimRight(s, "bkmgBKMG")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid size %q: %w", s, err)
+	}
+	return n * mult, nil
+}
+
+// CopyInto implements Engine.
+func (p *Podman) CopyInto(ctx context.Context, container, dir string, tar io.Reader) error {
+	chown := true
+	copyFn, err := containers.CopyFromArchiveWithOptions(p.withConn(ctx), container, dir, tar,
+		new(containers.CopyOptions).WithChown(chown))
+	if err != nil {
+		return mapErr(err)
+	}
+	return mapErr(copyFn())
+}
+
+// StartPod implements Engine.
+func (p *Podman) StartPod(ctx context.Context, name string) error {
+	_, err := pods.Start(p.withConn(ctx), name, nil)
+	return mapErr(err)
+}
+
+// StopPod implements Engine.
+func (p *Podman) StopPod(ctx context.Context, name string, timeout uint) error {
+	t := int(timeout)
+	_, err := pods.Stop(p.withConn(ctx), name, new(pods.StopOptions).WithTimeout(t))
+	return mapErr(err)
+}
+
+// Exec implements Engine.
+func (p *Podman) Exec(ctx context.Context, container string, cmd []string) (int, string, error) {
+	cctx := p.withConn(ctx)
+	cfg := &handlers.ExecCreateConfig{ExecOptions: dockerContainer.ExecOptions{
+		Cmd: cmd, AttachStdout: true, AttachStderr: true}}
+	id, err := containers.ExecCreate(cctx, container, cfg)
+	if err != nil {
+		return 0, "", mapErr(err)
+	}
+	defer containers.ExecRemove(context.WithoutCancel(cctx), id, nil)
+	var out syncBuffer
+	var w io.Writer = &out
+	attach := true
+	opts := &containers.ExecStartAndAttachOptions{OutputStream: &w, ErrorStream: &w,
+		AttachOutput: &attach, AttachError: &attach}
+	if err := containers.ExecStartAndAttach(cctx, id, opts); err != nil {
+		return 0, out.String(), mapErr(err)
+	}
+	insp, err := containers.ExecInspect(cctx, id, nil)
+	if err != nil {
+		return 0, out.String(), mapErr(err)
+	}
+	return insp.ExitCode, out.String(), nil
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Logs implements Engine.
+func (p *Podman) Logs(ctx context.Context, container string, tail int, follow bool, w io.Writer) error {
+	yes := true
+	opts := new(containers.LogOptions).WithStdout(yes).WithStderr(yes).WithFollow(follow)
+	if tail >= 0 {
+		opts = opts.WithTail(strconv.Itoa(tail))
+	}
+	stdout, stderr := make(chan string, 64), make(chan string, 64)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- containers.Logs(p.withConn(ctx), container, opts, stdout, stderr)
+	}()
+	bw := bufio.NewWriter(w)
+	defer bw.Flush()
+	for {
+		select {
+		case line := <-stdout:
+			bw.WriteString(line)
+			if follow {
+				bw.Flush()
+			}
+		case line := <-stderr:
+			bw.WriteString(line)
+			if follow {
+				bw.Flush()
+			}
+		case err := <-errc:
+			// Drain what was sent before the call returned.
+			for {
+				select {
+				case line := <-stdout:
+					bw.WriteString(line)
+				case line := <-stderr:
+					bw.WriteString(line)
+				default:
+					if ctx.Err() != nil {
+						return nil
+					}
+					return mapErr(err)
+				}
+			}
+		}
+	}
+}
+
+// Objects implements Engine.
+func (p *Podman) Objects(ctx context.Context, short string) ([]Object, error) {
+	cctx := p.withConn(ctx)
+	label := LabelPod
+	if short != "" {
+		label += "=" + short
+	}
+	filters := map[string][]string{"label": {label}}
+	var objs []Object
+
+	podList, err := pods.List(cctx, new(pods.ListOptions).WithFilters(filters))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	for _, pd := range podList {
+		objs = append(objs, Object{Kind: KindPod, Name: pd.Name, Pod: pd.Labels[LabelPod],
+			State: strings.ToLower(pd.Status), Labels: pd.Labels, Created: pd.Created})
+	}
+	all := true
+	ctrs, err := containers.List(cctx, new(containers.ListOptions).WithAll(all).WithFilters(filters))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	for _, c := range ctrs {
+		name := ""
+		if len(c.Names) > 0 {
+			name = c.Names[0]
+		}
+		objs = append(objs, Object{Kind: KindContainer, Name: name, Pod: c.Labels[LabelPod],
+			State: c.State, Labels: c.Labels, Created: c.Created})
+	}
+	vols, err := volumes.List(cctx, new(volumes.ListOptions).WithFilters(filters))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	for _, v := range vols {
+		objs = append(objs, Object{Kind: KindVolume, Name: v.Name, Pod: v.Labels[LabelPod],
+			Labels: v.Labels, Created: v.CreatedAt})
+	}
+	// Secret labels and label filters are not in every podman version, so
+	// secrets are also matched by name.
+	secs, err := secrets.List(cctx, nil)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	for _, s := range secs {
+		owner := s.Spec.Labels[LabelPod]
+		if owner == "" {
+			owner = secretOwner(s.Spec.Name)
+		}
+		if owner == "" || (short != "" && owner != short) {
+			continue
+		}
+		objs = append(objs, Object{Kind: KindSecret, Name: s.Spec.Name, Pod: owner,
+			Labels: s.Spec.Labels, Created: s.CreatedAt})
+	}
+	return objs, nil
+}
+
+// secretOwner recovers the pod of a secret named devaipod-NAME-env-var.
+func secretOwner(name string) string {
+	rest, ok := strings.CutPrefix(name, Prefix)
+	if !ok {
+		return ""
+	}
+	i := strings.LastIndex(rest, "-env-")
+	if i <= 0 {
+		return ""
+	}
+	return rest[:i]
+}
+
+// Remove implements Engine.
+func (p *Podman) Remove(ctx context.Context, o Object) error {
+	cctx := p.withConn(ctx)
+	force, zero := true, uint(0)
+	var err error
+	switch o.Kind {
+	case KindPod:
+		_, err = pods.Remove(cctx, o.Name, new(pods.RemoveOptions).WithForce(force).WithTimeout(0))
+	case KindContainer:
+		_, err = containers.Remove(cctx, o.Name, new(containers.RemoveOptions).WithForce(force).WithTimeout(zero))
+	case KindVolume:
+		err = volumes.Remove(cctx, o.Name, new(volumes.RemoveOptions).WithForce(force))
+	case KindSecret:
+		err = secrets.Remove(cctx, o.Name)
+	default:
+		return fmt.Errorf("unknown object kind %q", o.Kind)
+	}
+	return mapErr(err)
+}
+
+// mapErr turns the API's 404s into ErrNotFound and 409s into ErrExists,
+// keeping podman's message.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var em *errorhandling.ErrorModel
+	if errors.As(err, &em) {
+		switch em.ResponseCode {
+		case http.StatusNotFound:
+			return fmt.Errorf("%s: %w", em.Error(), ErrNotFound)
+		case http.StatusConflict:
+			return fmt.Errorf("%s: %w", em.Error(), ErrExists)
+		}
+	}
+	return err
+}
+
+// versionLess compares dotted versions numerically ("4.3.1" < "4.10").
+func versionLess(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(pa) || i < len(pb); i++ {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(strings.TrimFunc(pa[i], func(r rune) bool { return r < '0' || r > '9' }))
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(strings.TrimFunc(pb[i], func(r rune) bool { return r < '0' || r > '9' }))
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}

@@ -1,0 +1,108 @@
+package pod
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Summary describes one devaipod pod for list and status.
+type Summary struct {
+	Name       string             `json:"name"`
+	Pod        string             `json:"pod"`
+	State      string             `json:"state"`
+	Repo       string             `json:"repo,omitempty"`
+	Commit     string             `json:"commit,omitempty"`
+	Created    time.Time          `json:"created"`
+	Containers []ContainerSummary `json:"containers"`
+	Volumes    []string           `json:"volumes"`
+	Secrets    []string           `json:"secrets,omitempty"`
+	// AgentReady is set by Status: whether the agent's server answers
+	// through the workspace's bridge (nil when not checked).
+	AgentReady *bool `json:"agent_ready,omitempty"`
+}
+
+// ContainerSummary is one container of a pod.
+type ContainerSummary struct {
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+	State string `json:"state"`
+}
+
+// List summarises every devaipod pod, sorted by name. Leftovers without a
+// pod (see Leftovers) are not listed.
+func List(ctx context.Context, eng Engine) ([]Summary, error) {
+	objs, err := eng.Objects(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	return summarise(objs), nil
+}
+
+// Status summarises one pod and checks whether its agent answers.
+func Status(ctx context.Context, eng Engine, short string) (*Summary, error) {
+	objs, err := eng.Objects(ctx, short)
+	if err != nil {
+		return nil, err
+	}
+	sums := summarise(objs)
+	if len(sums) == 0 {
+		return nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
+	}
+	s := sums[0]
+	if s.State == "running" {
+		url := fmt.Sprintf("http://127.0.0.1:%d", DefaultAgentPort)
+		if u := objsLabel(objs, LabelAgentURL); u != "" {
+			url = u
+		}
+		code, _, err := eng.Exec(ctx, ContainerName(short, RoleWorkspace),
+			[]string{HelperBin, "wait-http", "--timeout", "2s", url})
+		ready := err == nil && code == 0
+		s.AgentReady = &ready
+	}
+	return &s, nil
+}
+
+func objsLabel(objs []Object, key string) string {
+	for _, o := range objs {
+		if v := o.Labels[key]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func summarise(objs []Object) []Summary {
+	byName := map[string]*Summary{}
+	for _, o := range objs {
+		if o.Kind != KindPod {
+			continue
+		}
+		byName[o.Pod] = &Summary{Name: o.Pod, Pod: o.Name, State: o.State, Repo: o.Labels[LabelRepo],
+			Commit: o.Labels[LabelCommit], Created: o.Created, Containers: []ContainerSummary{}, Volumes: []string{}}
+	}
+	for _, o := range objs {
+		s := byName[o.Pod]
+		if s == nil {
+			continue
+		}
+		switch o.Kind {
+		case KindContainer:
+			s.Containers = append(s.Containers, ContainerSummary{Name: o.Name, Role: o.Labels[LabelRole], State: o.State})
+		case KindVolume:
+			s.Volumes = append(s.Volumes, o.Name)
+		case KindSecret:
+			s.Secrets = append(s.Secrets, o.Name)
+		}
+	}
+	out := make([]Summary, 0, len(byName))
+	for _, s := range byName {
+		sort.Slice(s.Containers, func(i, j int) bool { return s.Containers[i].Name < s.Containers[j].Name })
+		sort.Strings(s.Volumes)
+		sort.Strings(s.Secrets)
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
