@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -171,7 +172,13 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		if errors.As(err, &pe) {
 			return nil, &ConfigError{File: file, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
 		}
-		return nil, &ConfigError{File: file, Msg: err.Error()}
+		// Type mismatches come as plain errors with the position in the text.
+		ce := &ConfigError{File: file, Msg: err.Error()}
+		if m := decodeErr.FindStringSubmatch(err.Error()); m != nil {
+			ce.Line, _ = strconv.Atoi(m[1])
+			ce.Key, ce.Msg = m[2], m[3]
+		}
+		return nil, ce
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		key := undecoded[0].String()
@@ -190,6 +197,7 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 }
 
 var (
+	decodeErr = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
 	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	sizeExpr = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)
 )

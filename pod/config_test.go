@@ -1,0 +1,114 @@
+package pod
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseConfig(t *testing.T) {
+	cfg, err := ParseConfig("c.toml", []byte(`
+[env]
+allowlist = ["EDITOR"]
+[env.vars]
+LANG = "C.UTF-8"
+
+[trusted.env]
+allowlist = ["GH_TOKEN"]
+secrets = ["NPM_TOKEN=npm_token"]
+[trusted.env.vars]
+JIRA = "x"
+
+[agent]
+image = "localhost/agent:1"
+command = "opencode serve --port 4096"
+port = 4096
+[agent.limits]
+memory = "4g"
+cpus = 1.5
+pids = 512
+tmp_size = "1g"
+
+[workspace]
+image = "localhost/ws:1"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Agent.Command, " "); got != "/bin/sh -c opencode serve --port 4096" {
+		t.Errorf("agent.command = %q; want it run through /bin/sh -c", got)
+	}
+	if cfg.Agent.Limits.CPUs != 1.5 || cfg.Agent.Limits.Pids != 512 || cfg.Workspace.Image != "localhost/ws:1" {
+		t.Errorf("decoded %+v", cfg)
+	}
+	arr, err := ParseConfig("c.toml", []byte("[agent]\ncommand = [\"a\", \"b c\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(arr.Agent.Command) != 2 || arr.Agent.Command[1] != "b c" {
+		t.Errorf("array command = %q", arr.Agent.Command)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, text string
+		line       int
+		key, msg   string
+	}{
+		{"unknown key", "[agent]\nimage = \"x\"\ncomand = \"y\"\n", 3, "agent.comand", "unknown key"},
+		{"unknown table", "[agnet]\nimage = \"x\"\n", 1, "agnet", "unknown key"},
+		{"unknown nested", "[trusted.env]\nallowlist = []\nsecret = []\n", 3, "trusted.env.secret", "unknown key"},
+		{"syntax", "[agent]\nimage = \n", 2, "", "expected value"},
+		{"wrong type", "[agent]\nport = \"x\"\n", 2, "agent.port", "incompatible types"},
+		{"bad command", "[agent]\ncommand = 3\n", 2, "agent.command", "string or an array"},
+		{"empty command", "[agent]\ncommand = []\n", 2, "agent.command", "empty"},
+		{"bad env name", "[env]\nallowlist = [\"A-B\"]\n", 2, "env.allowlist", "not a valid environment variable name"},
+		{"bad secret", "[trusted.env]\nsecrets = [\"GH_TOKEN\"]\n", 2, "trusted.env.secrets", "VAR=podman_secret_name"},
+		{"bad memory", "[agent.limits]\nmemory = \"lots\"\n", 2, "agent.limits.memory", "not a size"},
+		{"bad port", "[agent]\nport = 70000\n", 2, "agent.port", "not a TCP port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig("/home/u/.config/devaipod.toml", []byte(tt.text))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("ParseConfig() error = %v; want a *ConfigError", err)
+			}
+			if ce.Line != tt.line || (tt.key != "" && ce.Key != tt.key) || !strings.Contains(ce.Msg, tt.msg) {
+				t.Errorf("error = %q (line %d, key %q); want line %d, key %q, message containing %q", err, ce.Line, ce.Key, tt.line, tt.key, tt.msg)
+			}
+			if !strings.HasPrefix(err.Error(), "/home/u/.config/devaipod.toml:") {
+				t.Errorf("error %q does not start with the file name", err)
+			}
+		})
+	}
+}
+
+func TestLoadConfigMissing(t *testing.T) {
+	if _, err := LoadConfig(t.TempDir()+"/none.toml", false); err != nil {
+		t.Errorf("missing default config: %v; want defaults", err)
+	}
+	if _, err := LoadConfig(t.TempDir()+"/none.toml", true); err == nil {
+		t.Error("missing --config file: no error")
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add("[agent]\ncommand = \"x\"\n")
+	f.Add("[env]\nallowlist=[\"A\"]\n[env.vars]\nB=\"c\"\n")
+	f.Add("[trusted.env]\nsecrets=[\"A=b\"]\n")
+	f.Add("[agent.limits]\nmemory=\"1g\"\ncpus=2.0\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		cfg, err := ParseConfig("f.toml", []byte(text))
+		if err == nil && cfg == nil {
+			t.Fatal("nil config without error")
+		}
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.File != "f.toml" {
+				t.Fatalf("error %v does not name the file", err)
+			}
+		}
+	})
+}

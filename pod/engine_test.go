@@ -1,0 +1,298 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// fakeEngine keeps objects in memory and can fail the n-th mutating call.
+type fakeEngine struct {
+	objects map[string]Object // kind/name -> object
+	calls   []string
+	failAt  int // 1-based index of the mutating call that fails; 0 = never
+	cancel  context.CancelFunc
+	// readyCode is what the readiness exec returns.
+	readyCode int
+	copied    int64
+}
+
+func newFake() *fakeEngine { return &fakeEngine{objects: map[string]Object{}} }
+
+var errInjected = errors.New("injected failure")
+
+func (f *fakeEngine) step(name string) error {
+	f.calls = append(f.calls, name)
+	if f.failAt == len(f.calls) {
+		if f.cancel != nil {
+			f.cancel() // simulate Ctrl-C at this step
+			return context.Canceled
+		}
+		return errInjected
+	}
+	return nil
+}
+
+func (f *fakeEngine) add(kind, name, pod string, labels map[string]string) {
+	f.objects[kind+"/"+name] = Object{Kind: kind, Name: name, Pod: pod, Labels: labels, State: "created"}
+}
+
+func (f *fakeEngine) ImageEnv(context.Context, string) ([]string, error) { return nil, nil }
+func (f *fakeEngine) PodExists(_ context.Context, name string) (bool, error) {
+	_, ok := f.objects[KindPod+"/"+name]
+	return ok, nil
+}
+func (f *fakeEngine) CreatePod(_ context.Context, p PodSpec) error {
+	if err := f.step("pod " + p.Name); err != nil {
+		return err
+	}
+	f.add(KindPod, p.Name, p.Labels[LabelPod], p.Labels)
+	return nil
+}
+func (f *fakeEngine) CreateVolume(_ context.Context, v VolumeSpec) error {
+	if err := f.step("volume " + v.Name); err != nil {
+		return err
+	}
+	f.add(KindVolume, v.Name, v.Labels[LabelPod], v.Labels)
+	return nil
+}
+func (f *fakeEngine) CreateSecret(_ context.Context, s SecretSpec) error {
+	if err := f.step("secret " + s.Name); err != nil {
+		return err
+	}
+	f.add(KindSecret, s.Name, s.Labels[LabelPod], s.Labels)
+	return nil
+}
+func (f *fakeEngine) CreateContainer(_ context.Context, _ string, c ContainerSpec) error {
+	if err := f.step("container " + c.Name); err != nil {
+		return err
+	}
+	f.add(KindContainer, c.Name, c.Labels[LabelPod], c.Labels)
+	return nil
+}
+func (f *fakeEngine) CopyInto(_ context.Context, _, _ string, r io.Reader) error {
+	n, err := io.Copy(io.Discard, r)
+	f.copied = n
+	if err != nil {
+		return err
+	}
+	return f.step("copy")
+}
+func (f *fakeEngine) StartPod(_ context.Context, name string) error {
+	if err := f.step("start " + name); err != nil {
+		return err
+	}
+	for k, o := range f.objects {
+		if o.Kind == KindContainer || o.Kind == KindPod {
+			o.State = "running"
+			f.objects[k] = o
+		}
+	}
+	return nil
+}
+func (f *fakeEngine) StopPod(context.Context, string, uint) error { return nil }
+func (f *fakeEngine) Exec(context.Context, string, []string) (int, string, error) {
+	if err := f.step("exec"); err != nil {
+		return 0, "", err
+	}
+	return f.readyCode, "connection refused", nil
+}
+func (f *fakeEngine) Logs(_ context.Context, _ string, _ int, _ bool, w io.Writer) error {
+	_, err := io.WriteString(w, "agent: cannot start\n")
+	return err
+}
+func (f *fakeEngine) Objects(_ context.Context, short string) ([]Object, error) {
+	var out []Object
+	for _, o := range f.objects {
+		if short == "" || o.Pod == short {
+			out = append(out, o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Kind+out[i].Name < out[j].Kind+out[j].Name })
+	return out, nil
+}
+func (f *fakeEngine) Remove(_ context.Context, o Object) error {
+	key := o.Kind + "/" + o.Name
+	if _, ok := f.objects[key]; !ok {
+		return ErrNotFound
+	}
+	delete(f.objects, key)
+	if o.Kind == KindPod { // a pod takes its containers with it
+		for k, c := range f.objects {
+			if c.Kind == KindContainer && c.Pod == o.Pod {
+				delete(f.objects, k)
+			}
+		}
+	}
+	return nil
+}
+
+// testRepo makes a small committed git repository.
+func testRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	run := func(args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(cmd.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	run("init", "-q", "-b", "main")
+	writeFile(t, filepath.Join(dir, "README.md"), "hello\n")
+	run("add", ".")
+	run("commit", "-q", "-m", "init")
+	return dir
+}
+
+func testPlan(t *testing.T, name string) (*Plan, *Source) {
+	t.Helper()
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	src, err := ResolveSource(context.Background(), testRepo(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := planInput()
+	in.Name, in.Source = name, src
+	plan, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan, src
+}
+
+func TestUpSucceeds(t *testing.T) {
+	plan, src := testPlan(t, "ok")
+	f := newFake()
+	if err := Up(context.Background(), f, plan, src, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := 1 + len(plan.Volumes) + len(plan.Secrets) + len(plan.Containers)
+	if len(f.objects) != want {
+		t.Errorf("%d objects after up; want %d", len(f.objects), want)
+	}
+	if f.copied == 0 {
+		t.Error("nothing copied into the workspace")
+	}
+	if err := Up(context.Background(), f, plan, src, UpOptions{}); !errors.Is(err, ErrExists) {
+		t.Errorf("second up with the same name: %v; want ErrExists", err)
+	}
+}
+
+// TestUpRollsBack fails every step of up in turn, as an error and as a
+// cancellation, and checks that nothing is left.
+func TestUpRollsBack(t *testing.T) {
+	plan, src := testPlan(t, "rb")
+	probe := newFake()
+	if err := Up(context.Background(), probe, plan, src, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	steps := probe.calls
+	for _, cancel := range []bool{false, true} {
+		for i := range steps {
+			name := fmt.Sprintf("%s/cancel=%v", strings.Fields(steps[i])[0], cancel)
+			t.Run(name, func(t *testing.T) {
+				f := newFake()
+				f.failAt = i + 1
+				ctx := context.Background()
+				if cancel {
+					var stop context.CancelFunc
+					ctx, stop = context.WithCancel(ctx)
+					defer stop()
+					f.cancel = stop
+				}
+				err := Up(ctx, f, plan, src, UpOptions{})
+				if err == nil {
+					t.Fatalf("up succeeded although step %d (%s) failed", i+1, steps[i])
+				}
+				if len(f.objects) != 0 {
+					t.Errorf("after failing at %q, left: %v", steps[i], f.objects)
+				}
+			})
+		}
+	}
+}
+
+func TestUpNotReady(t *testing.T) {
+	plan, src := testPlan(t, "slow")
+	f := newFake()
+	f.readyCode = 1
+	err := Up(context.Background(), f, plan, src, UpOptions{})
+	var re *ReadyError
+	if !errors.As(err, &re) || !strings.Contains(re.Logs, "cannot start") {
+		t.Fatalf("up = %v; want a ReadyError with the agent's log", err)
+	}
+	if len(f.objects) != 0 {
+		t.Errorf("left after readiness failure: %v", f.objects)
+	}
+
+	f = newFake()
+	f.readyCode = 1
+	if err := Up(context.Background(), f, plan, src, UpOptions{KeepOnFailure: true}); err == nil {
+		t.Fatal("up succeeded")
+	}
+	if len(f.objects) == 0 {
+		t.Error("--keep-on-failure removed the objects")
+	}
+}
+
+func TestDeleteAndLeftovers(t *testing.T) {
+	plan, src := testPlan(t, "del")
+	f := newFake()
+	if err := Up(context.Background(), f, plan, src, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An unrelated pod and a half-created one.
+	other, _ := testPlan(t, "other")
+	if err := Up(context.Background(), f, other, nil, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.add(KindVolume, "devaipod-ghost-workspace", "ghost", map[string]string{LabelPod: "ghost"})
+	f.add(KindPod, "devaipod-half", "half", map[string]string{LabelPod: "half"})
+	f.add(KindContainer, "devaipod-half-workspace", "half", map[string]string{LabelPod: "half", LabelRole: RoleWorkspace})
+
+	left, err := Leftovers(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range left {
+		names = append(names, o.Name)
+	}
+	sort.Strings(names)
+	if got := strings.Join(names, " "); got != "devaipod-ghost-workspace devaipod-half devaipod-half-workspace" {
+		t.Errorf("Leftovers = %s", got)
+	}
+
+	if _, err := Delete(context.Background(), f, "del", true); err != nil {
+		t.Fatal(err)
+	}
+	objs, _ := f.Objects(context.Background(), "del")
+	for _, o := range objs {
+		if o.Kind != KindVolume {
+			t.Errorf("delete --keep-volumes left %s %s", o.Kind, o.Name)
+		}
+	}
+	if len(objs) != len(plan.Volumes) {
+		t.Errorf("delete --keep-volumes kept %d objects; want the %d volumes", len(objs), len(plan.Volumes))
+	}
+	if _, err := Delete(context.Background(), f, "del", false); err != nil {
+		t.Fatal(err)
+	}
+	if objs, _ := f.Objects(context.Background(), "del"); len(objs) != 0 {
+		t.Errorf("delete left %v", objs)
+	}
+	if objs, _ := f.Objects(context.Background(), "other"); len(objs) == 0 {
+		t.Error("delete of one pod removed another's objects")
+	}
+	if _, err := Delete(context.Background(), f, "nope", false); !errors.Is(err, ErrNotFound) {
+		t.Errorf("delete of an unknown pod: %v; want ErrNotFound", err)
+	}
+}

@@ -1,0 +1,67 @@
+package pod
+
+import (
+	"regexp"
+	"testing"
+)
+
+func TestNormalizeName(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"foo", "foo", true},
+		{"devaipod-foo", "foo", true},
+		{"foo-1a2b3c", "foo-1a2b3c", true},
+		{"", "", false},
+		{"devaipod-", "", false},
+		{"Foo", "", false},
+		{"foo_bar", "", false},
+		{"-foo", "", false},
+		{"foo-", "", false},
+		{"a/b", "", false},
+		{"x123456789012345678901234567890123456789012345678901", "", false},
+	}
+	for _, tt := range tests {
+		got, err := NormalizeName(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("NormalizeName(%q) = %q, %v; want %q, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestDeriveName(t *testing.T) {
+	pattern := regexp.MustCompile(`^my-project-[0-9a-f]{6}$`)
+	for _, in := range []string{"My_Project", "my project", "--my..project--"} {
+		got := DeriveName(in)
+		if !pattern.MatchString(got) {
+			t.Errorf("DeriveName(%q) = %q; want my-project-XXXXXX", in, got)
+		}
+		if _, err := NormalizeName(got); err != nil {
+			t.Errorf("DeriveName(%q) = %q is not a valid name: %v", in, got, err)
+		}
+	}
+	if a, b := DeriveName("x"), DeriveName("x"); a == b {
+		t.Errorf("DeriveName gave %q twice", a)
+	}
+	if got := DeriveName("___"); !regexp.MustCompile(`^project-`).MatchString(got) {
+		t.Errorf("DeriveName(___) = %q; want project-...", got)
+	}
+}
+
+func FuzzNormalizeName(f *testing.F) {
+	f.Add("devaipod-foo")
+	f.Add("a-b-c")
+	f.Fuzz(func(t *testing.T, in string) {
+		short, err := NormalizeName(in)
+		if err != nil {
+			return
+		}
+		if again, err := NormalizeName(PodName(short)); err != nil || again != short {
+			t.Fatalf("NormalizeName(PodName(%q)) = %q, %v", short, again, err)
+		}
+		if _, err := NormalizeName(DeriveName(short)); err != nil {
+			t.Fatalf("DeriveName(%q) invalid: %v", short, err)
+		}
+	})
+}

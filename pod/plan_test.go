@@ -1,0 +1,160 @@
+package pod
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func planInput() PlanInput {
+	return PlanInput{
+		Name: "demo-1a2b3c",
+		Config: &Config{
+			Env:     EnvConfig{Allowlist: []string{"EDITOR", "MISSING"}, Vars: map[string]string{"LANG": "C.UTF-8"}},
+			Trusted: TrustedConfig{Env: TrustedEnvConfig{Allowlist: []string{"GH_TOKEN"}, Vars: map[string]string{"JIRA_TOKEN": "jira-secret"}, Secrets: []string{"NPM_TOKEN=npm_token"}}},
+			Agent:   AgentConfig{Limits: Limits{Memory: "4g", Pids: 512}},
+		},
+		Source:   &Source{Input: ".", Local: true, Dir: "/src/demo", Project: "demo", Remote: "https://git.example.test/org/demo.git", Commit: "0123456789abcdef0123456789abcdef01234567"},
+		ImageEnv: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"},
+		HostEnv: map[string]string{
+			"EDITOR": "vi", "GH_TOKEN": "ghp-secret", "ANTHROPIC_API_KEY": "sk-ant",
+			"DEVAIPOD_AGENT_MODEL": "fast", "DEVAIPOD_AGENT_GH_TOKEN": "sneaky", "HOME": "/home/u", "SSH_AUTH_SOCK": "/run/ssh",
+		},
+	}
+}
+
+func TestBuildGolden(t *testing.T) {
+	Version = "test"
+	tests := []struct {
+		name string
+		edit func(*PlanInput)
+	}{
+		{"default", func(*PlanInput) {}},
+		{"image-override", func(in *PlanInput) { in.Image = "localhost/custom:1"; in.Config.Agent.Command = Command{"/bin/sh", "-c", "my-agent"}; in.Config.Agent.Port = 5000 }},
+		{"rootless-cgroupv1", func(in *PlanInput) { in.Host = HostInfo{Version: "4.3.1", Rootless: true, CgroupVersion: "v1"} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := planInput()
+			tt.edit(&in)
+			plan, err := Build(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := json.MarshalIndent(plan, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			golden := filepath.Join("testdata", "plan-"+tt.name+".json")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./pod -run TestBuildGolden -update)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("Build() differs from %s (rerun with -update and review the diff):\n%s", golden, got)
+			}
+		})
+	}
+}
+
+// TestBuildContainment checks the properties the threat table relies on,
+// independently of the golden files.
+func TestBuildContainment(t *testing.T) {
+	plan, err := Build(planInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, agent := plan.Containers[0], plan.Containers[1]
+	if ws.Role != RoleWorkspace || agent.Role != RoleAgent {
+		t.Fatalf("roles = %s, %s", ws.Role, agent.Role)
+	}
+	if agent.Network != NetworkNone || !agent.PrivateIPC {
+		t.Errorf("agent network = %q, private ipc %v; want none, true", agent.Network, agent.PrivateIPC)
+	}
+	if strings.Join(agent.CapDrop, ",") != "ALL" || len(agent.CapAdd) != 0 {
+		t.Errorf("agent caps drop %v add %v; want drop ALL, add none", agent.CapDrop, agent.CapAdd)
+	}
+	if !agent.NoNewPrivileges || !agent.ReadOnlyRoot {
+		t.Error("agent lacks no-new-privileges or read-only root")
+	}
+	if agent.User == "" || strings.HasPrefix(agent.User, "0") {
+		t.Errorf("agent user = %q; want a non-root uid", agent.User)
+	}
+	if len(agent.SecretEnv) != 0 {
+		t.Errorf("agent gets secrets %v", agent.SecretEnv)
+	}
+	for _, k := range []string{"GH_TOKEN", "JIRA_TOKEN", "NPM_TOKEN"} {
+		if _, ok := agent.Env[k]; ok {
+			t.Errorf("agent env has trusted %s", k)
+		}
+		if _, ok := ws.SecretEnv[k]; !ok {
+			t.Errorf("workspace lacks trusted %s as a secret", k)
+		}
+		if _, ok := ws.Env[k]; ok {
+			t.Errorf("workspace has trusted %s as plain env (visible in podman inspect)", k)
+		}
+	}
+	for _, v := range agent.Env {
+		if strings.Contains(v, "secret") || v == "sneaky" {
+			t.Errorf("agent env holds a trusted value %q", v)
+		}
+	}
+	if agent.Env["ANTHROPIC_API_KEY"] != "sk-ant" || agent.Env["MODEL"] != "fast" {
+		t.Errorf("agent env misses LLM key or DEVAIPOD_AGENT_ var: %v", agent.Env)
+	}
+	if _, ok := ws.Env["ANTHROPIC_API_KEY"]; ok {
+		t.Error("workspace got the LLM key")
+	}
+	if agent.Env["EDITOR"] != "vi" || ws.Env["EDITOR"] != "vi" || ws.Env["LANG"] != "C.UTF-8" {
+		t.Error("[env] did not reach both containers")
+	}
+	for _, k := range []string{"SSH_AUTH_SOCK", "HOME"} {
+		if agent.Env[k] == hostEnvValue(k) {
+			t.Errorf("agent inherited host %s", k)
+		}
+	}
+	if agent.Env["HOME"] != AgentHome {
+		t.Errorf("agent HOME = %q", agent.Env["HOME"])
+	}
+	for _, m := range agent.Mounts {
+		if m.Dest == AgentSocketDir && m.ReadOnly {
+			t.Error("agent must create its own socket")
+		}
+	}
+	for _, m := range ws.Mounts {
+		if m.Dest == AgentSocketDir && !m.ReadOnly {
+			t.Error("workspace mounts the agent's socket dir read-write")
+		}
+	}
+	for _, s := range plan.Secrets {
+		b, _ := json.Marshal(s)
+		if strings.Contains(string(b), "secret") && strings.Contains(string(b), "ghp-") {
+			t.Errorf("secret value serialised: %s", b)
+		}
+	}
+	if len(plan.Warnings) != 0 {
+		t.Errorf("warnings without host info: %v", plan.Warnings)
+	}
+}
+
+func hostEnvValue(k string) string { return planInput().HostEnv[k] }
+
+func TestBuildRejectsBadName(t *testing.T) {
+	in := planInput()
+	in.Name = "Bad Name"
+	if _, err := Build(in); err == nil {
+		t.Error("Build accepted a bad name")
+	}
+}

@@ -1,0 +1,145 @@
+package pod
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIsGitURL(t *testing.T) {
+	for in, want := range map[string]bool{
+		"https://git.example.test/o/r.git": true,
+		"ssh://git@git.example.test/o/r":   true,
+		"git://git.example.test/o/r":       true,
+		"file:///srv/git/r.git":            true,
+		"git@git.example.test:o/r.git":     true,
+		"./repo":                           false,
+		"/abs/repo":                        false,
+		"repo":                             false,
+		"../x":                             false,
+	} {
+		if got := IsGitURL(in); got != want {
+			t.Errorf("IsGitURL(%q) = %v; want %v", in, got, want)
+		}
+	}
+}
+
+func TestResolveSourceErrors(t *testing.T) {
+	ctx := context.Background()
+	empty := t.TempDir()
+	file := filepath.Join(empty, "f")
+	writeFile(t, file, "x")
+	noCommits := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", noCommits).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	tests := []struct{ in, ref, want string }{
+		{"", "", "no repository given"},
+		{filepath.Join(empty, "missing"), "", "does not exist"},
+		{file, "", "is not a directory"},
+		{empty, "", "is not a git repository"},
+		{noCommits, "", "has no commits yet"},
+		{"ftp://host/x.git", "", "unsupported git URL scheme"},
+		{"https:///x.git", "", "no host"},
+		{"https://host/", "", "no repository name"},
+		{"%zz://x", "", "malformed"},
+		{testRepo(t), "main", "--ref applies to git URLs"},
+	}
+	for _, tt := range tests {
+		_, err := ResolveSource(ctx, tt.in, tt.ref)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ResolveSource(%q) error = %v; want %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+func TestResolveAndCheckoutLocal(t *testing.T) {
+	ctx := context.Background()
+	repo := testRepo(t)
+	if out, err := exec.Command("git", "-C", repo, "remote", "add", "origin", "https://git.example.test/o/r.git").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	writeFile(t, filepath.Join(repo, "dirty.txt"), "uncommitted")
+	src, err := ResolveSource(ctx, repo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !src.Local || src.Remote != "https://git.example.test/o/r.git" || len(src.Commit) != 40 {
+		t.Errorf("source = %+v", src)
+	}
+	if strings.Join(src.LeftOut, ",") != "dirty.txt" {
+		t.Errorf("LeftOut = %v; want [dirty.txt]", src.LeftOut)
+	}
+	dir := filepath.Join(t.TempDir(), "co")
+	if err := src.Checkout(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dirty.txt")); err == nil {
+		t.Error("uncommitted file was copied")
+	}
+	origin, _ := git(ctx, dir, "remote", "get-url", "origin")
+	head, _ := git(ctx, dir, "rev-parse", "HEAD")
+	branch, _ := git(ctx, dir, "symbolic-ref", "--short", "HEAD")
+	if origin != src.Remote || head != src.Commit || branch != "main" {
+		t.Errorf("checkout origin=%q head=%q branch=%q", origin, head, branch)
+	}
+
+	var buf bytes.Buffer
+	if err := TarTree(&buf, dir, "proj", 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&buf)
+	seen := map[string]bool{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Uid != 1000 || h.Gid != 1000 || !strings.HasPrefix(h.Name, "proj/") && h.Name != "proj/" {
+			t.Errorf("entry %s uid %d gid %d", h.Name, h.Uid, h.Gid)
+		}
+		seen[h.Name] = true
+	}
+	if !seen["proj/README.md"] || !seen["proj/.git/HEAD"] {
+		t.Errorf("archive lacks README.md or .git: %v", seen)
+	}
+}
+
+func TestCheckoutURL(t *testing.T) {
+	ctx := context.Background()
+	repo := testRepo(t)
+	src, err := ResolveSource(ctx, "file://"+repo, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Project != filepath.Base(repo) || src.Local {
+		t.Errorf("source = %+v", src)
+	}
+	dir := filepath.Join(t.TempDir(), "co")
+	if err := src.Checkout(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.Commit) != 40 {
+		t.Errorf("commit after clone = %q", src.Commit)
+	}
+	bad, _ := ResolveSource(ctx, "file://"+filepath.Join(t.TempDir(), "nope.git"), "")
+	if err := bad.Checkout(ctx, filepath.Join(t.TempDir(), "x")); err == nil || !strings.Contains(err.Error(), "clone") {
+		t.Errorf("clone of a missing repo: %v", err)
+	}
+}
