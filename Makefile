@@ -17,7 +17,7 @@ all: build
 
 build:
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/devaipod ./cmd/devaipod
-	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/devaipod-helper ./cmd/devaipod-helper
+	go build -trimpath -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/devaipod-helper ./cmd/devaipod-helper
 
 # images builds every image devaipod uses into the calling user's podman
 # storage: the helper image (FROM scratch) and the default dev image (a Debian

@@ -16,6 +16,10 @@ const (
 	AgentHome      = "/home/agent"
 	AgentSocketDir = "/run/devaipod/agent"
 	AgentSocket    = AgentSocketDir + "/agent.sock"
+	// SecretDir holds the workspace's secrets, one root-only file per
+	// variable; `devaipod exec` runs commands through the helper's
+	// secret-env, which reads them into the environment.
+	SecretDir = "/run/devaipod/secrets"
 )
 
 // AgentUID and AgentGID are the agent's user. The workspace copy of the
@@ -84,8 +88,9 @@ type ContainerSpec struct {
 	User       string            `json:"user,omitempty"`
 	Workdir    string            `json:"workdir,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
-	// SecretEnv maps variable names to podman secret names, so values
-	// never appear in podman inspect.
+	// SecretEnv maps variable names to podman secret names. They are
+	// mounted as files under SecretDir, so values never appear in podman
+	// inspect.
 	SecretEnv map[string]string `json:"secret_env,omitempty"`
 	Labels    map[string]string `json:"labels"`
 
@@ -252,6 +257,11 @@ func Build(in PlanInput) (*Plan, error) {
 	wsEnv := copyEnv(shared)
 	wsEnv["DEVAIPOD_AGENT_URL"] = agentURL
 	wsEnv["PATH"] = imagePath(in.ImageEnv) + ":" + HelperShimDir
+	// The copy belongs to the agent user; git in the workspace would refuse
+	// it as "dubious ownership" without this. It names only this folder.
+	wsEnv["GIT_CONFIG_COUNT"] = "1"
+	wsEnv["GIT_CONFIG_KEY_0"] = "safe.directory"
+	wsEnv["GIT_CONFIG_VALUE_0"] = workdir
 	secretEnv := map[string]string{}
 	trusted := collectEnv(cfg.Trusted.Env.Allowlist, cfg.Trusted.Env.Vars, in.HostEnv)
 	for _, k := range sortedKeys(trusted) {

@@ -256,7 +256,7 @@ func (p *Podman) CreatePod(ctx context.Context, ps PodSpec) error {
 	// by the trusted containers (the agent gets a private ipc).
 	s.SharedNamespaces = []string{"net", "uts", "ipc"}
 	_, err := pods.CreatePodFromSpec(p.withConn(ctx), &types.PodSpec{PodSpecGen: *s})
-	return mapErr(err)
+	return mapCreateErr(err)
 }
 
 // CreateVolume implements Engine.
@@ -266,7 +266,7 @@ func (p *Podman) CreateVolume(ctx context.Context, v VolumeSpec) error {
 		Labels:  v.Labels,
 		Options: map[string]string{"o": fmt.Sprintf("uid=%d,gid=%d", v.UID, v.GID)},
 	}, nil)
-	return mapErr(err)
+	return mapCreateErr(err)
 }
 
 // CreateSecret implements Engine.
@@ -274,7 +274,7 @@ func (p *Podman) CreateSecret(ctx context.Context, s SecretSpec) error {
 	name := s.Name
 	_, err := secrets.Create(p.withConn(ctx), strings.NewReader(s.Value),
 		new(secrets.CreateOptions).WithName(name).WithLabels(s.Labels))
-	return mapErr(err)
+	return mapCreateErr(err)
 }
 
 // CreateContainer implements Engine.
@@ -284,7 +284,7 @@ func (p *Podman) CreateContainer(ctx context.Context, pod string, c ContainerSpe
 		return err
 	}
 	_, err = containers.CreateWithSpec(p.withConn(ctx), s, nil)
-	return mapErr(err)
+	return mapCreateErr(err)
 }
 
 // containerSpec translates a planned container into podman's spec.
@@ -300,7 +300,11 @@ func containerSpec(pod string, c ContainerSpec) (*specgen.SpecGenerator, error) 
 	s.User = c.User
 	s.WorkDir = c.Workdir
 	s.Env = c.Env
-	s.EnvSecrets = c.SecretEnv
+	// Not EnvSecrets: podman 4.3's inspect shows their values. Root-only
+	// files instead, which `devaipod exec` turns into environment.
+	for _, v := range sortedKeys(c.SecretEnv) {
+		s.Secrets = append(s.Secrets, specgen.Secret{Source: c.SecretEnv[v], Target: SecretDir + "/" + v, Mode: 0o400})
+	}
 	s.Labels = c.Labels
 	s.CapDrop = c.CapDrop
 	s.CapAdd = c.CapAdd
@@ -382,9 +386,9 @@ func ParseSize(s string) (int64, error) {
 
 // CopyInto implements Engine.
 func (p *Podman) CopyInto(ctx context.Context, container, dir string, tar io.Reader) error {
-	chown := true
+	// Keep the archive's owners (the agent user), not the container's.
 	copyFn, err := containers.CopyFromArchiveWithOptions(p.withConn(ctx), container, dir, tar,
-		new(containers.CopyOptions).WithChown(chown))
+		new(containers.CopyOptions).WithChown(false))
 	if err != nil {
 		return mapErr(err)
 	}
@@ -515,6 +519,9 @@ func (p *Podman) Objects(ctx context.Context, short string) ([]Object, error) {
 		return nil, mapErr(err)
 	}
 	for _, c := range ctrs {
+		if c.IsInfra {
+			continue // removed with its pod
+		}
 		name := ""
 		if len(c.Names) > 0 {
 			name = c.Names[0]
@@ -583,22 +590,23 @@ func (p *Podman) Remove(ctx context.Context, o Object) error {
 	return mapErr(err)
 }
 
-// mapErr turns the API's 404s into ErrNotFound and 409s into ErrExists,
-// keeping podman's message.
+// mapErr turns the API's 404s into ErrNotFound, keeping podman's message.
 func mapErr(err error) error {
-	if err == nil {
-		return nil
-	}
 	var em *errorhandling.ErrorModel
-	if errors.As(err, &em) {
-		switch em.ResponseCode {
-		case http.StatusNotFound:
-			return fmt.Errorf("%s: %w", em.Error(), ErrNotFound)
-		case http.StatusConflict:
-			return fmt.Errorf("%s: %w", em.Error(), ErrExists)
-		}
+	if errors.As(err, &em) && em.ResponseCode == http.StatusNotFound {
+		return fmt.Errorf("%s: %w", em.Error(), ErrNotFound)
 	}
 	return err
+}
+
+// mapCreateErr is mapErr for creations, where a 409 means the name is
+// taken (another up won the race).
+func mapCreateErr(err error) error {
+	var em *errorhandling.ErrorModel
+	if errors.As(err, &em) && em.ResponseCode == http.StatusConflict {
+		return fmt.Errorf("%s: %w", em.Error(), ErrExists)
+	}
+	return mapErr(err)
 }
 
 // versionLess compares dotted versions numerically ("4.3.1" < "4.10").

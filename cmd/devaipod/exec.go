@@ -38,6 +38,11 @@ the agent.`,
 			if len(argv) == 0 {
 				argv = defaultShell
 			}
+			if container == pod.RoleWorkspace {
+				// The trusted variables live in root-only files; the
+				// helper puts them in the command's environment.
+				argv = append([]string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--"}, argv...)
+			}
 			p, err := g.connect(cmd)
 			if err != nil {
 				return err

@@ -63,15 +63,18 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 	if err != nil {
 		return err
 	}
+	name := f.name
+	if name != "" {
+		if name, err = pod.NormalizeName(name); err != nil {
+			return err
+		}
+	}
 	src, err := pod.ResolveSource(ctx, input, f.ref)
 	if err != nil {
 		return err
 	}
-	name := f.name
 	if name == "" {
 		name = pod.DeriveName(src.Project)
-	} else if name, err = pod.NormalizeName(name); err != nil {
-		return err
 	}
 	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv()}
 

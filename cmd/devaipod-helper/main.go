@@ -1,0 +1,126 @@
+// Command devaipod-helper is the small static binary that devaipod mounts
+// read-only at /opt/devaipod into its containers. It is the init of the agent
+// and workspace containers (socket bridges, signal forwarding, zombie
+// reaping) and carries small tools that a bare image may lack.
+//
+// It must stay free of podman and cobra so that it stays small and static:
+// only the standard library.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+)
+
+// Version is set at build time with -ldflags '-X main.Version=...'.
+var Version = "dev"
+
+const logPrefix = "devaipod-helper: "
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and returns the process exit code. Exit
+// code 2 means a usage error, as with the flag package.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	logger := log.New(stderr, logPrefix, 0)
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "init":
+		return runInit(ctx, logger, rest, stderr)
+	case "wait-http":
+		return runWaitHTTP(ctx, rest, stdout, stderr)
+	case "secret-env":
+		return runSecretEnv(rest, stderr)
+	case "version":
+		return runVersion(rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		return runHelp(rest, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "%sunknown command %q\n\n", logPrefix, cmd)
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: devaipod-helper COMMAND [flags] [args]
+
+Commands:
+  init [flags] [-- CMD ARGS...]   run as a container's PID 1: socket bridges, signals, reaping
+  wait-http [flags] URL           wait until an HTTP server answers
+  secret-env [--dir DIR] -- CMD   run CMD with variables read from secret files
+  version                         print the version
+  help [COMMAND]                  print help for a command
+
+Run 'devaipod-helper COMMAND -h' for a command's flags.
+`)
+}
+
+// runHelp prints the general usage, or one command's usage and flags.
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stdout)
+		return 0
+	}
+	var fs *flag.FlagSet
+	switch args[0] {
+	case "init":
+		fs = newInitFlagSet(&initOptions{})
+	case "wait-http":
+		fs = newWaitHTTPFlagSet(&waitOptions{})
+	case "secret-env":
+		var dir string
+		fs = newSecretEnvFlagSet(&dir)
+	case "version":
+		fs = newVersionFlagSet()
+	default:
+		fmt.Fprintf(stderr, "%sunknown command %q\n\n", logPrefix, args[0])
+		usage(stderr)
+		return 2
+	}
+	fs.SetOutput(stdout)
+	fs.Usage()
+	return 0
+}
+
+func newVersionFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: devaipod-helper version\n\nPrint the version of this binary.\n")
+	}
+	return fs
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newVersionFlagSet()
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return parseExitCode(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%sversion takes no arguments\n", logPrefix)
+		return 2
+	}
+	fmt.Fprintln(stdout, Version)
+	return 0
+}
+
+// parseExitCode maps a FlagSet.Parse error to an exit code: -h is a
+// successful request for help, anything else a usage error (the flag package
+// has already printed the message and the usage).
+func parseExitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package main
+
+import "errors"
+
+// The helper only runs in Linux containers; these stubs keep the package
+// building (and vetting) on a developer's other system.
+
+func setChildSubreaper() error {
+	return errors.New("not supported on this system")
+}
+
+func isTerminal(fd int) bool { return false }
