@@ -2,6 +2,8 @@
 #
 # The podman bindings need these tags on every go invocation (build, test,
 # vet): without them the build pulls in gpgme and btrfs cgo code.
+# Go's usual install location, in case the caller's PATH lacks it.
+export PATH := $(PATH):/usr/local/go/bin
 comma := ,
 space := $(subst ,, )
 BUILDTAGS := remote exclude_graphdriver_btrfs containers_image_openpgp
@@ -11,7 +13,7 @@ export GOFLAGS := -tags=$(subst $(space),$(comma),$(BUILDTAGS)) -buildvcs=false
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/devaipod/devaipod/pod.Version=$(VERSION)
 
-.PHONY: all build images test unit e2e bench fuzz fmt vet clean
+.PHONY: all build images test unit bench fuzz fmt vet clean demo
 
 all: build
 
@@ -46,3 +48,14 @@ fmt:
 
 clean:
 	rm -rf bin _output
+
+# bench times devaipod's up and delete against the same pod built by a
+# script of plain podman CLI commands (the Rust devaipod's way) and writes
+# docs/benchmarks.md. It needs the images (make images) and hyperfine.
+bench: build
+	hack/as-test-user hack/bench.sh
+
+# demo is the README's first command: up of examples/hello on the default
+# image, then how to get in.
+demo:
+	hack/demo.sh

@@ -198,8 +198,8 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 
 var (
 	decodeErr = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	sizeExpr = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)
+	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sizeExpr  = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)
 )
 
 func (c *Config) validate() error {

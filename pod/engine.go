@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -87,12 +86,13 @@ func (e *ReadyError) Error() string {
 	return fmt.Sprintf("agent did not become ready within %s: %s", e.Timeout, e.Detail)
 }
 
-// Up creates everything in the plan, fills the workspace with the source
-// and waits until the agent's server answers through the workspace's
-// bridge. It is all or nothing: on any failure, including cancellation of
-// ctx, it removes what it created (unless opts.KeepOnFailure) and returns
-// the first error.
-func Up(ctx context.Context, eng Engine, plan *Plan, src *Source, opts UpOptions) (err error) {
+// Up creates everything in the plan, copies tree (the checked-out
+// repository, see Source.Checkout; "" for none) into the workspace volume and
+// waits until the agent's server answers through the workspace's bridge. It
+// is all or nothing: on any failure, including cancellation of ctx, it
+// removes what it created (unless opts.KeepOnFailure) and returns the first
+// error.
+func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions) (err error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = func(string) {}
@@ -110,22 +110,6 @@ func Up(ctx context.Context, eng Engine, plan *Plan, src *Source, opts UpOptions
 		return err
 	} else if exists {
 		return fmt.Errorf("pod %s already exists: %w", plan.Name, ErrExists)
-	}
-
-	// The checkout comes first: it is the step most likely to fail (bad
-	// URL, credentials) and it creates nothing in podman.
-	var checkout string
-	if src != nil {
-		progress("cloning " + src.Input)
-		tmp, err := os.MkdirTemp("", "devaipod-src-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		checkout = filepath.Join(tmp, "repo")
-		if err := src.Checkout(ctx, checkout); err != nil {
-			return err
-		}
 	}
 
 	var created []Object
@@ -165,9 +149,9 @@ func Up(ctx context.Context, eng Engine, plan *Plan, src *Source, opts UpOptions
 		}
 		created = append(created, Object{Kind: KindContainer, Name: c.Name})
 	}
-	if checkout != "" {
+	if tree != "" {
 		progress("copying the repository into the workspace volume")
-		if err := copyTree(ctx, eng, ContainerName(plan.Name, RoleWorkspace), checkout, filepath.Base(plan.Workdir)); err != nil {
+		if err := copyTree(ctx, eng, ContainerName(plan.Name, RoleWorkspace), tree, filepath.Base(plan.Workdir)); err != nil {
 			return err
 		}
 	}

@@ -152,11 +152,16 @@ func testRepo(t *testing.T) string {
 	return dir
 }
 
-func testPlan(t *testing.T, name string) (*Plan, *Source) {
+// testPlan returns a plan and a checked-out tree to copy.
+func testPlan(t *testing.T, name string) (*Plan, string) {
 	t.Helper()
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
 	src, err := ResolveSource(context.Background(), testRepo(t), "")
 	if err != nil {
+		t.Fatal(err)
+	}
+	tree := filepath.Join(t.TempDir(), "tree")
+	if err := src.Checkout(context.Background(), tree); err != nil {
 		t.Fatal(err)
 	}
 	in := planInput()
@@ -165,7 +170,7 @@ func testPlan(t *testing.T, name string) (*Plan, *Source) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan, src
+	return plan, tree
 }
 
 func TestUpSucceeds(t *testing.T) {
@@ -251,7 +256,7 @@ func TestDeleteAndLeftovers(t *testing.T) {
 	}
 	// An unrelated pod and a half-created one.
 	other, _ := testPlan(t, "other")
-	if err := Up(context.Background(), f, other, nil, UpOptions{}); err != nil {
+	if err := Up(context.Background(), f, other, "", UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.add(KindVolume, "devaipod-ghost-workspace", "ghost", map[string]string{LabelPod: "ghost"})

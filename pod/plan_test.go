@@ -36,7 +36,11 @@ func TestBuildGolden(t *testing.T) {
 		edit func(*PlanInput)
 	}{
 		{"default", func(*PlanInput) {}},
-		{"image-override", func(in *PlanInput) { in.Image = "localhost/custom:1"; in.Config.Agent.Command = Command{"/bin/sh", "-c", "my-agent"}; in.Config.Agent.Port = 5000 }},
+		{"image-override", func(in *PlanInput) {
+			in.Image = "localhost/custom:1"
+			in.Config.Agent.Command = Command{"/bin/sh", "-c", "my-agent"}
+			in.Config.Agent.Port = 5000
+		}},
 		{"rootless-cgroupv1", func(in *PlanInput) { in.Host = HostInfo{Version: "4.3.1", Rootless: true, CgroupVersion: "v1"} }},
 	}
 	for _, tt := range tests {

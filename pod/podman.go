@@ -143,6 +143,13 @@ func startService(ctx context.Context, cause error) (*Podman, error) {
 	sock := filepath.Join(dir, "podman.sock")
 	cmd := exec.Command(bin, "system", "service", "--time=0", "unix://"+sock)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C is ours to handle
+	// Even an empty CONTAINER_HOST makes podman a remote client, which has
+	// no `system service`.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CONTAINER_HOST=") && !strings.HasPrefix(kv, "CONTAINER_CONNECTION=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

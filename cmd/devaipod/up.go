@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -95,6 +97,18 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 		return err
 	}
 	defer p.Close()
+	// Clone first: it is the step most likely to fail (URL, credentials),
+	// it creates nothing in podman, and it tells the commit for the labels.
+	g.infof(cmd, "cloning %s...", src.Input)
+	tmp, err := os.MkdirTemp("", "devaipod-src-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	tree := filepath.Join(tmp, "repo")
+	if err := src.Checkout(ctx, tree); err != nil {
+		return err
+	}
 	host, err := p.Info(ctx)
 	if err != nil {
 		return err
@@ -131,7 +145,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 	opts := pod.UpOptions{ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure,
 		Progress: func(step string) { g.infof(cmd, "%s...", step) }}
 	start := time.Now()
-	if err := pod.Up(ctx, p, plan, src, opts); err != nil {
+	if err := pod.Up(ctx, p, plan, tree, opts); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted; removed what up had created: %w", err)
 		}

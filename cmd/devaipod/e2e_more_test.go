@@ -1,0 +1,169 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestE2EDoctorAndLimits checks that doctor and up tell the truth about
+// resource limits on this host, and that the /tmp cap holds everywhere.
+func TestE2EDoctorAndLimits(t *testing.T) {
+	e2e(t)
+	out, err := exec.Command("podman", "info", "--format", "{{.Host.Security.Rootless}} {{.Host.CgroupsVersion}}").Output()
+	if err != nil {
+		t.Fatalf("podman info: %v", err)
+	}
+	unenforced := strings.TrimSpace(string(out)) == "true v1"
+
+	r := devaipod(t, nil, "doctor", "-o", "json")
+	var checks []struct{ Name, Status, Detail string }
+	if err := json.Unmarshal([]byte(r.stdout), &checks); err != nil {
+		t.Fatalf("doctor json: %v\n%s", err, r)
+	}
+	status := map[string]string{}
+	for _, c := range checks {
+		status[c.Name] = c.Status
+		if c.Status == "fail" {
+			t.Errorf("doctor fails %s: %s", c.Name, c.Detail)
+		}
+	}
+	if status["podman"] != "ok" || status["git"] != "ok" {
+		t.Errorf("doctor = %+v", checks)
+	}
+	if want := map[bool]string{true: "warn", false: "ok"}[unenforced]; status["limits"] != want {
+		t.Errorf("doctor limits = %q on a host where rootless+cgroup v1 is %v; want %q", status["limits"], unenforced, want)
+	}
+
+	name := uniqueName("e2e-lim")
+	cleanup(t, name)
+	cfg := standInConfig(t, "[agent.limits]\npids = 128\nmemory = \"256m\"\ntmp_size = \"8m\"\n")
+	up := mustDevaipod(t, nil, "--config", cfg, "up", fixtureRepo(t), "--name", name)
+	if warned := strings.Contains(up.stderr, "not enforced"); warned != unenforced {
+		t.Errorf("up warned about limits: %v; want %v\n%s", warned, unenforced, up)
+	}
+	// Filling /tmp stops at its size on every host.
+	fill := devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c",
+		"dd if=/dev/zero of=/tmp/fill bs=1M count=32 2>&1; du -m /tmp/fill | cut -f1")
+	if fill.code != 0 {
+		t.Fatalf("%s", fill)
+	}
+	lines := strings.Split(strings.TrimSpace(fill.stdout), "\n")
+	if used := lines[len(lines)-1]; used != "8" && used != "7" {
+		t.Errorf("agent wrote %s MiB to an 8 MiB /tmp:\n%s", used, fill)
+	}
+}
+
+// TestE2EDryRun prints the plan and creates nothing.
+func TestE2EDryRun(t *testing.T) {
+	e2e(t)
+	name := uniqueName("e2e-dry")
+	r := mustDevaipod(t, []string{"E2E_DRY_SECRET=do-not-print"}, "--config",
+		standInConfig(t, "[trusted.env]\nallowlist = [\"E2E_DRY_SECRET\"]\n"), "up", fixtureRepo(t), "--name", name, "--dry-run", "-o", "json")
+	var plan struct {
+		Pod        struct{ Name string }
+		Containers []struct {
+			Role, Network string
+			CapDrop       []string `json:"cap_drop"`
+		}
+		Secrets []struct{ Name string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &plan); err != nil {
+		t.Fatalf("dry-run json: %v\n%s", err, r)
+	}
+	if plan.Pod.Name != "devaipod-"+name || len(plan.Containers) != 2 || plan.Containers[1].Network != "none" || len(plan.Secrets) != 1 {
+		t.Errorf("plan = %+v", plan)
+	}
+	if strings.Contains(r.stdout, "do-not-print") {
+		t.Error("dry-run printed a trusted value")
+	}
+	text := mustDevaipod(t, nil, "--config", standInConfig(t, ""), "up", fixtureRepo(t), "--name", name, "--dry-run")
+	for _, want := range []string{"nothing created", "network      none", "drop ALL", "read-only root true"} {
+		if !strings.Contains(text.stdout, want) {
+			t.Errorf("dry-run text lacks %q:\n%s", want, text.stdout)
+		}
+	}
+	if left := labelled(t, name); len(left) > 0 {
+		t.Errorf("dry-run created %v", left)
+	}
+}
+
+// TestE2EGitURL clones a git URL (a bare repository served as file://) at
+// a branch.
+func TestE2EGitURL(t *testing.T) {
+	e2e(t)
+	repo := fixtureRepo(t)
+	bare := filepath.Join(t.TempDir(), "served.git")
+	for _, args := range [][]string{
+		{"-C", repo, "checkout", "-q", "-b", "feature"},
+		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "on feature"},
+		{"clone", "-q", "--bare", repo, bare},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	name := uniqueName("e2e-url")
+	cleanup(t, name)
+	url := "file://" + bare
+	mustDevaipod(t, nil, "--config", standInConfig(t, ""), "up", url, "--ref", "feature", "--name", name)
+	r := mustDevaipod(t, nil, "exec", name, "--", "sh", "-c", "pwd; git rev-parse --abbrev-ref HEAD; git log -1 --format=%s; git remote get-url origin")
+	if want := "/workspaces/served\nfeature\non feature\n" + url + "\n"; r.stdout != want {
+		t.Errorf("workspace = %q; want %q", r.stdout, want)
+	}
+	var st struct{ Repo, Commit string }
+	json.Unmarshal([]byte(mustDevaipod(t, nil, "status", name, "-o", "json").stdout), &st)
+	if st.Repo != url || len(st.Commit) != 40 {
+		t.Errorf("status repo/commit = %+v", st)
+	}
+}
+
+// TestE2EConnection checks the podman connection fallbacks: a bad
+// --connection is one clear error; without any socket devaipod starts a
+// service for itself and says so; without podman it says to install it.
+func TestE2EConnection(t *testing.T) {
+	e2e(t)
+	r := devaipod(t, nil, "--connection", "unix:///nonexistent/podman.sock", "list")
+	if r.code == 0 || !strings.Contains(r.stderr, "cannot reach the podman service at unix:///nonexistent/podman.sock") || !strings.Contains(r.stderr, "Hint:") {
+		t.Errorf("bad --connection: %s", r)
+	}
+
+	// Hide the user's socket for a moment (the service keeps listening).
+	sock := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "podman", "podman.sock")
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("the user's podman socket is not at %s: %v", sock, err)
+	}
+	hidden := sock + ".e2e-hidden"
+	if err := os.Rename(sock, hidden); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Rename(hidden, sock) })
+
+	r = devaipod(t, []string{"CONTAINER_HOST="}, "list", "-o", "json")
+	if r.code != 0 || !strings.Contains(r.stderr, "started one for this command") {
+		t.Errorf("no socket: %s", r)
+	}
+	r = devaipod(t, []string{"CONTAINER_HOST=", "PATH=/nonexistent"}, "list")
+	if r.code == 0 || !strings.Contains(r.stderr, "podman is not installed") {
+		t.Errorf("no podman: %s", r)
+	}
+}
+
+// TestE2EVersionAndCompletion covers the small commands.
+func TestE2EVersionAndCompletion(t *testing.T) {
+	e2e(t)
+	if r := mustDevaipod(t, nil, "version"); !strings.HasPrefix(r.stdout, "devaipod ") {
+		t.Errorf("version: %s", r)
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		if r := mustDevaipod(t, nil, "completion", shell); !strings.Contains(r.stdout, "devaipod") {
+			t.Errorf("completion %s: %s", shell, r)
+		}
+	}
+	if r := mustDevaipod(t, nil, "up", "--help"); !strings.Contains(r.stdout, "--dry-run") || !strings.Contains(r.stdout, "Example") && !strings.Contains(r.stdout, "Examples") {
+		t.Errorf("up --help: %s", r)
+	}
+}

@@ -1,0 +1,3 @@
+#!/bin/sh
+# Prints a greeting.
+echo "hello, world"

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# hack/demo.sh: the README's first command (`make demo`). Sets the host up,
+# builds devaipod and its images, makes a git repository of examples/hello and
+# runs `devaipod up` on it with the default image and agent (opencode), then
+# says how to get in.
+#
+# As root on a bare Debian 12 machine it installs what is missing and runs
+# rootless podman as the unprivileged user devaipod-test (the agent never runs
+# under rootful podman here). As a normal user with podman it runs rootless as
+# that user.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo_root=$(pwd -P)
+name=${DEVAIPOD_DEMO_NAME:-hello}
+
+hack/setup-host.sh
+make build
+hack/as-test-user make images
+
+# The example becomes a repository of its own, owned by whoever runs devaipod.
+work=$(mktemp -d /tmp/devaipod-demo.XXXXXX)
+cp -r examples/hello "$work/hello"
+if [ "$(id -u)" = 0 ]; then
+	chmod 755 "$work"
+	chown -R devaipod-test: "$work"
+fi
+hack/as-test-user sh -c '
+	cd "$1" && git init -q -b main && git add . &&
+	git -c user.name=devaipod -c user.email=demo@devaipod.invalid commit -q -m "hello example"
+' sh "$work/hello"
+
+devaipod=(hack/as-test-user "$repo_root/bin/devaipod")
+"${devaipod[@]}" delete "$name" >/dev/null 2>&1 || true
+"${devaipod[@]}" up "$work/hello" --name "$name" --quiet
+
+if [ "$(id -u)" = 0 ]; then
+	prefix="hack/as-test-user bin/devaipod"
+	who="rootless podman, as the unprivileged user devaipod-test"
+else
+	prefix="bin/devaipod"
+	who="rootless podman, as $(id -un)"
+fi
+cat <<MSG
+
+The example runs in pod '$name' ($who).
+Get in:
+  $prefix exec $name              # a shell in the workspace (git, your trusted env)
+  $prefix exec $name -- oc        # opencode's UI, attached to the sandboxed agent
+  $prefix exec $name -c agent     # look around inside the agent's sandbox
+  $prefix status $name
+  $prefix delete $name            # remove everything it created
+MSG
