@@ -59,3 +59,13 @@ bench: build
 # image, then how to get in.
 demo:
 	hack/demo.sh
+
+# fuzz runs every fuzz target for FUZZTIME each (go test -fuzz takes one
+# target at a time).
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./pod:FuzzParseConfig ./pod:FuzzNormalizeName ./pod:FuzzResolveURL ./cmd/devaipod-helper:FuzzParseBridge
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $$t for $(FUZZTIME)"; \
+		go test "$${t%%:*}" -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done

@@ -143,3 +143,21 @@ func TestCheckoutURL(t *testing.T) {
 		t.Errorf("clone of a missing repo: %v", err)
 	}
 }
+
+func FuzzResolveURL(f *testing.F) {
+	for _, s := range []string{"https://h/o/r.git", "git@h:o/r", "file:///x/y.git", "ssh://u@h:22/o/r", "https://h/", "::", "a@b:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if !IsGitURL(in) {
+			return
+		}
+		src, err := resolveURL(in, "")
+		if err != nil {
+			return
+		}
+		if src.Project == "" || strings.ContainsAny(src.Project, "/") || src.Project == "." || src.Project == ".." {
+			t.Fatalf("resolveURL(%q).Project = %q", in, src.Project)
+		}
+	})
+}

@@ -41,7 +41,15 @@ func TestE2EDoctorAndLimits(t *testing.T) {
 	name := uniqueName("e2e-lim")
 	cleanup(t, name)
 	cfg := standInConfig(t, "[agent.limits]\npids = 128\nmemory = \"256m\"\ntmp_size = \"8m\"\n")
-	up := mustDevaipod(t, nil, "--config", cfg, "up", fixtureRepo(t), "--name", name)
+	repo := fixtureRepo(t)
+	os.WriteFile(filepath.Join(repo, "uncommitted.txt"), []byte("left out"), 0o644)
+	up := mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name)
+	if !strings.Contains(up.stderr, "uncommitted path(s)") || !strings.Contains(up.stderr, "uncommitted.txt") {
+		t.Errorf("up does not warn about the uncommitted file:\n%s", up)
+	}
+	if r := devaipod(t, nil, "exec", name, "--", "test", "-e", "uncommitted.txt"); r.code == 0 {
+		t.Error("the uncommitted file was copied into the workspace")
+	}
 	if warned := strings.Contains(up.stderr, "not enforced"); warned != unenforced {
 		t.Errorf("up warned about limits: %v; want %v\n%s", warned, unenforced, up)
 	}

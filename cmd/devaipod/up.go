@@ -79,6 +79,10 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 		name = pod.DeriveName(src.Project)
 	}
 	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv()}
+	if len(src.LeftOut) > 0 {
+		g.warnf(cmd, "%d uncommitted path(s) in %s are not copied into the workspace: %s",
+			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5))
+	}
 
 	if f.dryRun {
 		plan, err := pod.Build(in)
@@ -134,10 +138,6 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 	plan, err := pod.Build(in)
 	if err != nil {
 		return err
-	}
-	if len(src.LeftOut) > 0 {
-		g.warnf(cmd, "%d uncommitted path(s) in %s are not copied into the workspace: %s",
-			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5))
 	}
 	for _, w := range plan.Warnings {
 		g.warnf(cmd, "%s", w)
