@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +25,41 @@ type Config struct {
 	Agent   AgentConfig   `toml:"agent"`
 	// Workspace configures the trusted workspace container.
 	Workspace WorkspaceConfig `toml:"workspace"`
+	// Network decides the agent's way out.
+	Network NetworkConfig `toml:"network"`
+}
+
+// Network modes.
+const (
+	// NetworkAllowlist: the agent's only way out is the pod's proxy, which
+	// allows the listed hosts and denies everything else.
+	NetworkAllowlist = "allowlist"
+	// NetworkModeNone: no way out at all.
+	NetworkModeNone = "none"
+	// NetworkOpen: the agent shares the pod's network, unrestricted.
+	NetworkOpen = "open"
+)
+
+// NetworkConfig configures egress.
+type NetworkConfig struct {
+	// Mode is allowlist (default), none or open.
+	Mode string `toml:"mode"`
+	// Allow adds proxy rules to the built-in list of LLM API hosts.
+	Allow []string `toml:"allow"`
+	// NoDefaultAllow drops the built-in list.
+	NoDefaultAllow bool `toml:"no_default_allow"`
+	// ExtraHosts adds "name:ip" entries to the pod's /etc/hosts.
+	ExtraHosts []string `toml:"extra_hosts"`
+	// HostLoopback lets the pod (not the agent) reach the host's loopback
+	// at 10.0.2.2 (rootless slirp4netns only).
+	HostLoopback bool `toml:"host_loopback"`
+}
+
+// DefaultAllow is the built-in allowlist: the LLM APIs agents talk to.
+var DefaultAllow = []string{
+	"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com",
+	"api.groq.com", "api.mistral.ai", "openrouter.ai", "api.cohere.ai",
+	"api.x.ai", "api.together.xyz",
 }
 
 // EnvConfig selects variables: Allowlist names variables copied from the
@@ -113,7 +149,9 @@ const (
 )
 
 // DefaultAgentCommand starts opencode's server on the agent's loopback.
-var DefaultAgentCommand = Command{"opencode", "serve", "--hostname", "127.0.0.1", "--port", "4096"}
+func DefaultAgentCommand(port int) Command {
+	return Command{"opencode", "serve", "--hostname", "127.0.0.1", "--port", strconv.Itoa(port)}
+}
 
 // ConfigError is a problem in a configuration file, with its position.
 type ConfigError struct {
@@ -224,10 +262,36 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
+	seen := map[string]string{}
+	for _, n := range append(append(c.Trusted.Env.Allowlist, mapKeys(c.Trusted.Env.Vars)...), secretVars(c.Trusted.Env.Secrets)...) {
+		if prev, ok := seen[strings.ToLower(n)]; ok && prev != n {
+			return bad("trusted.env", "%q and %q differ only in case; podman secret names do not", prev, n)
+		}
+		seen[strings.ToLower(n)] = n
+	}
 	for _, s := range c.Trusted.Env.Secrets {
 		v, secret, ok := strings.Cut(s, "=")
 		if !ok || !envName.MatchString(v) || secret == "" {
 			return bad("trusted.env.secrets", "%q must have the form VAR=podman_secret_name", s)
+		}
+		if strings.HasPrefix(secret, Prefix) {
+			return bad("trusted.env.secrets", "%q: secrets named %s* are devaipod's own and deleted with pods; rename yours", s, Prefix)
+		}
+	}
+	switch c.Network.Mode {
+	case "", NetworkAllowlist, NetworkModeNone, NetworkOpen:
+	default:
+		return bad("network.mode", "%q is not a network mode: use allowlist, none or open", c.Network.Mode)
+	}
+	for _, r := range c.Network.Allow {
+		if err := ValidateRule(r); err != nil {
+			return bad("network.allow", "%v", err)
+		}
+	}
+	for _, h := range c.Network.ExtraHosts {
+		name, ip, ok := strings.Cut(h, ":")
+		if !ok || name == "" || net.ParseIP(ip) == nil {
+			return bad("network.extra_hosts", "%q must have the form name:ip", h)
 		}
 	}
 	if c.Agent.Port < 0 || c.Agent.Port > 65535 {
@@ -285,6 +349,15 @@ func keyLine(data []byte, key toml.Key) int {
 		}
 	}
 	return 0
+}
+
+func secretVars(entries []string) []string {
+	var vars []string
+	for _, e := range entries {
+		v, _, _ := strings.Cut(e, "=")
+		vars = append(vars, v)
+	}
+	return vars
 }
 
 func mapKeys(m map[string]string) []string {

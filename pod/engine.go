@@ -56,10 +56,14 @@ type Object struct {
 	// Pod is the short name from the object's label.
 	Pod string `json:"pod"`
 	// State is the pod's or container's state ("" for volumes, secrets).
-	State  string            `json:"state,omitempty"`
-	Labels map[string]string `json:"labels,omitempty"`
+	State string `json:"state,omitempty"`
+	// Started tells whether a container was ever started. Podman resets
+	// the state of containers to "created" after a reboot, so the state
+	// alone cannot tell a killed up from a rebooted host.
+	Started bool              `json:"started,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
 	// Created is when podman created it (zero when unknown).
-	Created time.Time `json:"created,omitempty"`
+	Created time.Time `json:"created"`
 }
 
 var kindOrder = map[string]int{KindPod: 0, KindContainer: 1, KindVolume: 2, KindSecret: 3}
@@ -112,6 +116,10 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 		return fmt.Errorf("pod %s already exists: %w", plan.Name, ErrExists)
 	}
 
+	// Each object is recorded before its create call: a call cancelled by
+	// Ctrl-C may still have created it. Removing what does not exist is not
+	// an error, so over-recording is safe; an ErrExists (another up won the
+	// race for the name) is not ours and is dropped.
 	var created []Object
 	defer func() {
 		if err == nil || opts.KeepOnFailure {
@@ -124,30 +132,37 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 			err = fmt.Errorf("%w (and cleanup failed: %v)", err, cerr)
 		}
 	}()
+	create := func(kind, name string, call func() error) error {
+		created = append(created, Object{Kind: kind, Name: name})
+		err := call()
+		if errors.Is(err, ErrExists) {
+			created = created[:len(created)-1]
+		}
+		if err != nil {
+			return fmt.Errorf("create %s %s: %w", kind, name, err)
+		}
+		return nil
+	}
 
 	progress("creating pod " + plan.Pod.Name)
-	if err := eng.CreatePod(ctx, plan.Pod); err != nil {
-		return fmt.Errorf("create pod: %w", err)
+	if err := create(KindPod, plan.Pod.Name, func() error { return eng.CreatePod(ctx, plan.Pod) }); err != nil {
+		return err
 	}
-	created = append(created, Object{Kind: KindPod, Name: plan.Pod.Name})
 	for _, v := range plan.Volumes {
-		if err := eng.CreateVolume(ctx, v); err != nil {
-			return fmt.Errorf("create volume %s: %w", v.Name, err)
+		if err := create(KindVolume, v.Name, func() error { return eng.CreateVolume(ctx, v) }); err != nil {
+			return err
 		}
-		created = append(created, Object{Kind: KindVolume, Name: v.Name})
 	}
 	for _, s := range plan.Secrets {
-		if err := eng.CreateSecret(ctx, s); err != nil {
-			return fmt.Errorf("create secret %s: %w", s.Name, err)
+		if err := create(KindSecret, s.Name, func() error { return eng.CreateSecret(ctx, s) }); err != nil {
+			return err
 		}
-		created = append(created, Object{Kind: KindSecret, Name: s.Name})
 	}
 	for _, c := range plan.Containers {
 		progress("creating container " + c.Name)
-		if err := eng.CreateContainer(ctx, plan.Pod.Name, c); err != nil {
-			return fmt.Errorf("create container %s: %w", c.Name, err)
+		if err := create(KindContainer, c.Name, func() error { return eng.CreateContainer(ctx, plan.Pod.Name, c) }); err != nil {
+			return err
 		}
-		created = append(created, Object{Kind: KindContainer, Name: c.Name})
 	}
 	if tree != "" {
 		progress("copying the repository into the workspace volume")
@@ -160,7 +175,31 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 		return fmt.Errorf("start pod: %w", err)
 	}
 	progress("waiting for the agent's server")
-	return waitReady(ctx, eng, plan, opts.ReadyTimeout)
+	if err := waitReady(ctx, eng, plan, opts.ReadyTimeout); err != nil {
+		return err
+	}
+	progress("checking the agent's containment")
+	for _, c := range plan.Checks {
+		code, out, err := eng.Exec(ctx, c.Container, c.Command)
+		if err != nil {
+			return fmt.Errorf("containment check in %s: %w", c.Container, err)
+		}
+		if code != 0 {
+			return &CheckError{Check: c, Output: strings.TrimSpace(out)}
+		}
+	}
+	return nil
+}
+
+// CheckError says a containment check failed: up refuses to report such a
+// pod ready.
+type CheckError struct {
+	Check  Check
+	Output string
+}
+
+func (e *CheckError) Error() string {
+	return fmt.Sprintf("containment check failed in %s (%s): %s", e.Check.Container, e.Check.What, e.Output)
 }
 
 // ErrExists is returned when a pod of that name exists already.
@@ -242,14 +281,32 @@ func Leftovers(ctx context.Context, eng Engine) ([]Object, error) {
 	}
 	var left []Object
 	for _, group := range sortedGroups(byPod) {
-		if podLocked(group[0].Pod) {
-			continue
-		}
-		if halfCreated(group) {
+		if !podLocked(group[0].Pod) && halfCreated(group) {
 			left = append(left, group...)
 		}
 	}
 	return left, nil
+}
+
+// RemoveLeftovers removes what Leftovers found, holding each pod's lock so
+// that an up starting meanwhile under the same name waits for nothing and
+// fails cleanly instead of losing objects.
+func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
+	byPod := map[string][]Object{}
+	for _, o := range left {
+		byPod[o.Pod] = append(byPod[o.Pod], o)
+	}
+	var errs []error
+	for _, group := range sortedGroups(byPod) {
+		unlock, err := lockPod(group[0].Pod)
+		if err != nil {
+			errs = append(errs, err) // an up took it since: leave it alone
+			continue
+		}
+		errs = append(errs, removeAll(ctx, eng, group))
+		unlock()
+	}
+	return errors.Join(errs...)
 }
 
 func sortedGroups(m map[string][]Object) [][]Object {
@@ -274,15 +331,10 @@ func halfCreated(group []Object) bool {
 			hasPod = true
 		case KindContainer:
 			roles[o.Labels[LabelRole]] = true
-			if o.State == "created" || o.State == "configured" {
+			if !o.Started {
 				return true // never started: up died between create and start
 			}
 		}
 	}
 	return !hasPod || !roles[RoleWorkspace] || !roles[RoleAgent]
-}
-
-// RemoveObjects deletes objects (e.g. gc's leftovers) in dependency order.
-func RemoveObjects(ctx context.Context, eng Engine, objs []Object) error {
-	return removeAll(ctx, eng, objs)
 }

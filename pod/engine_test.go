@@ -90,7 +90,7 @@ func (f *fakeEngine) StartPod(_ context.Context, name string) error {
 	}
 	for k, o := range f.objects {
 		if o.Kind == KindContainer || o.Kind == KindPod {
-			o.State = "running"
+			o.State, o.Started = "running", true
 			f.objects[k] = o
 		}
 	}

@@ -12,7 +12,8 @@ import (
 // An up holds an exclusive flock on a per-pod file for as long as it runs,
 // so that gc, which may run at the same time, leaves a pod being created
 // alone. The lock dies with the process, so a killed up never leaves a
-// stale lock.
+// stale lock. Lock files are never removed: unlinking a locked file would
+// let a second process lock a new file of the same name.
 
 func lockDir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
@@ -21,11 +22,28 @@ func lockDir() string {
 	return filepath.Join(os.TempDir(), "devaipod-"+strconv.Itoa(os.Getuid()))
 }
 
+// checkLockDir refuses a lock directory another user could tamper with
+// (the /tmp fallback).
+func checkLockDir(dir string) error {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !st.IsDir() || !ok || int(sys.Uid) != os.Getuid() || st.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("lock directory %s is not a private directory of this user", dir)
+	}
+	return nil
+}
+
 func lockPath(short string) string { return filepath.Join(lockDir(), short+".lock") }
 
 func lockPod(short string) (unlock func(), err error) {
 	if err := os.MkdirAll(lockDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("create lock dir: %w", err)
+	}
+	if err := checkLockDir(lockDir()); err != nil {
+		return nil, err
 	}
 	f, err := os.OpenFile(lockPath(short), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -38,10 +56,7 @@ func lockPod(short string) (unlock func(), err error) {
 		}
 		return nil, fmt.Errorf("lock pod %s: %w", short, err)
 	}
-	return func() {
-		os.Remove(f.Name())
-		f.Close()
-	}, nil
+	return func() { f.Close() }, nil
 }
 
 // podLocked tells whether an up of that pod is running right now.

@@ -27,6 +27,7 @@ const (
 const (
 	RoleWorkspace = "workspace"
 	RoleAgent     = "agent"
+	RoleProxy     = "proxy"
 )
 
 // maxNameLen keeps derived object names (devaipod-NAME-agent-home) well under

@@ -16,6 +16,16 @@ const (
 	AgentHome      = "/home/agent"
 	AgentSocketDir = "/run/devaipod/agent"
 	AgentSocket    = AgentSocketDir + "/agent.sock"
+	ProxySocketDir = "/run/devaipod/proxy"
+	ProxySocket    = ProxySocketDir + "/proxy.sock"
+	ProxyStateDir  = "/var/lib/devaipod/proxy"
+	ProxyPolicy    = ProxyStateDir + "/policy.json"
+	// ProxyAddr is where the agent reaches the proxy (its init bridges it
+	// to ProxySocket).
+	ProxyAddr = "127.0.0.1:3128"
+	// CanaryAddr is a listener of the workspace's init in the pod's network
+	// namespace: reachable from the workspace, never from the agent.
+	CanaryAddr = "127.0.0.1:3129"
 	// SecretDir holds the workspace's secrets, one root-only file per
 	// variable; `devaipod exec` runs commands through the helper's
 	// secret-env, which reads them into the environment.
@@ -28,6 +38,8 @@ const (
 const (
 	AgentUID = 1000
 	AgentGID = 1000
+	// ProxyUID runs the proxy: not root, and not the agent's uid.
+	ProxyUID = 1100
 )
 
 // Plan lists every podman object an up creates, in creation order, with the
@@ -43,8 +55,22 @@ type Plan struct {
 	Workdir string `json:"workdir"`
 	// AgentURL is where the workspace reaches the agent's server.
 	AgentURL string `json:"agent_url"`
+	// Network is the agent's egress mode; Allow the proxy's rules.
+	Network string   `json:"network"`
+	Allow   []string `json:"allow,omitempty"`
+	// Checks run after the agent answers; each must exit 0 before up
+	// reports the pod ready (e.g. the agent cannot connect directly).
+	Checks []Check `json:"checks,omitempty"`
 	// Warnings are things the user should know before trusting the pod.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Check is a command run in one of the pod's containers.
+type Check struct {
+	Container string   `json:"container"`
+	Command   []string `json:"command"`
+	// What it proves, for the error when it fails.
+	What string `json:"what"`
 }
 
 // PodSpec is the pod itself. Its network namespace is shared by every
@@ -52,6 +78,11 @@ type Plan struct {
 type PodSpec struct {
 	Name   string            `json:"name"`
 	Labels map[string]string `json:"labels"`
+	// ExtraHosts are "name:ip" entries for the pod's /etc/hosts.
+	ExtraHosts []string `json:"extra_hosts,omitempty"`
+	// HostLoopback lets the pod's network (not the agent) reach the host's
+	// loopback at 10.0.2.2 (slirp4netns allow_host_loopback).
+	HostLoopback bool `json:"host_loopback,omitempty"`
 }
 
 // VolumeSpec is a named volume owned by the pod.
@@ -143,6 +174,8 @@ type PlanInput struct {
 	ImageEnv []string
 	// HostEnv is the environment devaipod runs in.
 	HostEnv map[string]string
+	// Allow adds proxy rules for this pod only (up --allow).
+	Allow []string
 	// Host is what podman said about the host; zero for a dry run.
 	Host HostInfo
 }
@@ -188,162 +221,258 @@ func Build(in PlanInput) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := in.Config
-	if cfg == nil {
-		cfg = &Config{}
+	b := &builder{in: in, short: short, cfg: in.Config}
+	if b.cfg == nil {
+		b.cfg = &Config{}
 	}
-	src := in.Source
-	wsImage := firstNonEmpty(in.Image, cfg.Workspace.Image, DefaultImage)
-	agentImage := firstNonEmpty(in.Image, cfg.Agent.Image, wsImage)
-	helper := firstNonEmpty(in.HelperImage, DefaultHelperImage)
-	port := cfg.Agent.Port
-	if port == 0 {
-		port = DefaultAgentPort
+	return b.build()
+}
+
+// builder holds what the per-container parts of Build share.
+type builder struct {
+	in      PlanInput
+	cfg     *Config
+	short   string
+	port    int
+	helper  string
+	workdir string
+	mode    string
+	// warnings collects what the parts want the user to know.
+	warnings []string
+}
+
+func (b *builder) labels(extra ...string) map[string]string {
+	l := map[string]string{LabelPod: b.short, LabelVersion: Version}
+	if src := b.in.Source; src != nil {
+		l[LabelRepo] = firstNonEmpty(src.Remote, src.Display)
+		if src.Commit != "" {
+			l[LabelCommit] = src.Commit
+		}
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		l[extra[i]] = extra[i+1]
+	}
+	return l
+}
+
+func (b *builder) volume(what string, uid int) VolumeSpec {
+	return VolumeSpec{Name: ObjectName(b.short, what), Labels: b.labels(), UID: uid, GID: uid}
+}
+
+func (b *builder) build() (*Plan, error) {
+	cfg, src := b.cfg, b.in.Source
+	b.port = cfg.Agent.Port
+	if b.port == 0 {
+		b.port = DefaultAgentPort
+	}
+	b.helper = firstNonEmpty(b.in.HelperImage, DefaultHelperImage)
+	b.mode = firstNonEmpty(cfg.Network.Mode, NetworkAllowlist)
+	project := "project"
+	if src != nil && src.Project != "" {
+		project = src.Project
+	}
+	b.workdir = path.Join(WorkspacesDir, project)
+	agentURL := fmt.Sprintf("http://127.0.0.1:%d", b.port)
+
+	podLabels := b.labels(LabelAgentURL, agentURL)
+	p := &Plan{
+		Name: b.short,
+		Pod: PodSpec{Name: PodName(b.short), Labels: podLabels,
+			ExtraHosts: cfg.Network.ExtraHosts, HostLoopback: cfg.Network.HostLoopback},
+		Workdir:  b.workdir,
+		AgentURL: agentURL,
+		Network:  b.mode,
+		Volumes: []VolumeSpec{
+			b.volume("workspace", AgentUID),
+			b.volume("agent-home", AgentUID),
+			b.volume("agent-sock", AgentUID),
+		},
+	}
+	shared := collectEnv(cfg.Env.Allowlist, cfg.Env.Vars, b.in.HostEnv)
+	ws, secrets := b.workspace(shared, agentURL)
+	p.Secrets = secrets
+	agent := b.agent(shared, ws.SecretEnv)
+	p.Containers = []ContainerSpec{ws, agent}
+
+	egressCheck := []string{HelperBin, "egress-check", "--canary", CanaryAddr}
+	switch b.mode {
+	case NetworkAllowlist:
+		if !cfg.Network.NoDefaultAllow {
+			p.Allow = append(p.Allow, DefaultAllow...)
+		}
+		p.Allow = append(append(p.Allow, cfg.Network.Allow...), b.in.Allow...)
+		p.Volumes = append(p.Volumes, b.volume("proxy-sock", ProxyUID), b.volume("proxy-state", ProxyUID))
+		p.Containers = append(p.Containers, b.proxy(p.Allow))
+		egressCheck = append(egressCheck, "--proxy", "http://"+ProxyAddr)
+	case NetworkOpen:
+		p.Warnings = append(p.Warnings, "network mode \"open\": the agent shares the pod's network and its egress is unrestricted")
+	}
+	if b.mode != NetworkOpen {
+		ws, agent := ContainerName(b.short, RoleWorkspace), ContainerName(b.short, RoleAgent)
+		p.Checks = []Check{
+			{Container: ws, What: "the canary answers in the pod's network namespace",
+				Command: []string{HelperBin, "egress-check", "--expect-canary", CanaryAddr}},
+			{Container: agent, What: "the agent has no direct way out" + map[bool]string{true: " and the proxy answers"}[b.mode == NetworkAllowlist],
+				Command: egressCheck},
+		}
+	}
+	p.Warnings = append(p.Warnings, b.warnings...)
+	l := agent.Limits
+	if b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() && (l.Memory != "" || l.CPUs > 0 || l.Pids > 0) {
+		p.Warnings = append(p.Warnings, "agent resource limits (memory, cpus, pids) are not enforced on this host: "+
+			"rootless podman on cgroup v1 ignores them (the /tmp size limit still holds)")
+	}
+	return p, nil
+}
+
+// workspace is the trusted side. Trusted values travel as podman secrets.
+func (b *builder) workspace(shared map[string]string, agentURL string) (ContainerSpec, []SecretSpec) {
+	cfg := b.cfg
+	env := copyEnv(shared)
+	env["DEVAIPOD_AGENT_URL"] = agentURL
+	env["PATH"] = imagePath(b.in.ImageEnv) + ":" + HelperShimDir
+	// The copy belongs to the agent user; git in the workspace would refuse
+	// it as "dubious ownership" without this. It names only this folder.
+	env["GIT_CONFIG_COUNT"] = "1"
+	env["GIT_CONFIG_KEY_0"] = "safe.directory"
+	env["GIT_CONFIG_VALUE_0"] = b.workdir
+	secretEnv := map[string]string{}
+	var secrets []SecretSpec
+	trusted := collectEnv(cfg.Trusted.Env.Allowlist, cfg.Trusted.Env.Vars, b.in.HostEnv)
+	for _, k := range sortedKeys(trusted) {
+		if trusted[k] == "" {
+			b.warnings = append(b.warnings, fmt.Sprintf("trusted variable %s is empty and is not passed (podman secrets cannot be empty)", k))
+			continue
+		}
+		name := ObjectName(b.short, "env-"+strings.ToLower(k))
+		secrets = append(secrets, SecretSpec{Name: name, Labels: b.labels(), Value: trusted[k]})
+		secretEnv[k] = name
+		delete(env, k)
+	}
+	for _, s := range cfg.Trusted.Env.Secrets {
+		v, secret, _ := strings.Cut(s, "=")
+		secretEnv[v] = secret
+		delete(env, v)
+	}
+	return ContainerSpec{
+		Name:  ContainerName(b.short, RoleWorkspace),
+		Role:  RoleWorkspace,
+		Image: firstNonEmpty(b.in.Image, cfg.Workspace.Image, DefaultImage),
+		Entrypoint: []string{HelperBin, "init",
+			"--forward", fmt.Sprintf("tcp:127.0.0.1:%d=unix:%s", b.port, AgentSocket),
+			"--canary", "tcp:" + CanaryAddr},
+		Workdir:   b.workdir,
+		Env:       env,
+		SecretEnv: secretEnv,
+		Labels:    b.labels(LabelRole, RoleWorkspace),
+		Network:   NetworkPod,
+		Mounts: []Mount{
+			{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir},
+			{Volume: ObjectName(b.short, "agent-sock"), Dest: AgentSocketDir, ReadOnly: true},
+		},
+		ImageMounts: []ImageMount{{Image: b.helper, Dest: HelperMount}},
+		StopTimeout: 5,
+	}, secrets
+}
+
+// agent is the untrusted side: the shared env, its own keys, nothing
+// trusted; no capabilities, no network but the proxy's socket.
+func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
+	cfg := b.cfg
+	env := copyEnv(shared)
+	for _, k := range LLMKeyVars {
+		if v, ok := b.in.HostEnv[k]; ok {
+			env[k] = v
+		}
+	}
+	for k, v := range b.in.HostEnv {
+		if rest, ok := strings.CutPrefix(k, AgentEnvPrefix); ok && rest != "" {
+			env[rest] = v
+		}
+	}
+	for k := range trusted {
+		delete(env, k) // a trusted name never reaches the agent, whatever its source
+	}
+	env["HOME"] = AgentHome
+	env["USER"] = "agent"
+	env["TMPDIR"] = "/tmp"
+	entrypoint := []string{HelperBin, "init",
+		"--expose", fmt.Sprintf("unix:%s=tcp:127.0.0.1:%d", AgentSocket, b.port)}
+	mounts := []Mount{
+		{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir},
+		{Volume: ObjectName(b.short, "agent-home"), Dest: AgentHome},
+		{Volume: ObjectName(b.short, "agent-sock"), Dest: AgentSocketDir},
+	}
+	network := NetworkNone
+	switch b.mode {
+	case NetworkAllowlist:
+		entrypoint = append(entrypoint, "--forward", "tcp:"+ProxyAddr+"=unix:"+ProxySocket)
+		// Read-only: the agent can connect to the socket, not replace it.
+		mounts = append(mounts, Mount{Volume: ObjectName(b.short, "proxy-sock"), Dest: ProxySocketDir, ReadOnly: true})
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			env[k] = "http://" + ProxyAddr
+		}
+		env["NO_PROXY"], env["no_proxy"] = "127.0.0.1,localhost", "127.0.0.1,localhost"
+	case NetworkOpen:
+		network = NetworkPod
 	}
 	command := cfg.Agent.Command
 	if len(command) == 0 {
-		command = DefaultAgentCommand
+		command = DefaultAgentCommand(b.port)
 	}
 	limits := cfg.Agent.Limits
 	if limits.TmpSize == "" {
 		limits.TmpSize = DefaultTmpSize
 	}
-
-	labels := func(extra ...string) map[string]string {
-		l := map[string]string{LabelPod: short, LabelVersion: Version}
-		for i := 0; i+1 < len(extra); i += 2 {
-			l[extra[i]] = extra[i+1]
-		}
-		return l
-	}
-	podLabels := labels()
-	if src != nil {
-		if src.Remote != "" {
-			podLabels[LabelRepo] = src.Remote
-		} else {
-			podLabels[LabelRepo] = src.Input
-		}
-		if src.Commit != "" {
-			podLabels[LabelCommit] = src.Commit
-		}
-	}
-
-	project := "project"
-	if src != nil && src.Project != "" {
-		project = src.Project
-	}
-	workdir := path.Join(WorkspacesDir, project)
-	agentURL := fmt.Sprintf("http://127.0.0.1:%d", port)
-
-	podLabels[LabelAgentURL] = agentURL
-	p := &Plan{
-		Name:     short,
-		Pod:      PodSpec{Name: PodName(short), Labels: podLabels},
-		Workdir:  workdir,
-		AgentURL: agentURL,
-	}
-	wsVol := ObjectName(short, "workspace")
-	homeVol := ObjectName(short, "agent-home")
-	sockVol := ObjectName(short, "agent-sock")
-	p.Volumes = []VolumeSpec{
-		{Name: wsVol, Labels: labels(), UID: AgentUID, GID: AgentGID},
-		{Name: homeVol, Labels: labels(), UID: AgentUID, GID: AgentGID},
-		{Name: sockVol, Labels: labels(), UID: AgentUID, GID: AgentGID},
-	}
-
-	shared := collectEnv(cfg.Env.Allowlist, cfg.Env.Vars, in.HostEnv)
-
-	// Workspace: the trusted side. Trusted values travel as podman secrets.
-	wsEnv := copyEnv(shared)
-	wsEnv["DEVAIPOD_AGENT_URL"] = agentURL
-	wsEnv["PATH"] = imagePath(in.ImageEnv) + ":" + HelperShimDir
-	// The copy belongs to the agent user; git in the workspace would refuse
-	// it as "dubious ownership" without this. It names only this folder.
-	wsEnv["GIT_CONFIG_COUNT"] = "1"
-	wsEnv["GIT_CONFIG_KEY_0"] = "safe.directory"
-	wsEnv["GIT_CONFIG_VALUE_0"] = workdir
-	secretEnv := map[string]string{}
-	trusted := collectEnv(cfg.Trusted.Env.Allowlist, cfg.Trusted.Env.Vars, in.HostEnv)
-	for _, k := range sortedKeys(trusted) {
-		name := ObjectName(short, "env-"+strings.ToLower(k))
-		p.Secrets = append(p.Secrets, SecretSpec{Name: name, Labels: labels(), Value: trusted[k]})
-		secretEnv[k] = name
-		delete(wsEnv, k)
-	}
-	for _, s := range cfg.Trusted.Env.Secrets {
-		v, secret, _ := strings.Cut(s, "=")
-		secretEnv[v] = secret
-		delete(wsEnv, v)
-	}
-	ws := ContainerSpec{
-		Name:  ContainerName(short, RoleWorkspace),
-		Role:  RoleWorkspace,
-		Image: wsImage,
-		Entrypoint: []string{HelperBin, "init",
-			"--forward", fmt.Sprintf("tcp:127.0.0.1:%d=unix:%s", port, AgentSocket)},
-		Workdir:   workdir,
-		Env:       wsEnv,
-		SecretEnv: secretEnv,
-		Labels:    labels(LabelRole, RoleWorkspace),
-		Network:   NetworkPod,
-		Mounts: []Mount{
-			{Volume: wsVol, Dest: WorkspacesDir},
-			{Volume: sockVol, Dest: AgentSocketDir, ReadOnly: true},
-		},
-		ImageMounts: []ImageMount{{Image: helper, Dest: HelperMount}},
-		StopTimeout: 5,
-	}
-
-	// Agent: untrusted. Only the shared env, its own keys, nothing trusted.
-	agentEnv := copyEnv(shared)
-	for _, k := range LLMKeyVars {
-		if v, ok := in.HostEnv[k]; ok {
-			agentEnv[k] = v
-		}
-	}
-	for k, v := range in.HostEnv {
-		if rest, ok := strings.CutPrefix(k, AgentEnvPrefix); ok && rest != "" {
-			agentEnv[rest] = v
-		}
-	}
-	for k := range secretEnv {
-		delete(agentEnv, k) // a trusted name never reaches the agent, whatever its source
-	}
-	agentEnv["HOME"] = AgentHome
-	agentEnv["USER"] = "agent"
-	agentEnv["TMPDIR"] = "/tmp"
-	agent := ContainerSpec{
-		Name:  ContainerName(short, RoleAgent),
-		Role:  RoleAgent,
-		Image: agentImage,
-		Entrypoint: []string{HelperBin, "init",
-			"--expose", fmt.Sprintf("unix:%s=tcp:127.0.0.1:%d", AgentSocket, port), "--"},
+	wsImage := firstNonEmpty(b.in.Image, cfg.Workspace.Image, DefaultImage)
+	return ContainerSpec{
+		Name:            ContainerName(b.short, RoleAgent),
+		Role:            RoleAgent,
+		Image:           firstNonEmpty(b.in.Image, cfg.Agent.Image, wsImage),
+		Entrypoint:      append(entrypoint, "--"),
 		Command:         command,
 		User:            fmt.Sprintf("%d:%d", AgentUID, AgentGID),
-		Workdir:         workdir,
-		Env:             agentEnv,
-		Labels:          labels(LabelRole, RoleAgent),
-		Network:         NetworkNone,
+		Workdir:         b.workdir,
+		Env:             env,
+		Labels:          b.labels(LabelRole, RoleAgent),
+		Network:         network,
+		PrivateIPC:      true,
+		CapDrop:         []string{"ALL"},
+		NoNewPrivileges: true,
+		ReadOnlyRoot:    true,
+		Mounts:          mounts,
+		ImageMounts:     []ImageMount{{Image: b.helper, Dest: HelperMount}},
+		Tmpfs:           []Tmpfs{{Dest: "/tmp", Size: limits.TmpSize, Options: "rw,nosuid,nodev,mode=1777"}},
+		Limits:          &limits,
+		StopTimeout:     5,
+	}
+}
+
+// proxy runs the helper's allowlist proxy: the agent's only way out.
+func (b *builder) proxy(allow []string) ContainerSpec {
+	entrypoint := []string{"/devaipod-helper", "proxy", "--listen", "unix:" + ProxySocket,
+		"--pod", b.short, "--policy-file", ProxyPolicy}
+	for _, r := range allow {
+		entrypoint = append(entrypoint, "--allow", r)
+	}
+	return ContainerSpec{
+		Name:            ContainerName(b.short, RoleProxy),
+		Role:            RoleProxy,
+		Image:           b.helper,
+		Entrypoint:      entrypoint,
+		User:            fmt.Sprintf("%d:%d", ProxyUID, ProxyUID),
+		Labels:          b.labels(LabelRole, RoleProxy),
+		Network:         NetworkPod,
 		PrivateIPC:      true,
 		CapDrop:         []string{"ALL"},
 		NoNewPrivileges: true,
 		ReadOnlyRoot:    true,
 		Mounts: []Mount{
-			{Volume: wsVol, Dest: WorkspacesDir},
-			{Volume: homeVol, Dest: AgentHome},
-			{Volume: sockVol, Dest: AgentSocketDir},
+			{Volume: ObjectName(b.short, "proxy-sock"), Dest: ProxySocketDir},
+			{Volume: ObjectName(b.short, "proxy-state"), Dest: ProxyStateDir},
 		},
-		ImageMounts: []ImageMount{{Image: helper, Dest: HelperMount}},
-		Tmpfs:       []Tmpfs{{Dest: "/tmp", Size: limits.TmpSize, Options: "rw,nosuid,nodev,mode=1777"}},
-		Limits:      &limits,
 		StopTimeout: 5,
 	}
-	p.Containers = []ContainerSpec{ws, agent}
-	if in.Host.Version != "" && !in.Host.LimitsEnforced() && (limits.Memory != "" || limits.CPUs > 0 || limits.Pids > 0) {
-		p.Warnings = append(p.Warnings, "agent resource limits (memory, cpus, pids) are not enforced on this host: "+
-			"rootless podman on cgroup v1 ignores them (the /tmp size limit still holds)")
-	}
-	return p, nil
 }
 
 // collectEnv takes allowlisted names from host and then applies vars.
@@ -392,4 +521,33 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// ownEnv are the variables devaipod sets itself; their values are not
+// secret. Everything else comes from the user's config or environment.
+var ownEnv = map[string]bool{
+	"PATH": true, "HOME": true, "USER": true, "TMPDIR": true, "DEVAIPOD_AGENT_URL": true,
+	"GIT_CONFIG_COUNT": true, "GIT_CONFIG_KEY_0": true, "GIT_CONFIG_VALUE_0": true,
+	"HTTP_PROXY": true, "HTTPS_PROXY": true, "http_proxy": true, "https_proxy": true,
+	"NO_PROXY": true, "no_proxy": true,
+}
+
+// Redacted returns a copy of the plan fit to print: values of variables
+// that came from the user's config or environment (API keys among them)
+// are replaced by "<redacted>".
+func (p *Plan) Redacted() *Plan {
+	c := *p
+	c.Containers = make([]ContainerSpec, len(p.Containers))
+	for i, ctr := range p.Containers {
+		env := make(map[string]string, len(ctr.Env))
+		for k, v := range ctr.Env {
+			if !ownEnv[k] {
+				v = "<redacted>"
+			}
+			env[k] = v
+		}
+		ctr.Env = env
+		c.Containers[i] = ctr
+	}
+	return &c
 }

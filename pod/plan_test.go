@@ -30,6 +30,7 @@ func planInput() PlanInput {
 }
 
 func TestBuildGolden(t *testing.T) {
+	defer func(v string) { Version = v }(Version)
 	Version = "test"
 	tests := []struct {
 		name string
@@ -42,6 +43,13 @@ func TestBuildGolden(t *testing.T) {
 			in.Config.Agent.Port = 5000
 		}},
 		{"rootless-cgroupv1", func(in *PlanInput) { in.Host = HostInfo{Version: "4.3.1", Rootless: true, CgroupVersion: "v1"} }},
+		{"network-none", func(in *PlanInput) { in.Config.Network.Mode = NetworkModeNone }},
+		{"network-open", func(in *PlanInput) { in.Config.Network.Mode = NetworkOpen }},
+		{"network-allow", func(in *PlanInput) {
+			in.Config.Network = NetworkConfig{Allow: []string{"api.example.test", "*.pkg.example.test:8443"}, NoDefaultAllow: true,
+				ExtraHosts: []string{"mirror.example.test:10.0.2.2"}, HostLoopback: true}
+			in.Allow = []string{"git.example.test:22"}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,5 +168,24 @@ func TestBuildRejectsBadName(t *testing.T) {
 	in.Name = "Bad Name"
 	if _, err := Build(in); err == nil {
 		t.Error("Build accepted a bad name")
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	plan, err := Build(planInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(plan.Redacted())
+	for _, secret := range []string{"sk-ant", "ghp-secret", "jira-secret", "sneaky", "vi"} {
+		if strings.Contains(string(b), `"`+secret+`"`) {
+			t.Errorf("redacted plan holds %q", secret)
+		}
+	}
+	if !strings.Contains(string(b), "http://127.0.0.1:3128") {
+		t.Error("redacted plan lost devaipod's own values")
+	}
+	if plan.Containers[1].Env["ANTHROPIC_API_KEY"] != "sk-ant" {
+		t.Error("Redacted changed the original plan")
 	}
 }

@@ -142,7 +142,9 @@ func startService(ctx context.Context, cause error) (*Podman, error) {
 	}
 	sock := filepath.Join(dir, "podman.sock")
 	cmd := exec.Command(bin, "system", "service", "--time=0", "unix://"+sock)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C is ours to handle
+	// Its own process group: Ctrl-C is ours to handle. Pdeathsig: a killed
+	// devaipod must not leave the service running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	// Even an empty CONTAINER_HOST makes podman a remote client, which has
 	// no `system service`.
 	for _, kv := range os.Environ() {
@@ -262,6 +264,11 @@ func (p *Podman) CreatePod(ctx context.Context, ps PodSpec) error {
 	// The agent opts out of the network namespace; ipc and uts are shared
 	// by the trusted containers (the agent gets a private ipc).
 	s.SharedNamespaces = []string{"net", "uts", "ipc"}
+	s.HostAdd = ps.ExtraHosts
+	if ps.HostLoopback {
+		s.NetNS = specgen.Namespace{NSMode: specgen.Slirp}
+		s.NetworkOptions = map[string][]string{"slirp4netns": {"allow_host_loopback=true"}}
+	}
 	_, err := pods.CreatePodFromSpec(p.withConn(ctx), &types.PodSpec{PodSpecGen: *s})
 	return mapCreateErr(err)
 }
@@ -278,9 +285,8 @@ func (p *Podman) CreateVolume(ctx context.Context, v VolumeSpec) error {
 
 // CreateSecret implements Engine.
 func (p *Podman) CreateSecret(ctx context.Context, s SecretSpec) error {
-	name := s.Name
 	_, err := secrets.Create(p.withConn(ctx), strings.NewReader(s.Value),
-		new(secrets.CreateOptions).WithName(name).WithLabels(s.Labels))
+		new(secrets.CreateOptions).WithName(s.Name).WithLabels(s.Labels))
 	return mapCreateErr(err)
 }
 
@@ -533,8 +539,10 @@ func (p *Podman) Objects(ctx context.Context, short string) ([]Object, error) {
 		if len(c.Names) > 0 {
 			name = c.Names[0]
 		}
+		// A container never started has the zero time (a negative Unix
+		// time) as StartedAt.
 		objs = append(objs, Object{Kind: KindContainer, Name: name, Pod: c.Labels[LabelPod],
-			State: c.State, Labels: c.Labels, Created: c.Created})
+			State: c.State, Started: c.StartedAt > 0, Labels: c.Labels, Created: c.Created})
 	}
 	vols, err := volumes.List(cctx, new(volumes.ListOptions).WithFilters(filters))
 	if err != nil {
@@ -544,17 +552,14 @@ func (p *Podman) Objects(ctx context.Context, short string) ([]Object, error) {
 		objs = append(objs, Object{Kind: KindVolume, Name: v.Name, Pod: v.Labels[LabelPod],
 			Labels: v.Labels, Created: v.CreatedAt})
 	}
-	// Secret labels and label filters are not in every podman version, so
-	// secrets are also matched by name.
+	// Secrets are matched on their labels here: label filters for secrets
+	// are newer than podman 4.3.
 	secs, err := secrets.List(cctx, nil)
 	if err != nil {
 		return nil, mapErr(err)
 	}
 	for _, s := range secs {
 		owner := s.Spec.Labels[LabelPod]
-		if owner == "" {
-			owner = secretOwner(s.Spec.Name)
-		}
 		if owner == "" || (short != "" && owner != short) {
 			continue
 		}
@@ -562,19 +567,6 @@ func (p *Podman) Objects(ctx context.Context, short string) ([]Object, error) {
 			Labels: s.Spec.Labels, Created: s.CreatedAt})
 	}
 	return objs, nil
-}
-
-// secretOwner recovers the pod of a secret named devaipod-NAME-env-var.
-func secretOwner(name string) string {
-	rest, ok := strings.CutPrefix(name, Prefix)
-	if !ok {
-		return ""
-	}
-	i := strings.LastIndex(rest, "-env-")
-	if i <= 0 {
-		return ""
-	}
-	return rest[:i]
 }
 
 // Remove implements Engine.

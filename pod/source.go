@@ -19,16 +19,23 @@ import (
 
 // Source is the repository a pod works on, resolved on the host.
 type Source struct {
-	// Input is what the user passed: a path or a git URL.
-	Input string `json:"input"`
+	// Input is what the user passed: a path or a git URL. It may hold
+	// credentials (https://user:token@host/...): it is used for the clone
+	// on the host only, never shown or passed to a container.
+	Input string `json:"-"`
+	// Display is Input without credentials.
+	Display string `json:"input"`
 	// Local is true for a local checkout, false for a git URL.
 	Local bool `json:"local"`
 	// Dir is the top of the local checkout.
 	Dir string `json:"dir,omitempty"`
 	// Project names the folder under /workspaces.
 	Project string `json:"project"`
-	// Remote becomes origin in the workspace ("" when the checkout has none).
+	// Remote becomes origin in the workspace ("" when the checkout has
+	// none), without credentials.
 	Remote string `json:"remote,omitempty"`
+	// Branch is the local checkout's branch ("" when detached).
+	Branch string `json:"branch,omitempty"`
 	// Ref is the branch or tag to clone from a URL ("" for the default).
 	Ref string `json:"ref,omitempty"`
 	// Commit is the commit the workspace starts at (local sources only;
@@ -59,6 +66,11 @@ func ResolveSource(ctx context.Context, input, ref string) (*Source, error) {
 	if input == "" {
 		return nil, errors.New("no repository given")
 	}
+	// git's "transport::address" syntax (ext::, fd::) runs commands or
+	// reaches file descriptors; only plain URLs and paths are sources.
+	if strings.Contains(input, "::") {
+		return nil, fmt.Errorf("unsupported git source %q: transport syntax (X::...) is not allowed", input)
+	}
 	if IsGitURL(input) {
 		return resolveURL(input, ref)
 	}
@@ -70,32 +82,58 @@ func ResolveSource(ctx context.Context, input, ref string) (*Source, error) {
 
 func resolveURL(input, ref string) (*Source, error) {
 	var repoPath string
+	display := input
 	if strings.Contains(input, "://") {
 		u, err := url.Parse(input)
 		if err != nil {
-			return nil, fmt.Errorf("malformed git URL %q: %w", input, err)
+			return nil, fmt.Errorf("malformed git URL: %w", redactErr(err, input))
 		}
 		switch u.Scheme {
 		case "https", "http", "ssh", "git":
 			if u.Host == "" {
-				return nil, fmt.Errorf("malformed git URL %q: no host", input)
+				return nil, fmt.Errorf("malformed git URL %q: no host", redactURL(input))
 			}
 		case "file":
 			if u.Path == "" {
 				return nil, fmt.Errorf("malformed git URL %q: no path", input)
 			}
 		default:
-			return nil, fmt.Errorf("unsupported git URL scheme %q in %q: use https, ssh, git or file", u.Scheme, input)
+			return nil, fmt.Errorf("unsupported git URL scheme %q in %q: use https, ssh, git or file", u.Scheme, redactURL(input))
 		}
 		repoPath = u.Path
+		display = redactURL(input)
 	} else {
 		_, repoPath, _ = strings.Cut(input, ":")
 	}
 	project := strings.TrimSuffix(path.Base(strings.TrimRight(repoPath, "/")), ".git")
-	if project == "" || project == "." || project == "/" {
-		return nil, fmt.Errorf("malformed git URL %q: no repository name in its path", input)
+	if !validProject.MatchString(project) {
+		return nil, fmt.Errorf("malformed git URL %q: no usable repository name at the end of its path", display)
 	}
-	return &Source{Input: input, Project: project, Remote: input, Ref: ref}, nil
+	return &Source{Input: input, Display: display, Project: project, Remote: display, Ref: ref}, nil
+}
+
+// validProject keeps the workspace folder a plain name (no "..", no
+// hidden or odd names).
+var validProject = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
+
+// redactURL drops the password of a URL; the user name stays (ssh needs it,
+// and it is not a secret), unless it looks like a token (no password).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, hasPassword := u.User.Password(); hasPassword || u.Scheme == "https" || u.Scheme == "http" {
+		u.User = nil
+	}
+	return u.String()
+}
+
+func redactErr(err error, raw string) error {
+	if r := redactURL(raw); r != raw {
+		return errors.New(strings.ReplaceAll(err.Error(), raw, r))
+	}
+	return err
 }
 
 func resolveLocal(ctx context.Context, input string) (*Source, error) {
@@ -138,8 +176,13 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 			leftOut = append(leftOut, line[3:])
 		}
 	}
-	return &Source{Input: input, Local: true, Dir: top, Project: filepath.Base(top),
-		Remote: remote, Commit: commit, LeftOut: leftOut}, nil
+	project := filepath.Base(top)
+	if !validProject.MatchString(project) {
+		project = "project"
+	}
+	branch, _ := git(ctx, top, "symbolic-ref", "--quiet", "--short", "HEAD")
+	return &Source{Input: input, Display: top, Local: true, Dir: top, Project: project,
+		Remote: redactURL(remote), Branch: branch, Commit: commit, LeftOut: leftOut}, nil
 }
 
 // Checkout makes the workspace's copy of the source in dir (which must not
@@ -147,43 +190,65 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 // the host's git and so the user's own credentials.
 func (s *Source) Checkout(ctx context.Context, dir string) error {
 	if s.Local {
-		if _, err := git(ctx, "", "clone", "--quiet", "--no-local", "--no-hardlinks", s.Dir, dir); err != nil {
+		// Only HEAD's branch (and its history): other local branches may
+		// hold work the agent should not see.
+		args := []string{"clone", "--quiet", "--no-local", "--no-hardlinks", "--single-branch"}
+		if s.Branch != "" {
+			args = append(args, "--branch", s.Branch)
+		}
+		if _, err := git(ctx, "", append(args, "--", s.Dir, dir)...); err != nil {
 			return fmt.Errorf("clone %s: %w", s.Dir, err)
 		}
 		if _, err := git(ctx, dir, "checkout", "--quiet", s.Commit); err != nil {
 			return fmt.Errorf("check out %s: %w", s.Commit, err)
 		}
-		// Without this the branch would be detached at HEAD's commit.
-		if branch, err := git(ctx, s.Dir, "symbolic-ref", "--quiet", "--short", "HEAD"); err == nil {
-			if _, err := git(ctx, dir, "checkout", "--quiet", "-B", branch); err != nil {
-				return fmt.Errorf("check out branch %s: %w", branch, err)
+		if s.Branch != "" {
+			// Keep the branch, not a detached HEAD.
+			if _, err := git(ctx, dir, "checkout", "--quiet", "-B", s.Branch); err != nil {
+				return fmt.Errorf("check out branch %s: %w", s.Branch, err)
 			}
 		}
-		if s.Remote == "" {
-			_, err := git(ctx, dir, "remote", "remove", "origin")
+	} else {
+		args := []string{"clone", "--quiet"}
+		if s.Ref != "" {
+			args = append(args, "--branch", s.Ref)
+		}
+		if _, err := git(ctx, "", append(args, "--", s.Input, dir)...); err != nil {
+			return fmt.Errorf("clone %s: %w", s.Display, err)
+		}
+		commit, err := git(ctx, dir, "rev-parse", "HEAD")
+		if err != nil {
 			return err
 		}
-		_, err := git(ctx, dir, "remote", "set-url", "origin", s.Remote)
-		return err
+		s.Commit = commit
 	}
-	args := []string{"clone", "--quiet"}
-	if s.Ref != "" {
-		args = append(args, "--branch", s.Ref)
-	}
-	if _, err := git(ctx, "", append(args, "--", s.Input, dir)...); err != nil {
-		return fmt.Errorf("clone %s: %w", s.Input, err)
-	}
-	commit, err := git(ctx, dir, "rev-parse", "HEAD")
+	// The refs the clone made name the host-side copy (or carry the URL's
+	// credentials); the workspace gets origin = the real remote, without
+	// credentials, and no stale remote-tracking refs.
+	refs, err := git(ctx, dir, "for-each-ref", "--format=%(refname)", "refs/remotes/origin")
 	if err != nil {
 		return err
 	}
-	s.Commit = commit
-	return nil
+	for _, ref := range strings.Fields(refs) {
+		if _, err := git(ctx, dir, "update-ref", "-d", ref); err != nil {
+			return err
+		}
+	}
+	if s.Remote == "" {
+		_, err := git(ctx, dir, "remote", "remove", "origin")
+		return err
+	}
+	_, err = git(ctx, dir, "remote", "set-url", "origin", s.Remote)
+	return err
 }
 
 // git runs git in dir and returns its trimmed standard output. It never
 // prompts: a clone that needs credentials the user has not set up fails.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
+	// The repository is untrusted: its config must not make host git run
+	// anything (core.fsmonitor runs a command on status).
+	sub := args[0]
+	args = append([]string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "protocol.ext.allow=never"}, args...)
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "LC_ALL=C")
@@ -195,9 +260,9 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 		}
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
-			return "", fmt.Errorf("git %s: %w", args[0], err)
+			return "", fmt.Errorf("git %s: %w", sub, err)
 		}
-		return "", fmt.Errorf("git %s: %s", args[0], lastLine(msg))
+		return "", fmt.Errorf("git %s: %s", sub, lastLine(msg))
 	}
 	return strings.TrimSpace(stdout.String()), nil
 }

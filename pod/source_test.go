@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,7 +55,12 @@ func TestResolveSourceErrors(t *testing.T) {
 		{noCommits, "", "has no commits yet"},
 		{"ftp://host/x.git", "", "unsupported git URL scheme"},
 		{"https:///x.git", "", "no host"},
-		{"https://host/", "", "no repository name"},
+		{"https://host/", "", "no usable repository name"},
+		{"https://h/org/...git", "", "no usable repository name"},
+		{"h:..", "", "no usable repository name"},
+		{"ext::sh -c touch% /tmp/pwned", "", "transport syntax"},
+		{"https::x", "", "transport syntax"},
+		{"https://user:s3cret@host/", "", "https://host/"},
 		{"%zz://x", "", "malformed"},
 		{testRepo(t), "main", "--ref applies to git URLs"},
 	}
@@ -72,6 +78,12 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 	if out, err := exec.Command("git", "-C", repo, "remote", "add", "origin", "https://git.example.test/o/r.git").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
+	// A private branch must not reach the workspace.
+	for _, args := range [][]string{{"branch", "private-wip"}, {"remote", "set-url", "origin", "https://user:ghp_secret@git.example.test/o/r.git"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
 	writeFile(t, filepath.Join(repo, "dirty.txt"), "uncommitted")
 	src, err := ResolveSource(ctx, repo, "")
 	if err != nil {
@@ -79,6 +91,9 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 	}
 	if !src.Local || src.Remote != "https://git.example.test/o/r.git" || len(src.Commit) != 40 {
 		t.Errorf("source = %+v", src)
+	}
+	if strings.Contains(src.Remote+src.Display, "ghp_secret") {
+		t.Errorf("credentials kept: %+v", src)
 	}
 	if strings.Join(src.LeftOut, ",") != "dirty.txt" {
 		t.Errorf("LeftOut = %v; want [dirty.txt]", src.LeftOut)
@@ -95,6 +110,12 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 	branch, _ := git(ctx, dir, "symbolic-ref", "--short", "HEAD")
 	if origin != src.Remote || head != src.Commit || branch != "main" {
 		t.Errorf("checkout origin=%q head=%q branch=%q", origin, head, branch)
+	}
+	if refs, _ := git(ctx, dir, "for-each-ref", "--format=%(refname)"); strings.Contains(refs, "private-wip") || strings.Contains(refs, "refs/remotes/") {
+		t.Errorf("checkout has other refs:\n%s", refs)
+	}
+	if cfg, _ := os.ReadFile(filepath.Join(dir, ".git", "config")); strings.Contains(string(cfg), "ghp_secret") {
+		t.Errorf(".git/config holds the credential:\n%s", cfg)
 	}
 
 	var buf bytes.Buffer
@@ -144,8 +165,23 @@ func TestCheckoutURL(t *testing.T) {
 	}
 }
 
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://user:tok@h/o/r.git": "https://h/o/r.git",
+		"https://ghp_tok@h/o/r.git":  "https://h/o/r.git",
+		"ssh://git@h/o/r.git":        "ssh://git@h/o/r.git",
+		"ssh://git:pw@h/o/r.git":     "ssh://h/o/r.git",
+		"git@h:o/r.git":              "git@h:o/r.git",
+		"/local/path":                "/local/path",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
 func FuzzResolveURL(f *testing.F) {
-	for _, s := range []string{"https://h/o/r.git", "git@h:o/r", "file:///x/y.git", "ssh://u@h:22/o/r", "https://h/", "::", "a@b:"} {
+	for _, s := range []string{"https://h/o/r.git", "git@h:o/r", "file:///x/y.git", "ssh://u@h:22/o/r", "https://h/", "::", "a@b:", "h:..", "https://u:p@h/r"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -156,8 +192,13 @@ func FuzzResolveURL(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if src.Project == "" || strings.ContainsAny(src.Project, "/") || src.Project == "." || src.Project == ".." {
+		if src.Project == "" || strings.ContainsAny(src.Project, "/") || strings.HasPrefix(src.Project, ".") {
 			t.Fatalf("resolveURL(%q).Project = %q", in, src.Project)
+		}
+		if u, err := url.Parse(src.Remote); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				t.Fatalf("resolveURL(%q).Remote = %q keeps a password", in, src.Remote)
+			}
 		}
 	})
 }

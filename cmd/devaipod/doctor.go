@@ -95,7 +95,6 @@ func doctor(cmd *cobra.Command, g *globalFlags) []check {
 	} else {
 		add("limits", "warn", "memory, cpus and pids limits are NOT enforced: rootless podman on cgroup v1 ignores them (the agent's /tmp size limit still holds); rootful podman or cgroup v2 enforces them")
 	}
-	add("agent network", "ok", "the agent runs with --network none: only loopback, no route, no DNS")
 	if h.Rootless {
 		if f, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0); err != nil {
 			add("slirp4netns", "fail", "cannot open /dev/net/tun (%v): rootless pod networking needs it; as root: chmod 0666 /dev/net/tun", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,7 +70,7 @@ func TestE2EDoctorAndLimits(t *testing.T) {
 func TestE2EDryRun(t *testing.T) {
 	e2e(t)
 	name := uniqueName("e2e-dry")
-	r := mustDevaipod(t, []string{"E2E_DRY_SECRET=do-not-print"}, "--config",
+	r := mustDevaipod(t, []string{"E2E_DRY_SECRET=do-not-print", "ANTHROPIC_API_KEY=sk-do-not-print"}, "--config",
 		standInConfig(t, "[trusted.env]\nallowlist = [\"E2E_DRY_SECRET\"]\n"), "up", fixtureRepo(t), "--name", name, "--dry-run", "-o", "json")
 	var plan struct {
 		Pod        struct{ Name string }
@@ -86,7 +87,7 @@ func TestE2EDryRun(t *testing.T) {
 		t.Errorf("plan = %+v", plan)
 	}
 	if strings.Contains(r.stdout, "do-not-print") {
-		t.Error("dry-run printed a trusted value")
+		t.Errorf("dry-run printed a secret value:\n%s", r.stdout)
 	}
 	text := mustDevaipod(t, nil, "--config", standInConfig(t, ""), "up", fixtureRepo(t), "--name", name, "--dry-run")
 	for _, want := range []string{"nothing created", "network      none", "drop ALL", "read-only root true"} {
@@ -139,22 +140,34 @@ func TestE2EConnection(t *testing.T) {
 		t.Errorf("bad --connection: %s", r)
 	}
 
-	// Hide the user's socket for a moment (the service keeps listening).
-	sock := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "podman", "podman.sock")
-	if _, err := os.Stat(sock); err != nil {
-		t.Fatalf("the user's podman socket is not at %s: %v", sock, err)
-	}
-	hidden := sock + ".e2e-hidden"
-	if err := os.Rename(sock, hidden); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Rename(hidden, sock) })
+	// A podman of its own (empty storage, private runtime dir), so that no
+	// socket answers and the shared service of the other tests is left
+	// alone.
+	tmp := t.TempDir()
+	conf := filepath.Join(tmp, "config", "containers")
+	os.MkdirAll(conf, 0o755)
+	os.WriteFile(filepath.Join(conf, "containers.conf"), []byte("[engine]\nruntime = \"runc\"\n"), 0o644)
+	os.WriteFile(filepath.Join(conf, "storage.conf"), []byte(fmt.Sprintf(
+		"[storage]\ndriver = \"vfs\"\ngraphroot = %q\nrunroot = %q\n", filepath.Join(tmp, "graph"), filepath.Join(tmp, "run"))), 0o644)
+	runtimeDir := filepath.Join(tmp, "xdg-run")
+	os.MkdirAll(runtimeDir, 0o700)
+	private := []string{"CONTAINER_HOST=", "XDG_RUNTIME_DIR=" + runtimeDir, "XDG_CONFIG_HOME=" + filepath.Join(tmp, "config"),
+		"XDG_DATA_HOME=" + filepath.Join(tmp, "data"), "CONTAINERS_STORAGE_CONF=" + filepath.Join(conf, "storage.conf")}
 
-	r = devaipod(t, []string{"CONTAINER_HOST="}, "list", "-o", "json")
-	if r.code != 0 || !strings.Contains(r.stderr, "started one for this command") {
+	r = devaipod(t, private, "list", "-o", "json")
+	if r.code != 0 || !strings.Contains(r.stderr, "started one for this command") || strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("no socket: %s", r)
 	}
-	r = devaipod(t, []string{"CONTAINER_HOST=", "PATH=/nonexistent"}, "list")
+	if entries, _ := os.ReadDir(os.TempDir()); len(entries) > 0 {
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "devaipod-podman-") {
+				if _, err := os.Stat(filepath.Join(os.TempDir(), e.Name(), "podman.sock")); err == nil {
+					t.Errorf("the started service's socket %s is left behind", e.Name())
+				}
+			}
+		}
+	}
+	r = devaipod(t, append(private, "PATH=/nonexistent"), "list")
 	if r.code == 0 || !strings.Contains(r.stderr, "podman is not installed") {
 		t.Errorf("no podman: %s", r)
 	}

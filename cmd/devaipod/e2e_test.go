@@ -209,8 +209,8 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 		if strings.TrimSpace(r.stdout) != "lo" {
 			t.Errorf("agent interfaces = %q; want only lo", r.stdout)
 		}
-		if r := inAgent("cat /proc/net/route | tail -n +2"); strings.TrimSpace(r.stdout) != "" {
-			t.Errorf("agent has routes: %s", r.stdout)
+		if r := inAgent("tail -n +2 /proc/net/route; echo end"); r.code != 0 || strings.TrimSpace(r.stdout) != "end" {
+			t.Errorf("agent has routes: %s", r)
 		}
 		ws := inWorkspace("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
 		if !strings.Contains(ws.stdout, "tap0") && !strings.Contains(ws.stdout, "eth0") {
@@ -236,21 +236,33 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 		if strings.TrimSpace(ws.stdout) == "/home/agent" {
 			t.Error("workspace shares the agent's HOME")
 		}
-		if r := inAgent("ls -A $HOME"); strings.Contains(r.stdout, ".ssh") || strings.Contains(r.stdout, ".aws") {
-			t.Errorf("agent HOME has host secrets: %s", r.stdout)
+		if r := inAgent("ls -A $HOME; echo end"); r.code != 0 || strings.Contains(r.stdout, ".ssh") || strings.Contains(r.stdout, ".aws") {
+			t.Errorf("agent HOME has host secrets: %s", r)
+		}
+		// No socket of the host (podman's above all) and no host home.
+		r = inAgent("find / \\( -path /proc -o -path /sys \\) -prune -o -type s -print 2>/dev/null; ls /home; echo end")
+		for _, line := range strings.Fields(r.stdout) {
+			switch line {
+			case "/run/devaipod/agent/agent.sock", "/run/devaipod/proxy/proxy.sock", "agent", "end":
+			default:
+				t.Errorf("agent sees %s", line)
+			}
+		}
+		if !strings.Contains(r.stdout, "end") {
+			t.Errorf("probe did not run: %s", r)
 		}
 	})
 	t.Run("trusted env reaches the workspace only", func(t *testing.T) {
 		if r := inWorkspace("printenv E2E_TRUSTED_TOKEN"); strings.TrimSpace(r.stdout) != trusted {
 			t.Errorf("workspace E2E_TRUSTED_TOKEN = %q", r.stdout)
 		}
-		if r := inAgent("printenv E2E_TRUSTED_TOKEN"); r.code == 0 {
-			t.Errorf("agent has E2E_TRUSTED_TOKEN: %s", r.stdout)
+		if r := inAgent("printenv E2E_TRUSTED_TOKEN"); r.code != 1 {
+			t.Errorf("agent: printenv E2E_TRUSTED_TOKEN: %s; want exit 1 (unset)", r)
 		}
 		// Any form: environment of every process it can see, any file.
 		r := inAgent("cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; grep -rsl " + trusted + " /home /workspaces /tmp /run /etc /opt 2>/dev/null; echo done")
-		if strings.Contains(r.stdout, trusted) {
-			t.Errorf("agent can read the trusted value:\n%s", r.stdout)
+		if strings.Contains(r.stdout, trusted) || !strings.HasSuffix(r.stdout, "done\n") {
+			t.Errorf("agent can read the trusted value, or the probe did not run:\n%s", r)
 		}
 		for _, c := range []string{"workspace", "agent"} {
 			out, _ := exec.Command("podman", "inspect", "devaipod-"+name+"-"+c).CombinedOutput()
@@ -292,11 +304,19 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 		if !strings.Contains(r.stdout, "agent-server-says-hi") || !strings.Contains(r.stdout, "/opt/devaipod/bin/oc") {
 			t.Errorf("bridge or oc shim missing: %s", r)
 		}
-		if r := inAgent("echo x > /run/devaipod/agent/agent.sock.new && echo wrote"); r.code == 0 {
-			t.Log("agent may write its own socket dir (expected: it creates agent.sock)")
-		}
 		if r := inWorkspace("touch /run/devaipod/agent/x"); r.code == 0 {
 			t.Error("workspace can write the agent's socket dir")
+		}
+		// The agent owns its socket's directory. Putting a symlink in the
+		// socket's place must not make the workspace's bridge follow it.
+		if r := inAgent("cd /run/devaipod/agent && mv agent.sock real.sock && ln -s real.sock agent.sock"); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		if r := inWorkspace(`curl -sf --max-time 5 "$DEVAIPOD_AGENT_URL/index.html"`); r.code == 0 {
+			t.Errorf("the workspace's bridge followed a symlink the agent planted: %s", r)
+		}
+		if r := inAgent("cd /run/devaipod/agent && rm agent.sock && mv real.sock agent.sock"); r.code != 0 {
+			t.Fatalf("%s", r)
 		}
 	})
 	t.Run("status list logs", func(t *testing.T) {
@@ -357,6 +377,9 @@ func TestE2EUpFailuresLeaveNothing(t *testing.T) {
 		{"bad image", []string{"--image", "localhost/devaipod-no-such-image:1"}, cfg, "is not in podman's storage"},
 		{"clone failure", []string{"--source", "file:///nonexistent/repo.git"}, cfg, "clone"},
 		{"agent never ready", []string{"--timeout", "3s"}, standInConfig(t, ""), "did not become ready"},
+		// Fails creating the workspace container, after the pod, the
+		// volumes and a secret exist.
+		{"container create fails", nil, standInConfig(t, "[trusted.env]\nsecrets = [\"X=e2e-no-such-secret\"]\n[trusted.env.vars]\nY = \"y\"\n"), "create container"},
 	}
 	// The never-ready agent exits at once.
 	never := filepath.Join(t.TempDir(), "never.toml")
@@ -485,6 +508,7 @@ func TestE2EInterruptAndGC(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log strings.Builder
+			sent := false
 			sc := bufio.NewScanner(stderr)
 			for sc.Scan() {
 				log.WriteString(sc.Text() + "\n")
@@ -495,14 +519,22 @@ func TestE2EInterruptAndGC(t *testing.T) {
 						cmd.Process.Signal(syscall.SIGSTOP)
 					}
 					cmd.Process.Signal(tt.sig)
+					sent = true
 					break
 				}
 			}
-			go io.Copy(&log, stderr)
+			rest, _ := io.ReadAll(stderr)
+			log.Write(rest)
+			if !sent {
+				t.Fatalf("up never reached %q, so no signal was sent:\n%s", tt.after, log.String())
+			}
 			if err := cmd.Wait(); err == nil {
 				t.Fatalf("up exited 0 after %s", tt.sig)
 			}
 			if tt.sig == syscall.SIGINT {
+				if !strings.Contains(log.String(), "interrupted") {
+					t.Errorf("up did not say it was interrupted:\n%s", log.String())
+				}
 				if left := labelled(t, name); len(left) > 0 {
 					t.Errorf("Ctrl-C left %v\nstderr: %s", left, log.String())
 				}

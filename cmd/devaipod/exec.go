@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 
@@ -31,8 +32,8 @@ the agent.`,
 			if err != nil {
 				return err
 			}
-			if err := checkRole(container); err != nil {
-				return err
+			if container != pod.RoleWorkspace && container != pod.RoleAgent {
+				return fmt.Errorf("unknown container %q: use workspace or agent", container)
 			}
 			argv := args[1:]
 			if len(argv) == 0 {
@@ -52,7 +53,7 @@ the agent.`,
 		},
 	}
 	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleWorkspace, "container: workspace or agent")
-	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions([]string{pod.RoleWorkspace, pod.RoleAgent}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -69,6 +70,9 @@ func podmanExec(cmd *cobra.Command, uri, container string, argv []string) error 
 	}
 	args = append(append(args, container), argv...)
 	c := exec.CommandContext(cmd.Context(), bin, args...)
+	// On Ctrl-C podman exec passes the interrupt on; SIGKILL would leave
+	// the command running in the container.
+	c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
 	c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
 	err = c.Run()
 	var ee *exec.ExitError

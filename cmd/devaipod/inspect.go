@@ -141,14 +141,14 @@ func newLogsCommand(g *globalFlags) *cobra.Command {
 			return p.Logs(cmd.Context(), pod.ContainerName(short, container), tail, follow, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleAgent, "container: workspace or agent")
+	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleAgent, "container: workspace, agent or proxy")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
 	cmd.Flags().IntVar(&tail, "tail", -1, "print only the last N lines")
 	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-var roles = []string{pod.RoleWorkspace, pod.RoleAgent}
+var roles = []string{pod.RoleWorkspace, pod.RoleAgent, pod.RoleProxy}
 
 func checkRole(role string) error {
 	for _, r := range roles {

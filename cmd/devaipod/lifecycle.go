@@ -83,7 +83,7 @@ copy and the agent's HOME stay (and are removed by a later delete or gc).`,
 			if err != nil {
 				return err
 			}
-			return reportRemoved(cmd, g, removed, fmt.Sprintf("Pod %s deleted", short))
+			return reportObjects(cmd, g, "removed", removed, fmt.Sprintf("Pod %s deleted", short))
 		},
 	}
 	cmd.Flags().BoolVar(&keepVolumes, "keep-volumes", false, "keep the workspace and agent-home volumes")
@@ -109,28 +109,27 @@ killed). Pods whose up is still running are left alone.`,
 			if err != nil {
 				return err
 			}
-			if !dryRun {
-				if err := pod.RemoveObjects(cmd.Context(), p, left); err != nil {
-					return err
-				}
-			}
-			verb := "Removed"
 			if dryRun {
-				verb = "Would remove"
+				return reportObjects(cmd, g, "leftovers", left, fmt.Sprintf("Would remove %d leftover object(s)", len(left)))
 			}
-			return reportRemoved(cmd, g, left, fmt.Sprintf("%s %d leftover object(s)", verb, len(left)))
+			if err := pod.RemoveLeftovers(cmd.Context(), p, left); err != nil {
+				return err
+			}
+			return reportObjects(cmd, g, "removed", left, fmt.Sprintf("Removed %d leftover object(s)", len(left)))
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the leftovers without removing them")
 	return cmd
 }
 
-func reportRemoved(cmd *cobra.Command, g *globalFlags, objs []pod.Object, summary string) error {
+// reportObjects prints objects as {key: [...]} in JSON, else a summary
+// line and one line per object.
+func reportObjects(cmd *cobra.Command, g *globalFlags, key string, objs []pod.Object, summary string) error {
 	if g.json() {
 		if objs == nil {
 			objs = []pod.Object{}
 		}
-		return writeJSON(cmd.OutOrStdout(), map[string]any{"removed": objs})
+		return writeJSON(cmd.OutOrStdout(), map[string]any{key: objs})
 	}
 	if g.quiet {
 		return nil

@@ -63,6 +63,8 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, "Hint: check [agent] command in your config, or rerun with --keep-on-failure and inspect with `devaipod logs NAME -c agent`")
 	case errors.Is(err, pod.ErrNotFound) && strings.HasPrefix(err.Error(), "pod "):
 		fmt.Fprintln(w, "Hint: `devaipod list` shows the pods that exist")
+	case errors.As(err, new(*pod.CheckError)):
+		fmt.Fprintln(w, "Hint: up refuses to report a pod ready whose agent can get out; everything it created was removed. `devaipod doctor` checks the host")
 	case errors.Is(err, pod.ErrExists):
 		fmt.Fprintln(w, "Hint: pick another --name, or `devaipod delete NAME` first")
 	}
@@ -118,6 +120,9 @@ in the workspace. 'devaipod doctor' says what this host can enforce.`,
 		newStartCommand(g),
 		newDeleteCommand(g),
 		newGCCommand(g),
+		newPolicyCommand(g, pod.PolicyAllow),
+		newPolicyCommand(g, pod.PolicyDeny),
+		newAuditCommand(g),
 		newDoctorCommand(g),
 		newVersionCommand(g),
 	)

