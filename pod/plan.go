@@ -358,9 +358,7 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 		Name:  ContainerName(b.short, RoleWorkspace),
 		Role:  RoleWorkspace,
 		Image: firstNonEmpty(b.in.Image, cfg.Workspace.Image, DefaultImage),
-		Entrypoint: []string{HelperBin, "init",
-			"--forward", fmt.Sprintf("tcp:127.0.0.1:%d=unix:%s", b.port, AgentSocket),
-			"--canary", "tcp:" + CanaryAddr},
+		Entrypoint: b.workspaceInit(),
 		Workdir:   b.workdir,
 		Env:       env,
 		SecretEnv: secretEnv,
@@ -373,6 +371,16 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 		ImageMounts: []ImageMount{{Image: b.helper, Dest: HelperMount}},
 		StopTimeout: 5,
 	}, secrets
+}
+
+// workspaceInit bridges the agent's server into the pod's network, except
+// in open mode, where the agent is in that network itself.
+func (b *builder) workspaceInit() []string {
+	args := []string{HelperBin, "init", "--canary", "tcp:" + CanaryAddr}
+	if b.mode == NetworkOpen {
+		return args
+	}
+	return append(args, "--forward", fmt.Sprintf("tcp:127.0.0.1:%d=unix:%s", b.port, AgentSocket))
 }
 
 // agent is the untrusted side: the shared env, its own keys, nothing

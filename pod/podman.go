@@ -553,18 +553,32 @@ func (p *Podman) Objects(ctx context.Context, short string) ([]Object, error) {
 			Labels: v.Labels, Created: v.CreatedAt})
 	}
 	// Secrets are matched on their labels here: label filters for secrets
-	// are newer than podman 4.3.
+	// are newer than podman 4.3, whose list does not return labels either,
+	// so devaipod's (all named devaipod-*) are inspected one by one.
 	secs, err := secrets.List(cctx, nil)
 	if err != nil {
 		return nil, mapErr(err)
 	}
 	for _, s := range secs {
-		owner := s.Spec.Labels[LabelPod]
+		if !strings.HasPrefix(s.Spec.Name, Prefix) {
+			continue
+		}
+		labels := s.Spec.Labels
+		if labels == nil {
+			full, err := secrets.Inspect(cctx, s.ID, nil)
+			if errors.Is(mapErr(err), ErrNotFound) {
+				continue // removed meanwhile
+			} else if err != nil {
+				return nil, mapErr(err)
+			}
+			labels = full.Spec.Labels
+		}
+		owner := labels[LabelPod]
 		if owner == "" || (short != "" && owner != short) {
 			continue
 		}
 		objs = append(objs, Object{Kind: KindSecret, Name: s.Spec.Name, Pod: owner,
-			Labels: s.Spec.Labels, Created: s.CreatedAt})
+			Labels: labels, Created: s.CreatedAt})
 	}
 	return objs, nil
 }

@@ -228,7 +228,13 @@ func (b *bridge) dial(ctx context.Context) (net.Conn, error) {
 	d := net.Dialer{Timeout: 2 * time.Second}
 	wait := 20 * time.Millisecond
 	for {
-		conn, err := d.DialContext(ctx, b.target.network, b.target.address)
+		var conn net.Conn
+		var err error
+		if b.target.network == "unix" {
+			conn, err = dialUnixNoFollow(ctx, &d, b.target.address)
+		} else {
+			conn, err = d.DialContext(ctx, b.target.network, b.target.address)
+		}
 		if err == nil {
 			return conn, nil
 		}

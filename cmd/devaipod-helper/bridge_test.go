@@ -674,3 +674,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestBridgeRefusesSymlinkedSocket: a socket path replaced by a symlink
+// (the agent owns the directory of agent.sock) is not followed.
+func TestBridgeRefusesSymlinkedSocket(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.sock")
+	ln, err := net.Listen("unix", real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	link := filepath.Join(dir, "agent.sock")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	d := net.Dialer{Timeout: time.Second}
+	if c, err := dialUnixNoFollow(context.Background(), &d, link); err == nil {
+		c.Close()
+		t.Fatal("dialled through a symlink")
+	}
+	c, err := dialUnixNoFollow(context.Background(), &d, real)
+	if err != nil {
+		t.Fatalf("dial of the socket itself: %v", err)
+	}
+	c.Close()
+}

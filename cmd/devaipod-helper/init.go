@@ -33,6 +33,7 @@ type initOptions struct {
 	bridges     []*bridge
 	dialTimeout time.Duration
 	grace       time.Duration
+	canary      string
 	command     []string
 }
 
@@ -61,6 +62,8 @@ func newInitFlagSet(o *initOptions) *flag.FlagSet {
 		"listen on TCP and forward each connection to a unix socket: `tcp:HOST:PORT=unix:PATH` (repeatable)")
 	fs.DurationVar(&o.dialTimeout, "dial-timeout", defaultDialTimeout,
 		"how long a bridge retries its target for one connection before closing it")
+	fs.StringVar(&o.canary, "canary", "",
+		"also listen on `tcp:HOST:PORT` and answer each connection with a token (see egress-check)")
 	fs.DurationVar(&o.grace, "grace", defaultGrace,
 		"how long to wait, after CMD exits, for the processes it left behind")
 	fs.Usage = func() {
@@ -128,6 +131,14 @@ func runInit(ctx context.Context, logger *log.Logger, args []string, stderr io.W
 	}
 	// Closing the listeners removes the unix socket files.
 	defer stopBridges()
+	if o.canary != "" {
+		stopCanary, err := startCanary(strings.TrimPrefix(o.canary, "tcp:"))
+		if err != nil {
+			logger.Printf("init: canary: %v", err)
+			return 1
+		}
+		defer stopCanary()
+	}
 	logger.Printf("init: %s", describeStartup(o))
 
 	if len(o.command) == 0 {

@@ -1,10 +1,11 @@
 // Command devaipod-helper is the small static binary that devaipod mounts
 // read-only at /opt/devaipod into its containers. It is the init of the agent
 // and workspace containers (socket bridges, signal forwarding, zombie
-// reaping) and carries small tools that a bare image may lack.
+// reaping), the entrypoint of the proxy container (proxy, policy) and
+// carries small tools that a bare image may lack.
 //
 // It must stay free of podman and cobra so that it stays small and static:
-// only the standard library.
+// the standard library, and goproxy for the proxy.
 package main
 
 import (
@@ -39,8 +40,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runInit(ctx, logger, rest, stderr)
 	case "wait-http":
 		return runWaitHTTP(ctx, rest, stdout, stderr)
+	case "egress-check":
+		return runEgressCheck(rest, stdout, stderr)
 	case "secret-env":
 		return runSecretEnv(rest, stderr)
+	case "proxy":
+		return runProxy(ctx, rest, stdout, stderr)
+	case "policy":
+		return runPolicy(rest, stdout, stderr)
 	case "version":
 		return runVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -58,7 +65,10 @@ func usage(w io.Writer) {
 Commands:
   init [flags] [-- CMD ARGS...]   run as a container's PID 1: socket bridges, signals, reaping
   wait-http [flags] URL           wait until an HTTP server answers
+  egress-check [flags]            check that this container cannot get out (run by up)
   secret-env [--dir DIR] -- CMD   run CMD with variables read from secret files
+  proxy [flags]                   run the pod's egress proxy (allowlist, audit)
+  policy --file PATH OP [RULE]    change or show a proxy's policy file
   version                         print the version
   help [COMMAND]                  print help for a command
 
@@ -78,9 +88,16 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fs = newInitFlagSet(&initOptions{})
 	case "wait-http":
 		fs = newWaitHTTPFlagSet(&waitOptions{})
+	case "egress-check":
+		fs = newEgressFlagSet(&egressOptions{})
 	case "secret-env":
 		var dir string
 		fs = newSecretEnvFlagSet(&dir)
+	case "proxy":
+		fs = newProxyFlagSet(&proxyOptions{})
+	case "policy":
+		var file string
+		fs = newPolicyFlagSet(&file)
 	case "version":
 		fs = newVersionFlagSet()
 	default:

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
 	"syscall"
 	"unsafe"
 )
@@ -23,4 +28,30 @@ func isTerminal(fd int) bool {
 	var t syscall.Termios
 	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
 	return errno == 0
+}
+
+// oPath is O_PATH from <fcntl.h> (the same on the architectures devaipod
+// runs on), which package syscall does not define.
+const oPath = 0x200000
+
+// dialUnixNoFollow connects to the unix socket at path only if path itself
+// is a socket, not a symlink: the socket's directory may be writable by a
+// less trusted container (the agent owns the directory of agent.sock), which
+// could otherwise point the trusted side's connections at any socket it can
+// name. The path is opened with O_PATH|O_NOFOLLOW and connected through
+// /proc/self/fd, so there is no window between the check and the connect.
+func dialUnixNoFollow(ctx context.Context, d *net.Dialer, path string) (net.Conn, error) {
+	fd, err := syscall.Open(path, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("open", err)}
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFSOCK {
+		return nil, fmt.Errorf("dial unix %s: not a socket (a symlink or a file put in its place)", path)
+	}
+	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
 }

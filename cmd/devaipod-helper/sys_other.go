@@ -2,7 +2,11 @@
 
 package main
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"net"
+)
 
 // The helper only runs in Linux containers; these stubs keep the package
 // building (and vetting) on a developer's other system.
@@ -12,3 +16,7 @@ func setChildSubreaper() error {
 }
 
 func isTerminal(fd int) bool { return false }
+
+func dialUnixNoFollow(ctx context.Context, d *net.Dialer, path string) (net.Conn, error) {
+	return d.DialContext(ctx, "unix", path)
+}

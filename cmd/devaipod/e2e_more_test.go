@@ -83,7 +83,7 @@ func TestE2EDryRun(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &plan); err != nil {
 		t.Fatalf("dry-run json: %v\n%s", err, r)
 	}
-	if plan.Pod.Name != "devaipod-"+name || len(plan.Containers) != 2 || plan.Containers[1].Network != "none" || len(plan.Secrets) != 1 {
+	if plan.Pod.Name != "devaipod-"+name || len(plan.Containers) != 3 || plan.Containers[1].Network != "none" || len(plan.Secrets) != 1 {
 		t.Errorf("plan = %+v", plan)
 	}
 	if strings.Contains(r.stdout, "do-not-print") {

@@ -76,7 +76,7 @@ func TestE2EEgress(t *testing.T) {
 	cfg := standInConfig(t, fmt.Sprintf(`[network]
 host_loopback = true
 no_default_allow = true
-allow = ["api.allowed.test:%d", "plain.allowed.test:%d", "rebind.test:3129", "10.0.2.2"]
+allow = ["api.allowed.test:%d", "plain.allowed.test:%d", "rebind.test:3129", "10.0.2.2:*"]
 extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "denied.test:10.0.2.2", "rebind.test:127.0.0.1"]
 `, inet.tlsPort, inet.plainPort))
 	name := uniqueName("e2e-net")

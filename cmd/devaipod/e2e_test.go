@@ -330,7 +330,7 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 			t.Fatalf("status json: %v\n%s", err, r)
 		}
-		if st.Name != name || st.State != "running" || st.AgentReady == nil || !*st.AgentReady || len(st.Containers) != 2 {
+		if st.Name != name || st.State != "running" || st.AgentReady == nil || !*st.AgentReady || len(st.Containers) != 3 {
 			t.Errorf("status = %+v", st)
 		}
 		r = mustDevaipod(t, nil, "list", "-o", "json")

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/devaipod/devaipod/proxy"
+)
+
+type proxyOptions struct {
+	listen      endpoint
+	pod         string
+	allow       []string
+	policyFile  string
+	maxTunnels  int
+	idleTimeout time.Duration
+	verbose     bool
+}
+
+// listenFlag parses unix:PATH or tcp:HOST:PORT.
+type listenFlag struct{ e *endpoint }
+
+func (f listenFlag) String() string {
+	if f.e == nil || f.e.network == "" {
+		return ""
+	}
+	return f.e.String()
+}
+
+func (f listenFlag) Set(s string) error {
+	network, _, _ := strings.Cut(s, ":")
+	if network != "unix" && network != "tcp" {
+		return errors.New("want unix:PATH or tcp:HOST:PORT")
+	}
+	e, err := parseEndpoint(s, network, true)
+	if err != nil {
+		return err
+	}
+	*f.e = e
+	return nil
+}
+
+// ruleFlag is a repeatable flag that checks each rule as it is given.
+type ruleFlag struct{ rules *[]string }
+
+func (f ruleFlag) String() string { return "" }
+
+func (f ruleFlag) Set(s string) error {
+	if _, err := proxy.ParseRule(s); err != nil {
+		return err
+	}
+	*f.rules = append(*f.rules, s)
+	return nil
+}
+
+func newProxyFlagSet(o *proxyOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	fs.Var(listenFlag{&o.listen}, "listen", "listen on `unix:PATH` or tcp:HOST:PORT (required)")
+	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit and the 403 text (required)")
+	fs.Var(ruleFlag{&o.allow}, "allow",
+		"allow `RULE` (repeatable): host, *.suffix, host:port, host:*, an IP address; port 443 unless given")
+	fs.StringVar(&o.policyFile, "policy-file", "",
+		"the live policy file `PATH` (JSON, changed with 'devaipod-helper policy'; need not exist) (required)")
+	fs.IntVar(&o.maxTunnels, "max-tunnels", proxy.DefaultMaxTunnels, "most CONNECT tunnels open at once")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", proxy.DefaultIdleTimeout,
+		"close a tunnel after this long without traffic in either direction")
+	fs.BoolVar(&o.verbose, "v", false, "log debug messages")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: devaipod-helper proxy --listen unix:PATH|tcp:HOST:PORT --pod NAME
+         --policy-file PATH [--allow RULE]... [flags]
+
+Run the pod's egress proxy (HTTP CONNECT and plain HTTP) as a container's
+PID 1, until SIGTERM or SIGINT. Deny by default: a request goes through only
+if an --allow rule or the policy file's allow list covers its host and port,
+and the policy file's deny list does not. Rules:
+
+  api.example.test         that name, port 443
+  api.example.test:80      that name, port 80 (plain HTTP needs this)
+  api.example.test:*       that name, any port
+  *.example.test[:PORT]    any name below example.test, not example.test itself
+  10.0.2.2[:PORT], [::1][:PORT]
+                           that address; IP literals, and names that resolve
+                           to loopback, private, link-local or metadata
+                           addresses, are refused unless such a rule names
+                           the address
+
+The policy file is JSON, {"allow": [RULE...], "deny": [RULE...]}, reread
+when it changes. A unix socket's directory is created, a stale socket
+replaced, and the socket made mode 0666. One JSON audit line per decision
+goes to stdout; messages go to stderr.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func parseProxyFlags(args []string, output io.Writer) (*proxyOptions, error) {
+	o := &proxyOptions{}
+	fs := newProxyFlagSet(o)
+	fs.SetOutput(output)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var problem string
+	switch {
+	case fs.NArg() > 0:
+		problem = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
+	case o.listen.network == "":
+		problem = "missing --listen"
+	case o.pod == "":
+		problem = "missing --pod"
+	case o.policyFile == "":
+		problem = "missing --policy-file"
+	case o.maxTunnels < 1:
+		problem = fmt.Sprintf("--max-tunnels %d: want at least 1", o.maxTunnels)
+	case o.idleTimeout <= 0:
+		problem = fmt.Sprintf("--idle-timeout %v: want a positive duration", o.idleTimeout)
+	}
+	if problem != "" {
+		fmt.Fprintf(output, "%sproxy: %s\n", logPrefix, problem)
+		return nil, errors.New(problem)
+	}
+	return o, nil
+}
+
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseProxyFlags(args, stderr)
+	if err != nil {
+		return parseExitCode(err)
+	}
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(&lineHandler{w: stderr, prefix: logPrefix + "proxy: ", level: level, mu: &sync.Mutex{}})
+
+	srv, err := proxy.New(proxy.Options{
+		Pod:         o.pod,
+		Allow:       o.allow,
+		PolicyFile:  o.policyFile,
+		Audit:       stdout,
+		Logger:      logger,
+		MaxTunnels:  o.maxTunnels,
+		IdleTimeout: o.idleTimeout,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
+		return 1
+	}
+	var ln net.Listener
+	if o.listen.network == "unix" {
+		ln, err = listenUnix(o.listen.address)
+	} else {
+		ln, err = net.Listen("tcp", o.listen.address)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%sproxy: listen on %s: %v\n", logPrefix, o.listen, err)
+		return 1
+	}
+	addr := o.listen.network + ":" + ln.Addr().String()
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	logger.Info("listening on "+addr, "pod", o.pod, "rules", len(o.allow), "policy-file", o.policyFile)
+	if err := srv.Serve(ctx, ln); err != nil {
+		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
+		return 1
+	}
+	logger.Info("stopped")
+	return 0
+}
+
+func newPolicyFlagSet(file *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("policy", flag.ContinueOnError)
+	fs.StringVar(file, "file", "", "the policy file `PATH` (required)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: devaipod-helper policy --file PATH allow|deny|remove RULE
+       devaipod-helper policy --file PATH show
+
+Change or print a proxy's policy file, which the running proxy rereads.
+allow adds RULE to the allow list (and drops it from the deny list), deny
+adds it to the deny list (and drops it from the allow list; a deny rule
+wins over every allow rule, the proxy's --allow ones included), remove drops
+it from both. RULE is checked and stored in its canonical form; see
+'devaipod-helper proxy -h' for the forms. The file is replaced atomically
+and its directory created if missing. A change is in force for every new
+request when the command returns (it waits out the proxy's check
+interval); open tunnels are not re-checked. Every form prints the
+resulting policy as JSON: {"allow": [...], "deny": [...]}.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func runPolicy(args []string, stdout, stderr io.Writer) int {
+	var file string
+	fs := newPolicyFlagSet(&file)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return parseExitCode(err)
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "%spolicy: %s\n", logPrefix, fmt.Sprintf(format, a...))
+		return 2
+	}
+	if file == "" {
+		return usageErr("missing --file")
+	}
+	var p proxy.Policy
+	var err error
+	switch op := fs.Arg(0); op {
+	case "show":
+		if fs.NArg() != 1 {
+			return usageErr("show takes no arguments")
+		}
+		p, err = proxy.ReadPolicyFile(file)
+	case proxy.OpAllow, proxy.OpDeny, proxy.OpRemove:
+		if fs.NArg() != 2 {
+			return usageErr("%s wants exactly one RULE, got %d arguments", op, fs.NArg()-1)
+		}
+		if _, err := proxy.ParseRule(fs.Arg(1)); err != nil {
+			return usageErr("%v", err)
+		}
+		p, err = proxy.EditPolicyFile(file, op, fs.Arg(1))
+		if err == nil {
+			// The proxy looks at the file at most once per check interval:
+			// after this wait, every new request sees the change, so
+			// "devaipod allow" is in force when it returns.
+			time.Sleep(proxy.DefaultPolicyCheckInterval + 50*time.Millisecond)
+		}
+	case "":
+		return usageErr("missing operation: allow, deny, remove or show")
+	default:
+		return usageErr("unknown operation %q: want allow, deny, remove or show", op)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%spolicy: %v\n", logPrefix, err)
+		return 1
+	}
+	stdout.Write(p.JSON())
+	return 0
+}
+
+// lineHandler is a slog.Handler that writes "PREFIX[level: ]message k=v..."
+// lines, in the style of the helper's other messages.
+type lineHandler struct {
+	mu     *sync.Mutex
+	w      io.Writer
+	prefix string
+	level  slog.Level
+	attrs  []slog.Attr
+}
+
+func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(h.prefix)
+	switch {
+	case r.Level >= slog.LevelError:
+		b.WriteString("error: ")
+	case r.Level >= slog.LevelWarn:
+		b.WriteString("warning: ")
+	case r.Level < slog.LevelInfo:
+		b.WriteString("debug: ")
+	}
+	b.WriteString(r.Message)
+	write := func(a slog.Attr) bool {
+		v := a.Value.Resolve().String()
+		if v == "" || strings.ContainsAny(v, " \t\n\"=") {
+			v = strconv.Quote(v)
+		}
+		b.WriteString(" " + a.Key + "=" + v)
+		return true
+	}
+	for _, a := range h.attrs {
+		write(a)
+	}
+	r.Attrs(write)
+	b.WriteString("\n")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+func (h *lineHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	h2 := *h
+	h2.attrs = append(h.attrs[:len(h.attrs):len(h.attrs)], attrs...)
+	return &h2
+}
+
+func (h *lineHandler) WithGroup(string) slog.Handler { return h }

@@ -1,0 +1,916 @@
+// Package proxy is devaipod's egress proxy: an HTTP forward proxy, built on
+// github.com/elazarl/goproxy, that is the agent container's only way out.
+//
+// It denies by default. A CONNECT tunnel or a plain-HTTP request goes
+// through only if an allow rule covers its host and port and no deny rule
+// does (see Rule for the forms; the port is 443 unless a rule names
+// another, so plain HTTP needs a "host:80" rule). IP literals need a rule
+// that names the address. At dial time, after DNS, a connection to a
+// loopback, private, link-local, carrier-grade NAT, multicast, cloud
+// metadata or otherwise non-public address is refused unless a rule names
+// that address (see AddrClass), so a name that resolves, or rebinds, to an
+// internal address gets nowhere.
+//
+// Every decision is written as one JSON line (see Record) to the audit
+// writer. A refusal answers 403 with a short text that names the host and
+// says how to allow it. The rules are the base rules given to New plus a
+// policy file (see Policy) that EditPolicyFile changes while the proxy
+// runs.
+//
+// The package has no dependency on podman: it runs in the helper binary.
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/elazarl/goproxy"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxTunnels          = 256
+	DefaultIdleTimeout         = 10 * time.Minute
+	DefaultDialTimeout         = 10 * time.Second
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultPolicyCheckInterval = 200 * time.Millisecond
+)
+
+// shutdownWait bounds how long Serve waits, after closing everything, for
+// requests still in their handlers.
+const shutdownWait = 5 * time.Second
+
+// Options configure a Server. Zero values mean the defaults.
+type Options struct {
+	// Pod is the pod's name, used in the audit and in the 403 text
+	// ("devaipod allow POD HOST").
+	Pod string
+	// Allow are the base rules (see Rule).
+	Allow []string
+	// PolicyFile is the policy file (see Policy), reloaded when it changes;
+	// it need not exist. Empty means none.
+	PolicyFile string
+	// Audit receives one JSON line per decision (see Record); nil discards.
+	Audit io.Writer
+	// Logger receives operational messages; nil discards.
+	Logger *slog.Logger
+	// Resolver resolves host names; nil means net.DefaultResolver. Tests use
+	// it to map names without /etc/hosts.
+	Resolver Resolver
+	// RootCAs verify the servers of https:// requests sent to the proxy as
+	// plain HTTP (the proxy does not look inside CONNECT tunnels); nil
+	// means the system roots.
+	RootCAs *x509.CertPool
+	// MaxTunnels caps the CONNECT tunnels open at once; beyond it a CONNECT
+	// gets 503.
+	MaxTunnels int
+	// IdleTimeout closes a tunnel that carried no byte in either direction
+	// for this long.
+	IdleTimeout time.Duration
+	// DialTimeout bounds name resolution and connecting, per request.
+	DialTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration
+	// PolicyCheckInterval is how often, at most, the policy file is checked
+	// for changes (on the request path).
+	PolicyCheckInterval time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if o.MaxTunnels == 0 {
+		o.MaxTunnels = DefaultMaxTunnels
+	}
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+	def(&o.DialTimeout, DefaultDialTimeout)
+	def(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&o.PolicyCheckInterval, DefaultPolicyCheckInterval)
+	if o.Audit == nil {
+		o.Audit = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Resolver == nil {
+		o.Resolver = net.DefaultResolver
+	}
+	return o
+}
+
+// Server is the proxy. It implements http.Handler; Serve runs it on a
+// listener and cleans up after it.
+type Server struct {
+	opts   Options
+	log    *slog.Logger
+	audit  *auditor
+	policy *policySource
+	guard  *guard
+	gp     *goproxy.ProxyHttpServer
+
+	openTunnels atomic.Int64 // reserved tunnel slots
+
+	mu       sync.Mutex
+	serving  bool
+	closing  bool
+	tunnels  map[*tunnelConn]struct{}
+	handlers sync.WaitGroup // ServeHTTP calls in progress
+	tunnelWG sync.WaitGroup // tunnels not yet ended
+}
+
+// New checks opts, reads the policy file and returns a server. A bad rule or
+// a malformed policy file is an error.
+func New(opts Options) (*Server, error) {
+	opts = opts.withDefaults()
+	switch {
+	case opts.MaxTunnels < 0:
+		return nil, fmt.Errorf("max tunnels %d is negative", opts.MaxTunnels)
+	case opts.IdleTimeout < 0, opts.DialTimeout < 0, opts.ReadHeaderTimeout < 0, opts.PolicyCheckInterval < 0:
+		return nil, errors.New("timeouts must not be negative")
+	}
+	base, err := ParseRules(opts.Allow)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:    opts,
+		log:     opts.Logger,
+		audit:   &auditor{pod: opts.Pod, log: opts.Logger, w: opts.Audit},
+		tunnels: make(map[*tunnelConn]struct{}),
+	}
+	s.policy, err = newPolicySource(base, opts.PolicyFile, opts.PolicyCheckInterval, s.policyChanged)
+	if err != nil {
+		return nil, err
+	}
+	s.guard = &guard{
+		resolver: opts.Resolver,
+		timeout:  opts.DialTimeout,
+		exempt:   func(a netip.Addr, port int) bool { return s.policy.current().allowsAddr(a, port) },
+	}
+	s.gp = s.newGoproxy()
+	return s, nil
+}
+
+// newGoproxy sets up goproxy so that nothing gets through that no rule
+// allows: goproxy accepts every CONNECT that no handler answers, and
+// forwards every plain request that no handler answers, so each chain ends
+// with a handler that refuses whatever was not allowed.
+func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = goproxyLogger{s.log}
+	gp.Verbose = false
+	gp.AllowHTTP2 = false
+	// Pass the client's Accept-Encoding and the server's encoding through
+	// untouched, as a proxy should.
+	gp.KeepAcceptEncoding = true
+	gp.NonproxyHandler = http.HandlerFunc(s.serveNonProxy)
+	// Not goproxy's default, which skips nothing in v1.9.2 but follows
+	// HTTP(S)_PROXY from the environment: the proxy dials directly, through
+	// the guard, and verifies TLS.
+	gp.Tr = &http.Transport{
+		Proxy:                 nil,
+		DialContext:           s.guard.dialContext,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: s.opts.RootCAs},
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          64,
+		MaxIdleConnsPerHost:   8,
+		DisableCompression:    true,
+	}
+	// ConnectDialWithReq takes precedence; ConnectDial (by default chained
+	// through $HTTPS_PROXY) is replaced by one that refuses, so that no
+	// path dials without a decision.
+	gp.ConnectDialWithReq = s.dialConnect
+	gp.ConnectDial = func(string, string) (net.Conn, error) {
+		return nil, errors.New("CONNECT dial without a request")
+	}
+	gp.ConnectionErrHandler = s.connectError
+
+	gp.OnRequest().HandleConnectFunc(s.allowConnect)
+	gp.OnRequest().HandleConnectFunc(s.rejectConnect) // the final reject
+	gp.OnRequest().DoFunc(s.allowHTTP)
+	gp.OnRequest(goproxy.ReqConditionFunc(notAllowed)).DoFunc(s.rejectHTTP) // the final reject
+	gp.OnResponse().DoFunc(s.upstreamError)
+	return gp
+}
+
+// exchange is what the proxy knows about one request, from decision to
+// audit record. It travels in the request's context. Only the request's
+// handler goroutine writes it; a tunnel reads it when it ends.
+type exchange struct {
+	start   time.Time
+	method  string
+	host    string // normalised, or the raw host shortened if it did not parse
+	hk      hostKey
+	port    int
+	allow   bool
+	rule    string
+	reason  string
+	detail  string
+	status  int
+	suggest string // the rule that would allow the address, for private-address
+	slot    bool   // holds a tunnel slot
+	tunnel  *tunnelConn
+}
+
+type exchangeKey struct{}
+
+func exchangeOf(r *http.Request) *exchange {
+	if r == nil {
+		return nil
+	}
+	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+func (x *exchange) refuse(status int, reason, detail string) {
+	x.allow = false
+	x.status, x.reason, x.detail = status, reason, detail
+	if reason != ReasonDenied {
+		x.rule = ""
+	}
+}
+
+// ServeHTTP handles one proxy request and audits it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.enter() {
+		http.Error(w, "devaipod proxy: shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.handlers.Done()
+
+	x := &exchange{start: time.Now(), method: shorten(r.Method, 32)}
+	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
+
+	if r.Method == http.MethodConnect {
+		s.gp.ServeHTTP(w, r)
+		if x.tunnel != nil {
+			return // audited when the tunnel ends
+		}
+		if x.slot {
+			s.openTunnels.Add(-1)
+		}
+		if x.status == 0 {
+			// goproxy gave up before deciding or dialling (a failed hijack).
+			x.refuse(http.StatusInternalServerError, ReasonBadRequest, "connection lost")
+		}
+		s.record(x, 0, 0, "")
+		return
+	}
+
+	sw := &statusWriter{ResponseWriter: w}
+	var body *countingReader
+	if r.Body != nil && r.Body != http.NoBody {
+		body = &countingReader{ReadCloser: r.Body}
+		r.Body = body
+	}
+	s.gp.ServeHTTP(sw, r)
+	x.status = sw.status
+	if x.status == 0 {
+		x.status = http.StatusOK
+	}
+	down := sw.n
+	if x.reason != "" {
+		down = 0 // the proxy's own answer, not a transfer
+	}
+	s.record(x, body.count(), down, "")
+}
+
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
+
+// decide applies the policy to host (as the client wrote it) and port, and
+// fills in x.
+func (s *Server) decide(x *exchange, host string, port int) bool {
+	x.port = port
+	x.host = shorten(host, 255)
+	hk, err := normaliseHost(host)
+	switch {
+	case errors.Is(err, errNumericName):
+		x.refuse(http.StatusForbidden, ReasonIPLiteral, "host reads as an IP address but is not a valid one")
+		return false
+	case err != nil:
+		x.refuse(http.StatusBadRequest, ReasonBadRequest, "bad host: "+err.Error())
+		return false
+	}
+	x.hk, x.host = hk, hk.String()
+	rule, allow, ok := s.policy.current().decide(hk, port)
+	x.rule = rule
+	switch {
+	case ok && allow:
+		x.allow = true
+		return true
+	case ok:
+		x.refuse(http.StatusForbidden, ReasonDenied, "denied by rule "+rule)
+	case hk.addr.IsValid():
+		x.refuse(http.StatusForbidden, ReasonIPLiteral, "no rule names this address")
+	default:
+		x.refuse(http.StatusForbidden, ReasonNotAllowed, "no rule allows it")
+	}
+	return false
+}
+
+// allowConnect is the CONNECT decision. It answers only for allowed
+// requests; everything else falls through to rejectConnect.
+func (s *Server) allowConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	x := exchangeOf(ctx.Req)
+	if x == nil {
+		return nil, ""
+	}
+	h, portText, err := net.SplitHostPort(host)
+	if err != nil || h == "" {
+		x.host = shorten(host, 255)
+		x.refuse(http.StatusBadRequest, ReasonBadRequest, "CONNECT wants host:port")
+		return nil, ""
+	}
+	port, ok := parsePort(portText)
+	if !ok {
+		x.host = shorten(h, 255)
+		x.refuse(http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf("bad port %q", shorten(portText, 16)))
+		return nil, ""
+	}
+	if !s.decide(x, h, port) {
+		return nil, ""
+	}
+	if !s.reserveTunnel() {
+		x.refuse(http.StatusServiceUnavailable, ReasonTunnelLimit,
+			fmt.Sprintf("%d tunnels open, the limit", s.opts.MaxTunnels))
+		return nil, ""
+	}
+	x.slot = true
+	return &goproxy.ConnectAction{Action: goproxy.ConnectAccept}, net.JoinHostPort(x.host, strconv.Itoa(port))
+}
+
+// rejectConnect is the last CONNECT handler: it refuses whatever reaches it.
+func (s *Server) rejectConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	x := exchangeOf(ctx.Req)
+	if x == nil {
+		x = &exchange{method: http.MethodConnect, host: shorten(host, 255)}
+	}
+	if x.allow || x.status == 0 {
+		x.refuse(http.StatusForbidden, ReasonNotAllowed, "no rule allows it")
+	}
+	ctx.Resp = s.refusal(ctx.Req, x)
+	return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, host
+}
+
+func (s *Server) reserveTunnel() bool {
+	for {
+		n := s.openTunnels.Load()
+		if n >= int64(s.opts.MaxTunnels) {
+			return false
+		}
+		if s.openTunnels.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+var errShuttingDown = errors.New("the proxy is shutting down")
+
+// dialConnect dials an allowed CONNECT's target through the guard and wraps
+// the connection to count, time out and audit the tunnel.
+func (s *Server) dialConnect(req *http.Request, network, _ string) (net.Conn, error) {
+	x := exchangeOf(req)
+	if x == nil || !x.allow {
+		return nil, errors.New("CONNECT dial without an allow decision")
+	}
+	conn, err := s.guard.dialContext(req.Context(), network, net.JoinHostPort(x.host, strconv.Itoa(x.port)))
+	if err != nil {
+		return nil, err
+	}
+	c := &tunnelConn{Conn: conn, s: s, x: x, idle: s.opts.IdleTimeout}
+	c.last.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		conn.Close()
+		return nil, errShuttingDown
+	}
+	s.tunnels[c] = struct{}{}
+	s.tunnelWG.Add(1)
+	s.mu.Unlock()
+	if c.idle > 0 {
+		c.mu.Lock()
+		c.timer = time.AfterFunc(c.idle, c.checkIdle)
+		c.mu.Unlock()
+	}
+	x.tunnel, x.status = c, http.StatusOK
+	return c, nil
+}
+
+// connectError answers a CONNECT whose dial failed: 403 if the guard
+// refused the address, 502 otherwise.
+func (s *Server) connectError(w io.Writer, ctx *goproxy.ProxyCtx, err error) {
+	x := exchangeOf(ctx.Req)
+	if x == nil || x.tunnel != nil {
+		// goproxy also calls this for copy errors inside a tunnel (when a
+		// side cannot half-close); never write into a tunnel.
+		return
+	}
+	s.upstreamFailed(x, err)
+	if err := s.refusal(ctx.Req, x).Write(w); err != nil {
+		s.log.Debug("write CONNECT refusal", "host", x.host, "err", err)
+	}
+}
+
+// plainMethods are the methods a plain-HTTP request may use.
+var plainMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
+}
+
+// allowHTTP is the plain-HTTP decision. It lets an allowed request through
+// with the host normalised; rejectHTTP refuses the rest.
+func (s *Server) allowHTTP(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	x := exchangeOf(r)
+	if x == nil {
+		return r, nil
+	}
+	x.host = shorten(r.URL.Hostname(), 255)
+	if !plainMethods[r.Method] {
+		x.refuse(http.StatusMethodNotAllowed, ReasonBadRequest, fmt.Sprintf("method %q is not supported", x.method))
+		return r, nil
+	}
+	var port int
+	switch r.URL.Scheme {
+	case "http":
+		port = 80
+	case "https":
+		port = 443
+	default:
+		x.refuse(http.StatusBadRequest, ReasonBadRequest,
+			fmt.Sprintf("scheme %q is not supported (http or https; HTTPS clients use CONNECT)", shorten(r.URL.Scheme, 16)))
+		return r, nil
+	}
+	if r.URL.User != nil {
+		x.refuse(http.StatusBadRequest, ReasonBadRequest, "user information in the URL")
+		return r, nil
+	}
+	if p := r.URL.Port(); p != "" {
+		var ok bool
+		if port, ok = parsePort(p); !ok {
+			x.refuse(http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf("bad port %q", shorten(p, 16)))
+			return r, nil
+		}
+	}
+	if !s.decide(x, r.URL.Hostname(), port) {
+		return r, nil
+	}
+	// Dial exactly what was decided on.
+	r.URL.Host = net.JoinHostPort(x.host, strconv.Itoa(port))
+	return r, nil
+}
+
+func notAllowed(r *http.Request, _ *goproxy.ProxyCtx) bool {
+	x := exchangeOf(r)
+	return x == nil || !x.allow
+}
+
+// rejectHTTP is the last request handler: it refuses whatever reaches it.
+func (s *Server) rejectHTTP(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	x := exchangeOf(r)
+	if x == nil {
+		x = &exchange{method: shorten(r.Method, 32), host: shorten(r.URL.Hostname(), 255)}
+	}
+	if x.allow || x.status == 0 {
+		x.refuse(http.StatusForbidden, ReasonNotAllowed, "no rule allows it")
+	}
+	return r, s.refusal(r, x)
+}
+
+// upstreamError turns a failed round trip into a short 403 or 502 instead of
+// goproxy's 500 with the whole error.
+func (s *Server) upstreamError(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+	if resp != nil {
+		return resp
+	}
+	x := exchangeOf(ctx.Req)
+	if x == nil {
+		x = &exchange{}
+	}
+	err := ctx.Error
+	if err == nil {
+		err = errors.New("no response")
+	}
+	s.upstreamFailed(x, err)
+	return s.refusal(ctx.Req, x)
+}
+
+// upstreamFailed records a failed dial or round trip in x.
+func (s *Server) upstreamFailed(x *exchange, err error) {
+	var be *BlockedError
+	if errors.As(err, &be) {
+		x.refuse(http.StatusForbidden, ReasonPrivateAddress, be.Error())
+		x.suggest = Rule{Addr: be.Addr, Port: x.port}.String()
+		return
+	}
+	s.log.Debug("upstream failed", "host", x.host, "port", x.port, "err", err)
+	x.status, x.reason, x.detail = http.StatusBadGateway, ReasonUpstreamError, describeError(err)
+}
+
+// describeError says in a few words why connecting or talking to a server
+// failed, without the internals.
+func describeError(err error) string {
+	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, errShuttingDown):
+		return errShuttingDown.Error()
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.As(err, &dnsErr):
+		if dnsErr.IsNotFound {
+			return "no such host"
+		}
+		return "name resolution failed"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "unreachable"
+	case errors.As(err, &certErr):
+		return "the server's TLS certificate is not trusted"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return "timed out"
+	}
+	return "connection failed"
+}
+
+// serveNonProxy answers requests that are not proxy requests (a path
+// instead of an absolute URL).
+func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
+	x := exchangeOf(r)
+	if x == nil {
+		x = &exchange{}
+	}
+	x.host = shorten(r.Host, 255)
+	x.refuse(http.StatusBadRequest, ReasonBadRequest, "not a proxy request: the request target must be an absolute URL")
+	resp := s.refusal(r, x)
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}
+
+// refusal builds the plain-text answer to a refused or failed request.
+func (s *Server) refusal(req *http.Request, x *exchange) *http.Response {
+	body := s.message(x)
+	h := make(http.Header)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Devaipod-Proxy", x.reason)
+	resp := &http.Response{
+		StatusCode:    x.status,
+		Status:        fmt.Sprintf("%d %s", x.status, http.StatusText(x.status)),
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		ContentLength: int64(len(body)),
+		Body:          io.NopCloser(strings.NewReader(body)),
+	}
+	if req != nil && req.Method == http.MethodConnect {
+		resp.Close = true // goproxy closes the connection after it
+	} else {
+		resp.Request = req
+	}
+	return resp
+}
+
+// message is the body of a refusal: what happened, and how to allow it.
+func (s *Server) message(x *exchange) string {
+	pod := s.opts.Pod
+	if pod == "" {
+		pod = "NAME"
+	}
+	target := net.JoinHostPort(x.host, strconv.Itoa(x.port))
+	const configHint = "(or add it to [network] allow in your devaipod.toml)\n"
+	switch x.reason {
+	case ReasonNotAllowed:
+		return fmt.Sprintf("devaipod proxy: %s is not on the allowlist of pod %s.\nAllow it with: devaipod allow %s %s\n%s",
+			target, pod, pod, ruleFor(x.hk, x.port), configHint)
+	case ReasonIPLiteral:
+		if !x.hk.addr.IsValid() {
+			return fmt.Sprintf("devaipod proxy: %q reads as an IP address but is not a valid one; use a host name.\n", x.host)
+		}
+		return fmt.Sprintf("devaipod proxy: %s is an IP address, and pod %s reaches addresses only when a rule names them.\nAllow it with: devaipod allow %s %s\n%s",
+			target, pod, pod, ruleFor(x.hk, x.port), configHint)
+	case ReasonDenied:
+		return fmt.Sprintf("devaipod proxy: %s is denied by the rule %s of pod %s (devaipod deny).\nLift it with: devaipod allow %s %s\n",
+			target, x.rule, pod, pod, x.rule)
+	case ReasonPrivateAddress:
+		return fmt.Sprintf("devaipod proxy: %s refused: %s.\nIf pod %s should reach that address, allow the address too: devaipod allow %s %s\n%s",
+			target, x.detail, pod, pod, x.suggest, configHint)
+	case ReasonTunnelLimit:
+		return fmt.Sprintf("devaipod proxy: pod %s has %d tunnels open, the limit; try again later.\n", pod, s.opts.MaxTunnels)
+	case ReasonUpstreamError:
+		return fmt.Sprintf("devaipod proxy: cannot reach %s: %s.\n", target, x.detail)
+	default:
+		return fmt.Sprintf("devaipod proxy: bad request: %s.\n", x.detail)
+	}
+}
+
+// ruleFor is the rule that allows exactly host and port.
+func ruleFor(h hostKey, port int) string {
+	if h.addr.IsValid() {
+		return Rule{Addr: h.addr, Port: port}.String()
+	}
+	return Rule{Name: h.name, Port: port}.String()
+}
+
+// record writes x's audit line. reason, if set, overrides x.reason (a
+// tunnel's end).
+func (s *Server) record(x *exchange, up, down int64, reason string) {
+	r := Record{
+		Event:      EventRequest,
+		Method:     x.method,
+		Host:       x.host,
+		Port:       x.port,
+		Decision:   DecisionDeny,
+		Rule:       x.rule,
+		Reason:     x.reason,
+		Detail:     x.detail,
+		Status:     x.status,
+		BytesUp:    up,
+		BytesDown:  down,
+		DurationMS: time.Since(x.start).Milliseconds(),
+	}
+	if x.allow {
+		r.Decision = DecisionAllow
+	}
+	if reason != "" {
+		r.Reason = reason
+	}
+	s.audit.write(r)
+}
+
+func (s *Server) policyChanged(p *policy, err error) {
+	r := Record{Event: EventPolicy, File: s.opts.PolicyFile}
+	if p != nil {
+		r.Allow, r.Deny = p.allowText, p.denyText
+	}
+	if err != nil {
+		r.Error = err.Error()
+		s.log.Error("policy not applied, keeping the previous one", "err", err)
+	} else {
+		s.log.Info("policy in force", "allow", len(r.Allow), "deny", len(r.Deny))
+	}
+	s.audit.write(r)
+}
+
+// Serve accepts proxy connections on ln until ctx is done, then closes ln,
+// every connection and every tunnel, waits for the requests in progress and
+// returns nil. It returns early, with an error, if ln fails. Serve may be
+// called once.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.serving || s.closing {
+		s.mu.Unlock()
+		return errors.New("proxy: Serve called twice")
+	}
+	s.serving = true
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+		err = fmt.Errorf("serve: %w", err)
+	}
+
+	// Stop: the listener and plain connections, then the requests in
+	// progress (their context), then the tunnels, which goproxy has
+	// hijacked and the http.Server no longer knows.
+	hs.Close()
+	cancel()
+	s.mu.Lock()
+	s.closing = true
+	open := make([]*tunnelConn, 0, len(s.tunnels))
+	for c := range s.tunnels {
+		open = append(open, c)
+	}
+	s.mu.Unlock()
+	for _, c := range open {
+		c.end(ReasonShutdown)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		s.tunnelWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(shutdownWait):
+		s.log.Warn("requests still running after shutdown", "wait", shutdownWait)
+	}
+	s.gp.Tr.CloseIdleConnections()
+	if err == nil {
+		<-served // http.ErrServerClosed
+	}
+	return err
+}
+
+// tunnelConn is the server side of a CONNECT tunnel, as goproxy sees it. It
+// counts bytes, closes the tunnel when idle and audits it when goproxy (or
+// the idle timer, or shutdown) closes it. It keeps CloseRead and CloseWrite,
+// so that goproxy half-closes instead of taking its path that writes
+// errors into the tunnel.
+type tunnelConn struct {
+	net.Conn
+	s    *Server
+	x    *exchange
+	idle time.Duration
+
+	up, down atomic.Int64
+	last     atomic.Int64 // UnixNano of the last byte in either direction
+
+	mu    sync.Mutex
+	timer *time.Timer
+
+	once     sync.Once
+	closeErr error
+}
+
+func (c *tunnelConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.down.Add(int64(n))
+		c.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+func (c *tunnelConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.up.Add(int64(n))
+		c.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+func (c *tunnelConn) CloseRead() error {
+	if hc, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return hc.CloseRead()
+	}
+	return nil
+}
+
+func (c *tunnelConn) CloseWrite() error {
+	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return hc.CloseWrite()
+	}
+	return nil
+}
+
+func (c *tunnelConn) Close() error {
+	c.end("")
+	return c.closeErr
+}
+
+// end closes the connection, which makes goproxy close the client side too,
+// and audits the tunnel, once.
+func (c *tunnelConn) end(reason string) {
+	c.once.Do(func() {
+		c.mu.Lock()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.mu.Unlock()
+		c.closeErr = c.Conn.Close()
+		s := c.s
+		s.mu.Lock()
+		delete(s.tunnels, c)
+		s.mu.Unlock()
+		s.openTunnels.Add(-1)
+		s.record(c.x, c.up.Load(), c.down.Load(), reason)
+		s.tunnelWG.Done()
+	})
+}
+
+func (c *tunnelConn) checkIdle() {
+	quiet := time.Since(time.Unix(0, c.last.Load()))
+	if quiet >= c.idle {
+		c.end(ReasonIdleTimeout)
+		return
+	}
+	c.mu.Lock()
+	c.timer.Reset(c.idle - quiet)
+	c.mu.Unlock()
+}
+
+// statusWriter records the status and counts the body bytes of a plain-HTTP
+// answer. It passes Flush and Hijack through (goproxy needs both).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// countingReader counts the request body bytes read. The transport may
+// read it on another goroutine.
+type countingReader struct {
+	io.ReadCloser
+	n atomic.Int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	r.n.Add(int64(n))
+	return n, err
+}
+
+func (r *countingReader) count() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.n.Load()
+}
+
+// goproxyLogger sends goproxy's messages (its warnings are mostly about
+// clients going away) to the debug level.
+type goproxyLogger struct{ log *slog.Logger }
+
+func (g goproxyLogger) Printf(format string, v ...any) {
+	if g.log.Enabled(context.Background(), slog.LevelDebug) {
+		g.log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)), "from", "goproxy")
+	}
+}
+
+// shorten truncates s to at most n bytes for logs and messages.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
