@@ -10,23 +10,24 @@
 #   devaipod up / cli-pod up        with a stand-in agent (busybox httpd), so that the agent's own
 #                                   start-up does not hide the cost of building the pod
 #   devaipod delete / cli-pod delete of a pod that the same tool has just built (--prepare)
-#   devaipod up / cli-pod up        with the real default agent (opencode serve), unless
-#                                   DEVAIPOD_BENCH_OPENCODE=0
+# and a second one (7 runs), unless DEVAIPOD_BENCH_OPENCODE=0:
+#   devaipod up / cli-pod up        with the real default agent (opencode serve)
 # then, outside hyperfine, a few instrumented runs that time each step of both, and the start-up
 # cost of the podman CLI and of the devaipod binary. Everything it creates is named
 # devaipod-bench-* and removed on exit.
 #
 # Environment (DEVAIPOD_* variables pass through hack/as-test-user):
-#   DEVAIPOD_BENCH_RUNS       timed runs per variant (default 9, at least 7)
+#   DEVAIPOD_BENCH_RUNS       timed runs per variant (default 9, at least 7; the opencode rows: 7)
 #   DEVAIPOD_BENCH_OPENCODE   1 (default) to add the rows with opencode as the agent, 0 to skip them
 #   DEVAIPOD_BENCH_FILES      files in the fixture repository (default 400, about 1.6 MB)
 #   DEVAIPOD_BENCH_DOC        where to write the report (default docs/benchmarks.md)
+#   DEVAIPOD_BENCH_BIN        the devaipod binary to measure (default bin/devaipod)
 #   DEVAIPOD_BENCH_KEEP       1 to keep the raw results directory (its path is printed)
 set -euo pipefail
 
 SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)/$(basename "${BASH_SOURCE[0]}")
 REPO=$(cd "$(dirname "$SELF")/.." && pwd -P)
-BIN=$REPO/bin/devaipod
+BIN=${DEVAIPOD_BENCH_BIN:-$REPO/bin/devaipod}
 CLI=$REPO/hack/cli-pod.sh
 TEST_USER=devaipod-test
 IMAGE=localhost/devaipod-default:latest
@@ -103,12 +104,12 @@ reset_all() {
 check_prereqs() {
 	local missing=()
 	local t
-	for t in hyperfine podman jq git awk; do
+	for t in hyperfine podman jq git awk python3; do
 		command -v "$t" >/dev/null || missing+=("$t")
 	done
 	[ ${#missing[@]} -eq 0 ] ||
 		die "missing tools: ${missing[*]} (Debian: apt-get install ${missing[*]})"
-	[ -x "$BIN" ] || die "$BIN is missing: run 'make build' first"
+	[ -x "$BIN" ] || die "$BIN is missing or not executable: run 'make build' first"
 	[ -x "$CLI" ] || die "$CLI is missing or not executable"
 	if ! [[ "$RUNS" =~ ^[0-9]+$ ]] || [ "$RUNS" -lt 7 ]; then
 		die "DEVAIPOD_BENCH_RUNS must be a number >= 7, not $RUNS"
@@ -197,49 +198,198 @@ api_service() {
 	BENCH_SERVICE_DESC="a podman service that bench.sh started for this run (none was running)"
 }
 
-# phases_dp OUT: one instrumented devaipod up: ms from start to each progress line, and to exit.
-phases_dp() {
-	local t0 line
-	reset dp "$DP"
-	t0=$EPOCHREALTIME
-	{
-		"$BIN" --config "$BENCH_WORK/standin.toml" up --name "$DP" "$BENCH_FIXTURE" 2>&1 >/dev/null |
-			while IFS= read -r line; do
-				printf '%s\t%s\n' "$EPOCHREALTIME" "$line"
-			done
-		printf '%s\t%s\n' "$EPOCHREALTIME" "exit"
-	} | awk -F'\t' -v t0="$t0" -v fx="$BENCH_FIXTURE" '
-		{
-			t = ($1 - t0) * 1000; s = $2
-			sub(/\.\.\.$/, "", s)
-			if (index(s, fx)) s = substr(s, 1, index(s, fx) - 1) "FIXTURE" substr(s, index(s, fx) + length(fx))
-			print int(t + 0.5) "\t" s
-		}' >"$1"
+# The instrumented runs turn each `up` into events, one line each:
+#   start_ms <TAB> duration_ms <TAB> category <TAB> what
+# (ms from the command's start). For devaipod the events are its podman API requests (seen by a
+# logging proxy on the socket, proxy.py), the git commands it runs (seen by a wrapper first in
+# PATH) and the gaps between them; for cli-pod.sh they are its commands (bash xtrace).
+
+write_tracers() {
+	cat >"$BENCH_WORK/proxy.py" <<'PY'
+# proxy.py LISTEN TARGET LOG: forward a unix socket to the podman service's and log, per
+# connection, when each request starts and when its answer starts:
+# "conn<TAB>unix time<TAB>REQ|RESP<TAB>first line".
+import socket, sys, threading, time
+
+listen, target, log = sys.argv[1], sys.argv[2], sys.argv[3]
+lock = threading.Lock()
+out = open(log, "a", buffering=1)
+
+def pump(src, dst, conn, kind, prefixes):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            if data.startswith(prefixes):
+                line = data.split(b"\r\n", 1)[0].decode("latin-1")
+                with lock:
+                    out.write("%d\t%.6f\t%s\t%s\n" % (conn, time.time(), kind, line))
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(listen)
+srv.listen(64)
+n = 0
+while True:
+    c, _ = srv.accept()
+    n += 1
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.connect(target)
+    methods = (b"GET ", b"POST ", b"PUT ", b"DELETE ", b"HEAD ")
+    threading.Thread(target=pump, args=(c, u, n, "REQ", methods), daemon=True).start()
+    threading.Thread(target=pump, args=(u, c, n, "RESP", (b"HTTP/1.",)), daemon=True).start()
+PY
+	mkdir -p "$BENCH_WORK/gitwrap"
+	cat >"$BENCH_WORK/gitwrap/git" <<EOF
+#!/usr/bin/env bash
+# Logs "start<TAB>end<TAB>git SUBCOMMAND" for each git command, then exits like git.
+s=\$EPOCHREALTIME
+$(command -v git) "\$@"
+rc=\$?
+w=()
+for a in "\$@"; do
+	case \$a in -*) ;; *) w+=("\$a") ;; esac
+done
+sub=\${w[0]:-}
+[ "\$sub" = remote ] && sub="remote \${w[1]:-}"
+printf '%s\t%s\tgit %s\n' "\$s" "\$EPOCHREALTIME" "\$sub" >>"\$BENCH_GIT_LOG"
+exit \$rc
+EOF
+	chmod +x "$BENCH_WORK/gitwrap/git"
 }
 
-# phases_cli OUT: one instrumented cli-pod up: the start time of every command it runs (xtrace).
-phases_cli() {
-	local t0 t1 trace
+# service_socket: the socket devaipod uses in the timed runs.
+service_socket() {
+	if [ -n "${CONTAINER_HOST:-}" ]; then
+		echo "${CONTAINER_HOST#unix://}"
+	else
+		echo "${XDG_RUNTIME_DIR:-/run/user/$(id -u)}/podman/podman.sock"
+	fi
+}
+
+# events_dp OUT [delete]: one instrumented devaipod up (or delete, of a pod built beforehand).
+events_dp() {
+	local out=$1 mode=${2:-up} t0 t1 plog=$BENCH_WORK/proxy.log glog=$BENCH_WORK/git.log psock=$BENCH_WORK/proxy.sock pp
+	if [ "$mode" = delete ]; then
+		build dp "$DP" standin
+	else
+		reset dp "$DP"
+	fi
+	: >"$plog"
+	: >"$glog"
+	rm -f "$psock"
+	python3 "$BENCH_WORK/proxy.py" "$psock" "$(service_socket)" "$plog" &
+	pp=$!
+	for _ in $(seq 50); do [ -S "$psock" ] && break; sleep 0.05; done
+	t0=$EPOCHREALTIME
+	if [ "$mode" = delete ]; then
+		"$BIN" --connection "unix://$psock" delete -q "$DP" >/dev/null
+	else
+		BENCH_GIT_LOG=$glog PATH=$BENCH_WORK/gitwrap:$PATH \
+			"$BIN" --connection "unix://$psock" --config "$BENCH_WORK/standin.toml" up -q --name "$DP" "$BENCH_FIXTURE" >/dev/null
+	fi
+	t1=$EPOCHREALTIME
+	kill "$pp"
+	wait "$pp" 2>/dev/null || true
+	# Requests: pair each REQ with the next RESP on its connection. An answer "101 UPGRADED" is an
+	# attached exec: it lasts until the next event starts.
+	{
+		awk -F'\t' '
+			$3 == "REQ" { req[$1] = $2; what[$1] = $4; next }
+			$3 == "RESP" && ($1 in req) {
+				split($4, st, " ")
+				w = what[$1]
+				sub(/ HTTP\/1\..*$/, "", w)
+				sub(/\?.*$/, "", w)
+				sub(/\/v[0-9.]+\/libpod/, "", w)
+				gsub(/\/exec\/[0-9a-f]+/, "/exec/ID", w)
+				print req[$1] "\t" $2 "\t" w "\t" st[2]
+				delete req[$1]
+			}' "$plog"
+		awk -F'\t' '{ print $1 "\t" $2 "\t" $3 "\t-" }' "$glog"
+	} | sort -t"$(printf '\t')" -k1,1n | awk -F'\t' -v t0="$t0" -v t1="$t1" -v pod="devaipod-$DP" '
+		function cat(w) {
+			if (w ~ /^git (clone|checkout|symbolic-ref|remote set-url|remote remove)/) return "repository into the workspace volume"
+			if (w ~ /^git /) return "resolve the source (host git)"
+			if (w ~ /archive$/) return "repository into the workspace volume"
+			if (w ~ /_ping|version|info|\/json$|exists$/ && w !~ /exec/) return "podman queries and checks"
+			if (w ~ /create$/) return "create pod, volumes, containers"
+			if (w ~ /^DELETE /) return "remove pod, containers, volumes"
+			if (w ~ /start$/ && w ~ /pods/) return "start the pod"
+			# The first exec is the wait for the agent; later ones are containment checks.
+			if (w ~ /exec/) return (execs <= 1 ? "wait for the agent (exec wait-http)" : "containment checks (exec)")
+			return "other podman calls"
+		}
+		function emit(s, e, c, w) {
+			if (e - s < 0.0005 && c ~ /^devaipod itself/) return
+			printf "%d\t%d\t%s\t%s\n", (s - t0) * 1000 + 0.5, (e - s) * 1000 + 0.5, c, w
+		}
+		{
+			s = $1; e = $2; w = $3
+			gsub(pod, "POD", w)
+			if (n > 0) {
+				if (pattached) pe = s
+				emit(ps, pe, pc, pw (pattached ? " (attached)" : ""))
+				if (s > pe) emit(pe, s, "devaipod itself (start-up, planning, clean-up)", "(in devaipod, no podman or git call)")
+			} else if (s > t0) emit(t0, s, "devaipod itself (start-up, planning, clean-up)", "(process start, config, before the first call)")
+			if (w ~ /^POST \/containers\/.*\/exec$/) execs++
+			pc = cat(w)
+			if (pc ~ /^containment/) w = "(check) " w
+			n++; ps = s; pe = e; pw = w; pattached = ($4 == "101")
+		}
+		END {
+			if (pattached) pe = t1
+			emit(ps, pe, pc, pw)
+			emit(pe, t1, "devaipod itself (start-up, planning, clean-up)", "(after the last answer, until exit)")
+			printf "%d\t%d\ttotal\ttotal\n", 0, (t1 - t0) * 1000 + 0.5
+		}' >"$out"
+}
+
+# events_cli OUT: one instrumented cli-pod.sh up: each command lasts until the next one starts.
+events_cli() {
+	local out=$1 t0 t1 trace
 	reset cli "$CP"
-	trace=$(mktemp)
+	trace=$BENCH_WORK/xtrace.log
 	t0=$EPOCHREALTIME
 	CLI_POD_AGENT_CMD=$STANDIN_CMD PS4='+	${EPOCHREALTIME}	' bash -x "$CLI" up "$BENCH_FIXTURE" "$CP" >/dev/null 2>"$trace"
 	t1=$EPOCHREALTIME
-	printf '+\t%s\texit\n' "$t1" >>"$trace"
-	# The podman commands (top level) and the host git ones (in $(...)), as "ms<TAB>step".
-	awk -F'\t' -v t0="$t0" '
+	# The podman commands (top level) and the host git ones (in $(...)).
+	awk -F'\t' -v t0="$t0" -v t1="$t1" '
+		function cat(w) {
+			if (w ~ /^git/) return "resolve the source (host git)"
+			if (w ~ /volume exists|podman rm/) return "podman queries and checks"
+			if (w ~ /create/) return "create pod, volumes, containers"
+			if (w ~ /podman run/) return "repository into the workspace volume"
+			if (w ~ /pod start/) return "start the pod"
+			if (w ~ /exec/) return "wait for the agent (exec wait-http)"
+			return "the script itself"
+		}
+		function emit(s, e, c, w) { printf "%d\t%d\t%s\t%s\n", (s - t0) * 1000 + 0.5, (e - s) * 1000 + 0.5, c, w }
 		($1 == "+" || ($1 == "++" && $3 ~ /^git /)) && NF >= 3 {
-			t = ($2 - t0) * 1000
-			split($3, w, " ")
-			step = ""
-			if (w[1] == "podman") {
-				step = "podman " w[2]
-				if (w[2] == "volume" || w[2] == "pod") step = step " " w[3]
-			} else if (w[1] == "git") step = "git (host)"
-			else if ($3 == "exit") step = "exit"
-			if (step != "") print int(t + 0.5) "\t" step
-		}' "$trace" >"$1"
-	rm -f "$trace"
+			split($3, a, " ")
+			w = ""
+			if (a[1] == "podman") {
+				w = "podman " a[2]
+				if (a[2] == "volume" || a[2] == "pod") w = w " " a[3]
+			} else if (a[1] == "git") w = "git " (a[2] == "-C" ? a[4] : a[2])
+			if (w == "") next
+			if (n == 0) emit(t0, $2, "the script itself", "(bash start, before the first command)")
+			else emit(ps, $2, cat(pw), pw)
+			n++; ps = $2; pw = w
+		}
+		END {
+			emit(ps, t1, cat(pw), pw)
+			printf "%d\t%d\ttotal\ttotal\n", 0, (t1 - t0) * 1000 + 0.5
+		}' "$trace" >"$out"
 }
 
 # q ARGS: one command line for hyperfine -N (which splits it like a shell would).
@@ -269,10 +419,20 @@ measure() {
 	trap cleanup EXIT
 	trap 'exit 130' INT TERM
 
-	printf '[agent]\ncommand = ["busybox", "httpd", "-f", "-p", "127.0.0.1:4096", "-h", "/tmp"]\n' >"$BENCH_WORK/standin.toml"
-	: >"$BENCH_WORK/default.toml"
 	say "making the fixture repository ($FILES files)..."
 	make_fixture "$BENCH_FIXTURE"
+	# The pod the CLI script builds has no egress proxy: where devaipod has one, turn it off with
+	# [network] mode = "none" (which gives the agent the same --network none), if this devaipod
+	# knows that setting.
+	local net=""
+	printf '[network]\nmode = "none"\n' >"$BENCH_WORK/probe.toml"
+	if "$BIN" --config "$BENCH_WORK/probe.toml" up --dry-run --name "$DP" "$BENCH_FIXTURE" >/dev/null 2>&1; then
+		net=$(cat "$BENCH_WORK/probe.toml")
+	fi
+	printf '[agent]\ncommand = ["busybox", "httpd", "-f", "-p", "127.0.0.1:4096", "-h", "/tmp"]\n\n%s\n' "$net" >"$BENCH_WORK/standin.toml"
+	printf '%s\n' "$net" >"$BENCH_WORK/default.toml"
+	"$BIN" --config "$BENCH_WORK/standin.toml" up --dry-run --name "$DP" "$BENCH_FIXTURE" >/dev/null ||
+		die "devaipod rejects the benchmark's configuration (see above)"
 	api_service
 	{
 		machine_facts
@@ -281,13 +441,19 @@ measure() {
 			"$(du -sh --exclude=.git "$BENCH_FIXTURE" | awk '{print $1}')" \
 			"$(git -C "$BENCH_FIXTURE" rev-list --count HEAD)"
 		printf 'runs=%s\n' "$RUNS"
+		if [ -n "$net" ]; then
+			# shellcheck disable=SC2016 # Markdown
+			printf 'dp_network=devaipod runs with `[network] mode = "none"`, so that its pod, like the CLI script'"'"'s, has no egress proxy and the agent has no network but loopback.\n'
+		else
+			printf 'dp_network=\n'
+		fi
 		printf 'load_before=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 	} >"$out/machine.txt"
 	reset_all
 
 	local fx=$BENCH_FIXTURE st=$BENCH_WORK/standin.toml df=$BENCH_WORK/default.toml
 	local -a args=(
-		-N --runs "$RUNS" --warmup 1 --export-json "$out/hyperfine.json" --style basic
+		-N --runs "$RUNS" --warmup 1 --export-json "$out/hyperfine-main.json" --style basic
 		--cleanup "$(q "$SELF" _reset-all)"
 		-n "devaipod up" --prepare "$(q "$SELF" _reset dp "$DP")"
 		"$(q "$BIN" --config "$st" up -q --name "$DP" "$fx")"
@@ -298,22 +464,29 @@ measure() {
 		-n "cli-pod delete" --prepare "$(q "$SELF" _build cli "$CP" standin)"
 		"$(q "$CLI" delete "$CP")"
 	)
-	if [ "$OPENCODE" = 1 ]; then
-		args+=(
-			-n "devaipod up (opencode)" --prepare "$(q "$SELF" _reset dp "$DP_OC")"
-			"$(q "$BIN" --config "$df" up -q --name "$DP_OC" "$fx")"
-			-n "cli-pod up (opencode)" --prepare "$(q "$SELF" _reset cli "$CP_OC")"
-			"$(q "$CLI" up "$fx" "$CP_OC")"
-		)
-	fi
 	say "hyperfine: $RUNS runs per variant, 1 warm-up..."
-	timeout 480 hyperfine "${args[@]}" >&2 || die "hyperfine failed (see above)"
+	timeout 300 hyperfine "${args[@]}" >&2 || die "hyperfine failed (see above)"
+	if [ "$OPENCODE" = 1 ]; then
+		# A separate run with the minimum of 7 runs: opencode's start-up makes these the slowest.
+		say "hyperfine: opencode as the agent, 7 runs per variant, 1 warm-up..."
+		timeout 200 hyperfine -N --runs 7 --warmup 1 --export-json "$out/hyperfine-opencode.json" --style basic \
+			--cleanup "$(q "$SELF" _reset-all)" \
+			-n "devaipod up (opencode)" --prepare "$(q "$SELF" _reset dp "$DP_OC")" \
+			"$(q "$BIN" --config "$df" up -q --name "$DP_OC" "$fx")" \
+			-n "cli-pod up (opencode)" --prepare "$(q "$SELF" _reset cli "$CP_OC")" \
+			"$(q "$CLI" up "$fx" "$CP_OC")" >&2 || die "hyperfine (opencode) failed (see above)"
+		jq -s '{results: (map(.results) | add)}' "$out/hyperfine-main.json" "$out/hyperfine-opencode.json" >"$out/hyperfine.json"
+	else
+		cp "$out/hyperfine-main.json" "$out/hyperfine.json"
+	fi
 
 	say "instrumented runs (3 of each) for the per-step times..."
+	write_tracers
 	local i
 	for i in 1 2 3; do
-		phases_dp "$out/phases-dp-$i.tsv"
-		phases_cli "$out/phases-cli-$i.tsv"
+		events_dp "$out/events-dp-$i.tsv"
+		events_cli "$out/events-cli-$i.tsv"
+		events_dp "$out/events-dpdel-$i.tsv" delete
 	done
 	reset_all
 
@@ -337,42 +510,136 @@ stat() { jq -r --arg n "$1" --arg f "$2" '.results[] | select(.command == $n) | 
 ms() { awk -v s="$1" 'BEGIN { printf "%.0f", s * 1000 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
+# noise_note: a sentence on variants with runs far slower than their median, if any.
+noise_note() {
+	local slow
+	slow=$(jq -r '[.results[] | select(.max > 2 * .median) | "\(.command) (max \(.max * 1000 | round) ms)"] | join(", ")' "$DIR/hyperfine.json")
+	[ -z "$slow" ] && return 0
+	printf '\nSome runs took more than twice the median: %s. The median ignores them; the load\n' "$slow"
+	printf 'average below says how busy the machine was.\n'
+}
+
 # rows: one table row per variant that was run.
 rows() {
 	jq -r '.results[] | "| \(.command) | \(.median * 1000 | round) | \(.min * 1000 | round) | \(.max * 1000 | round) | \(.times | length) |"' "$DIR/hyperfine.json"
 }
 
-# phase_table KIND: median over the instrumented runs of the time each step took (from its start
-# to the next step's start); a step that occurs several times in a run is added up.
-phase_table() {
-	awk -F'\t' '
-		function median(a, n,    i, j, x) {
-			for (i = 2; i <= n; i++) {
-				x = a[i]
-				for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]
-				a[j + 1] = x
-			}
-			return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+# The median function for the tables below (mawk has no asort).
+AWK_MEDIAN='
+	function median(a, n,    i, j, x) {
+		if (n == 0) return 0
+		for (i = 2; i <= n; i++) {
+			x = a[i]
+			for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]
+			a[j + 1] = x
 		}
-		function add(r, key, ms) {
-			if (!(key in seen)) { seen[key] = 1; order[++k] = key }
-			d[r, key] += ms
-		}
-		FNR == 1 { run++; prev = "(start-up, before the first step)"; pt = 0 }
+		return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}'
+
+# step_table KIND: per step ("what"), how many times it ran and its total time, median over the
+# instrumented runs; in the order of the first run.
+step_table() {
+	awk -F'\t' "$AWK_MEDIAN"'
+		FNR == 1 { run++ }
+		$3 == "total" { total[run] = $2; next }
 		{
-			add(run, prev, $1 - pt)
-			prev = $2; pt = $1
-			if ($2 == "exit") total[run] = $1
+			w = $4
+			if (!(w in seen)) { seen[w] = 1; order[++k] = w; catg[w] = $3 }
+			d[run, w] += $2; c[run, w]++
 		}
 		END {
 			for (i = 1; i <= k; i++) {
-				if (order[i] == "exit") continue
-				for (r = 1; r <= run; r++) v[r] = d[r, order[i]] + 0
-				printf "| %s | %d |\n", order[i], median(v, run) + 0.5
+				w = order[i]
+				for (r = 1; r <= run; r++) { v[r] = d[r, w] + 0; u[r] = c[r, w] + 0 }
+				m = median(v, run); n = median(u, run)
+				if (m < 3 && w ~ /^\(in devaipod/) continue
+				printf "| %s | %s | %d |\n", w, (n == 1 ? "" : "×" n), m + 0.5
 			}
 			for (r = 1; r <= run; r++) v[r] = total[r]
-			printf "| **total, to exit** | **%d** |\n", median(v, run) + 0.5
-		}' "$DIR"/phases-"$1"-*.tsv
+			printf "| **total** | | **%d** |\n", median(v, run) + 0.5
+		}' "$DIR"/events-"$1"-*.tsv
+}
+
+# category_table: both tools side by side, per category, median over the instrumented runs.
+category_table() {
+	awk -F'\t' "$AWK_MEDIAN"'
+		FNR == 1 { if (FILENAME ~ /events-dp-/) { t = "dp"; r = ++runs["dp"] } else { t = "cli"; r = ++runs["cli"] } }
+		$3 == "total" { total[t, r] = $2; next }
+		{
+			cg = $3
+			if (cg ~ /^devaipod itself|^the script itself/) cg = "the tool itself (start-up, work between podman calls, clean-up)"
+			if (!(cg in seen)) { seen[cg] = 1; order[++k] = cg }
+			d[t, r, cg] += $2
+		}
+		END {
+			for (i = 1; i <= k; i++) {
+				cg = order[i]
+				for (r = 1; r <= runs["dp"]; r++) v[r] = d["dp", r, cg] + 0
+				a = median(v, runs["dp"])
+				for (r = 1; r <= runs["cli"]; r++) v[r] = d["cli", r, cg] + 0
+				b = median(v, runs["cli"])
+				printf "| %s | %d | %d |\n", cg, a + 0.5, b + 0.5
+			}
+			for (r = 1; r <= runs["dp"]; r++) v[r] = total["dp", r]
+			a = median(v, runs["dp"])
+			for (r = 1; r <= runs["cli"]; r++) v[r] = total["cli", r]
+			b = median(v, runs["cli"])
+			printf "| **total** | **%d** | **%d** |\n", a + 0.5, b + 0.5
+		}' "$DIR"/events-dp-*.tsv "$DIR"/events-cli-*.tsv
+}
+
+# step_ms KIND REGEX: median over the instrumented runs of the summed time of the steps matching
+# REGEX; with a third argument "count", of their number instead.
+step_ms() {
+	awk -F'\t' -v re="$2" -v what="${3:-ms}" "$AWK_MEDIAN"'
+		FNR == 1 { run++ }
+		$3 != "total" && $4 ~ re { d[run] += $2; c[run]++ }
+		END {
+			for (r = 1; r <= run; r++) v[r] = (what == "count" ? c[r] : d[r]) + 0
+			printf "%d", median(v, run) + 0.5
+		}' "$DIR"/events-"$1"-*.tsv
+}
+
+# top_steps KIND N: the N slowest steps (medians), as "what (ms ms)" joined by commas.
+top_steps() {
+	step_table "$1" | grep -v '\*\*total' | awk -F' [|] ' '{ gsub(/^[|] /, "", $1); gsub(/ [|]$/, "", $3); print $3 "\t" $1 }' |
+		sort -t"$(printf '\t')" -k1,1nr | head -n "$2" | awk -F'\t' '{ printf "%s`%s` (%d ms)", (NR > 1 ? ", " : ""), $2, $1 }'
+}
+
+# notes: a few sentences on where the time goes, from the numbers of this run.
+# shellcheck disable=SC2016 # the backquotes are Markdown
+notes() {
+	local vi put run others n_others
+	printf -- '- The slowest steps of devaipod'"'"'s `up`: %s.\n' "$(top_steps dp 4)"
+	vi=$(step_ms dp '^GET /(version|info)$')
+	if [ "$vi" -ge 100 ]; then
+		printf -- '- %s ms go to `GET /version` and `GET /info`. podman 4.3'"'"'s service answers both by\n' "$vi"
+		printf '  collecting host information: it runs `slirp4netns`, `runc` and `conmon` and asks `dpkg-query` for\n'
+		printf '  their packages (seen with strace on the service). The service'"'"'s version is also in the\n'
+		printf '  headers of `GET /_ping` (`Libpod-Api-Version`), which takes under a millisecond.\n'
+	fi
+	put=$(step_ms dp 'archive$')
+	printf -- '- Copying the repository into the volume with `PUT .../archive` takes %s ms; the host clone\n' "$put"
+	printf '  before it (`git clone` and `git checkout`) %s ms.\n' "$(step_ms dp '^git (clone|checkout)')"
+	run=$(step_ms cli '^podman run$')
+	others=$(step_ms cli '^podman ' )
+	n_others=$(step_ms cli '^podman ' count)
+	local tail checks
+	checks=$(step_ms dp '^\(check\) POST /containers/.*/exec$' count)
+	if [ "$checks" -gt 0 ]; then
+		printf -- '- After the agent answers, devaipod runs %s containment checks (one `exec` each), %s ms in\n' \
+			"$checks" "$(step_ms dp '^\(check\)')"
+		printf '  all; the CLI script, like the Rust devaipod, checks nothing.\n'
+	fi
+	tail=$(step_ms dp '^\(after the last answer')
+	if [ "$tail" -ge 30 ]; then
+		printf -- '- devaipod takes %s ms from the agent'"'"'s answer to its exit, which includes deleting its\n' "$tail"
+		printf '  temporary host clone.\n'
+	fi
+	printf -- '- In the CLI script, the init container (`podman run`: create, start, `git clone` inside,\n'
+	printf '  remove) takes %s ms. Its other %s podman commands take %s ms together; each of them first\n' \
+		"$run" "$((n_others - 1))" "$((others - run))"
+	printf '  pays about %s ms to start the `podman` process.\n' "$(startup_ms "podman pod exists (a missing pod)")"
 }
 
 startup_ms() { ms "$(jq -r --arg n "$1" '.results[] | select(.command == $n) | .median' "$DIR/startup.json")"; }
@@ -424,11 +691,12 @@ $oc_line
 
 Target: ${verdict}.
 
-All variants (milliseconds, wall clock, $(fact runs) timed runs each after one warm-up):
+All variants (milliseconds, wall clock; each variant had one warm-up run before the timed runs):
 
 | variant | median | min | max | runs |
 |---|---:|---:|---:|---:|
 $(rows)
+$(noise_note)
 
 ## What is measured
 
@@ -438,6 +706,7 @@ $(rows)
   (\`--forward\` to the agent's socket) and an agent container with \`--network none\`, a private ipc,
   \`--cap-drop ALL\`, \`no-new-privileges\`, \`--read-only\`, a 512 MB tmpfs on /tmp, user 1000:1000 and
   the helper as init (\`--expose\`); both mount the helper image at /opt/devaipod.
+  $(fact dp_network)
 - **The repository gets in each tool's own way.** devaipod clones the checkout on the host and
   streams a tar archive into the workspace volume through the API. cli-pod.sh does what the Rust
   devaipod does: \`podman volume create\`, then an init container (\`podman run --rm\` of the default
@@ -476,6 +745,8 @@ was. Medians are used because they ignore the odd slow run.
 
 ## Where the time goes
 
+$(notes)
+
 Start-up cost of one process, before it does any work (median of 15 runs):
 
 | command | ms |
@@ -489,20 +760,33 @@ configuration, joining the rootless user namespace, opening the storage and its 
 does anything; devaipod pays its own start-up once and then sends HTTP requests to a service
 that is already running.
 
-Each step of \`up\` with the stand-in agent, median of 3 instrumented runs (ms from the start of
-the step to the start of the next; steps that occur several times are added up):
+Each step of \`up\` with the stand-in agent, from 3 instrumented runs of each (medians). For
+devaipod the steps are its podman API requests, seen by a logging proxy on the API socket, and
+the git commands it runs on the host, seen by a wrapper; for cli-pod.sh they are its commands
+(bash xtrace). The proxy and the wrapper add a few milliseconds, so these totals are a little
+higher than the hyperfine medians above.
 
-devaipod (the steps are its progress lines on stderr):
+| where the time goes | devaipod (ms) | CLI script (ms) |
+|---|---:|---:|
+$(category_table)
 
-| step | ms |
-|---|---:|
-$(phase_table dp)
+devaipod, step by step (×N: the step ran N times; the time is their sum):
 
-cli-pod.sh (the steps are the commands it runs):
+| step | | ms |
+|---|---|---:|
+$(step_table dp)
 
-| step | ms |
-|---|---:|
-$(phase_table cli)
+cli-pod.sh, step by step:
+
+| step | | ms |
+|---|---|---:|
+$(step_table cli)
+
+\`devaipod delete\`, step by step (3 instrumented runs, medians):
+
+| step | | ms |
+|---|---|---:|
+$(step_table dpdel)
 
 ## Reproduce
 
@@ -510,10 +794,13 @@ $(phase_table cli)
 make bench
 \`\`\`
 
-It needs hyperfine, jq, podman and the images (\`make images\`); this run took $(fact elapsed) s.
-As root it measures as the unprivileged test user (hack/as-test-user). Knobs:
+It needs hyperfine, jq, python3, podman and the images (\`make images\`); this run took $(fact elapsed) s.
+\`hack/bench.sh\` run as root measures as the unprivileged test user (hack/as-test-user) and writes
+this page as root; run as another user, it measures as that user and needs write access to
+docs/. Knobs:
 \`DEVAIPOD_BENCH_RUNS\` (default 9), \`DEVAIPOD_BENCH_OPENCODE=0\` (skip the opencode rows),
-\`DEVAIPOD_BENCH_FILES\` (fixture size), \`DEVAIPOD_BENCH_DOC\` (where this page goes).
+\`DEVAIPOD_BENCH_FILES\` (fixture size), \`DEVAIPOD_BENCH_DOC\` (where this page goes),
+\`DEVAIPOD_BENCH_BIN\` (the devaipod binary to measure).
 EOF
 	say "wrote $doc"
 	say "up: devaipod $(ms "$up_dp") ms, cli-pod $(ms "$up_cli") ms, ratio ${up_ratio} (target <= ${TARGET}); delete ratio ${del_ratio}"
@@ -523,31 +810,29 @@ EOF
 # main
 # ---------------------------------------------------------------------------------------------
 
+# writable FILE: FILE can be written (created, if it does not exist) by this user.
+writable() {
+	if [ -e "$1" ]; then [ -w "$1" ]; else [ -w "$(dirname "$1")" ]; fi
+}
+
 main() {
 	local dir rc=0
+	# Fail now rather than after minutes of measuring.
+	writable "$DOC" || die "$(id -un) cannot write $DOC: run hack/bench.sh as root (it measures as $TEST_USER and writes the page itself), or set DEVAIPOD_BENCH_DOC"
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/devaipod-bench-results.XXXXXX")
 	if [ "$(id -u)" -eq 0 ]; then
 		getent passwd "$TEST_USER" >/dev/null ||
 			die "as root this measures as $TEST_USER, who does not exist: run hack/setup-host.sh"
-		dir=$(mktemp -d "${TMPDIR:-/tmp}/devaipod-bench-results.XXXXXX")
 		chown "$TEST_USER:" "$dir"
 		"$REPO/hack/as-test-user" "$SELF" _measure "$dir" || rc=$?
 	else
-		dir=$(mktemp -d "${TMPDIR:-/tmp}/devaipod-bench-results.XXXXXX")
 		"$SELF" _measure "$dir" || rc=$?
 	fi
 	if [ "$rc" -ne 0 ]; then
 		[ "${DEVAIPOD_BENCH_KEEP:-0}" = 1 ] || rm -rf "$dir"
 		die "measuring failed (exit $rc); $DOC is unchanged"
 	fi
-	local out=$DOC
-	if ! { [ -e "$DOC" ] && [ -w "$DOC" ]; } && ! { [ ! -e "$DOC" ] && [ -w "$(dirname "$DOC")" ]; }; then
-		out=$dir/benchmarks.md
-		DEVAIPOD_BENCH_KEEP=1
-	fi
-	render "$dir" "$out"
-	if [ "$out" != "$DOC" ]; then
-		die "$(id -un) cannot write $DOC; the report is in $out (run hack/bench.sh as root, which measures as $TEST_USER and writes the doc itself, or set DEVAIPOD_BENCH_DOC)"
-	fi
+	render "$dir" "$DOC"
 	if [ "${DEVAIPOD_BENCH_KEEP:-0}" = 1 ]; then
 		say "raw results kept in $dir"
 	else

@@ -355,15 +355,15 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 		delete(env, v)
 	}
 	return ContainerSpec{
-		Name:  ContainerName(b.short, RoleWorkspace),
-		Role:  RoleWorkspace,
-		Image: firstNonEmpty(b.in.Image, cfg.Workspace.Image, DefaultImage),
+		Name:       ContainerName(b.short, RoleWorkspace),
+		Role:       RoleWorkspace,
+		Image:      firstNonEmpty(b.in.Image, cfg.Workspace.Image, DefaultImage),
 		Entrypoint: b.workspaceInit(),
-		Workdir:   b.workdir,
-		Env:       env,
-		SecretEnv: secretEnv,
-		Labels:    b.labels(LabelRole, RoleWorkspace),
-		Network:   NetworkPod,
+		Workdir:    b.workdir,
+		Env:        env,
+		SecretEnv:  secretEnv,
+		Labels:     b.labels(LabelRole, RoleWorkspace),
+		Network:    NetworkPod,
 		Mounts: []Mount{
 			{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir},
 			{Volume: ObjectName(b.short, "agent-sock"), Dest: AgentSocketDir, ReadOnly: true},

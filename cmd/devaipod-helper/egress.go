@@ -159,4 +159,3 @@ func proxyDenies(proxy string, timeout time.Duration) error {
 	}
 	return nil
 }
-

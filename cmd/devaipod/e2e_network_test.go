@@ -222,4 +222,3 @@ func TestE2ENetworkModes(t *testing.T) {
 		})
 	}
 }
-

@@ -27,7 +27,7 @@ HOST is a proxy rule: "host" (port 443), "*.suffix" (any subdomain), "host:port"
 the private-address guard. The change is persisted for that pod and appears in
 its audit log. To change the default for new pods, edit [network] allow in the
 configuration file.`,
-		Example: fmt.Sprintf("  devaipod %s myproject api.example.test\n  devaipod %s myproject '*.pkg.example.test'\n  devaipod %s myproject git.example.test:22", op, op, op),
+		Example:           fmt.Sprintf("  devaipod %s myproject api.example.test\n  devaipod %s myproject '*.pkg.example.test'\n  devaipod %s myproject git.example.test:22", op, op, op),
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -136,4 +136,3 @@ func (w *lineWriter) flush() {
 		w.buf = nil
 	}
 }
-
