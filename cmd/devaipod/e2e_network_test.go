@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/devaipod/devaipod/proxy"
 )
 
 // testInternet is the e2e tests' "internet": servers on this machine's
@@ -169,7 +171,7 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 		r := mustDevaipod(t, nil, "audit", name, "-o", "json")
 		var allowed, denied bool
 		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			var rec auditRecord
+			var rec proxy.Record
 			if err := json.Unmarshal([]byte(line), &rec); err != nil {
 				t.Fatalf("audit line %q: %v", line, err)
 			}

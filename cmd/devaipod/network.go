@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/proxy"
 	"github.com/spf13/cobra"
 )
 
@@ -38,22 +39,6 @@ configuration file.`,
 	}
 }
 
-// auditRecord is one line of the proxy's audit log (see proxy.Record).
-type auditRecord struct {
-	Time       time.Time `json:"time"`
-	Event      string    `json:"event,omitempty"`
-	Method     string    `json:"method"`
-	Host       string    `json:"host"`
-	Port       int       `json:"port"`
-	Decision   string    `json:"decision"`
-	Rule       string    `json:"rule,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	Status     int       `json:"status,omitempty"`
-	BytesUp    int64     `json:"bytes_up"`
-	BytesDown  int64     `json:"bytes_down"`
-	DurationMS float64   `json:"duration_ms"`
-}
-
 func newAuditCommand(g *globalFlags) *cobra.Command {
 	var denied, follow bool
 	cmd := &cobra.Command{
@@ -80,8 +65,8 @@ and duration. --output json prints the raw JSON lines.`,
 				fmt.Fprintln(tw, "TIME\tDECISION\tMETHOD\tHOST\tRULE/REASON\tUP\tDOWN\tMS")
 			}
 			lines := &lineWriter{fn: func(line string) {
-				var r auditRecord
-				if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &r) != nil || r.Decision == "" {
+				var r proxy.Record
+				if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &r) != nil || r.Event != proxy.EventRequest {
 					return // the proxy's own diagnostics, or a policy event
 				}
 				if denied && r.Decision != "deny" {
@@ -95,7 +80,11 @@ and duration. --output json prints the raw JSON lines.`,
 				if r.Decision == "deny" {
 					why = r.Reason
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%.0f\n", r.Time.Local().Format("15:04:05"),
+				when := r.Time
+				if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
+					when = t.Local().Format("15:04:05")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%d\n", when,
 					r.Decision, r.Method, r.Host, r.Port, why, r.BytesUp, r.BytesDown, r.DurationMS)
 				if follow {
 					tw.Flush()
