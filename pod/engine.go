@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -174,19 +175,39 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 	if err := eng.StartPod(ctx, plan.Pod.Name); err != nil {
 		return fmt.Errorf("start pod: %w", err)
 	}
-	progress("waiting for the agent's server")
-	if err := waitReady(ctx, eng, plan, opts.ReadyTimeout); err != nil {
-		return err
+	// The readiness wait and the containment checks are independent
+	// execs: run them at once. The checks do not need the agent's server,
+	// and the bridges retry until their targets are up.
+	progress("waiting for the agent's server and checking its containment")
+	errs := make([]error, 1+len(plan.Checks))
+	var wg sync.WaitGroup
+	wg.Add(len(errs))
+	go func() {
+		defer wg.Done()
+		errs[0] = waitReady(ctx, eng, plan, opts.ReadyTimeout)
+	}()
+	for i, c := range plan.Checks {
+		go func() {
+			defer wg.Done()
+			errs[i+1] = runCheck(ctx, eng, c)
+		}()
 	}
-	progress("checking the agent's containment")
-	for _, c := range plan.Checks {
-		code, out, err := eng.Exec(ctx, c.Container, c.Command)
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return fmt.Errorf("containment check in %s: %w", c.Container, err)
+			return err // readiness first: a dead agent explains failed checks
 		}
-		if code != 0 {
-			return &CheckError{Check: c, Output: strings.TrimSpace(out)}
-		}
+	}
+	return nil
+}
+
+func runCheck(ctx context.Context, eng Engine, c Check) error {
+	code, out, err := eng.Exec(ctx, c.Container, c.Command)
+	if err != nil {
+		return fmt.Errorf("containment check in %s: %w", c.Container, err)
+	}
+	if code != 0 {
+		return &CheckError{Check: c, Output: strings.TrimSpace(out)}
 	}
 	return nil
 }
@@ -236,13 +257,38 @@ func waitReady(ctx context.Context, eng Engine, plan *Plan, timeout time.Duratio
 // containers), containers, volumes, secrets. It tries every object and
 // joins the errors.
 func removeAll(ctx context.Context, eng Engine, objs []Object) error {
-	sorted := append([]Object(nil), objs...)
-	sort.SliceStable(sorted, func(i, j int) bool { return kindOrder[sorted[i].Kind] < kindOrder[sorted[j].Kind] })
-	var errs []error
-	for _, o := range sorted {
-		if err := eng.Remove(ctx, o); err != nil && !errors.Is(err, ErrNotFound) {
-			errs = append(errs, fmt.Errorf("remove %s %s: %w", o.Kind, o.Name, err))
+	// Pods first, one by one (a pod takes its containers with it); then
+	// everything else at once.
+	var pods, rest []Object
+	for _, o := range objs {
+		if o.Kind == KindPod {
+			pods = append(pods, o)
+		} else {
+			rest = append(rest, o)
 		}
+	}
+	var mu sync.Mutex
+	var errs []error
+	remove := func(o Object) {
+		if err := eng.Remove(ctx, o); err != nil && !errors.Is(err, ErrNotFound) {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("remove %s %s: %w", o.Kind, o.Name, err))
+			mu.Unlock()
+		}
+	}
+	for _, o := range pods {
+		remove(o)
+	}
+	// Containers before the volumes they mount.
+	for _, kind := range []string{KindContainer, KindVolume, KindSecret} {
+		var wg sync.WaitGroup
+		for _, o := range rest {
+			if o.Kind == kind {
+				wg.Add(1)
+				go func() { defer wg.Done(); remove(o) }()
+			}
+		}
+		wg.Wait()
 	}
 	return errors.Join(errs...)
 }

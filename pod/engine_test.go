@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
 // fakeEngine keeps objects in memory and can fail the n-th mutating call.
 type fakeEngine struct {
+	mu      sync.Mutex        // up and delete call it from several goroutines
 	objects map[string]Object // kind/name -> object
 	calls   []string
 	failAt  int // 1-based index of the mutating call that fails; 0 = never
@@ -45,10 +47,14 @@ func (f *fakeEngine) add(kind, name, pod string, labels map[string]string) {
 
 func (f *fakeEngine) ImageEnv(context.Context, string) ([]string, error) { return nil, nil }
 func (f *fakeEngine) PodExists(_ context.Context, name string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	_, ok := f.objects[KindPod+"/"+name]
 	return ok, nil
 }
 func (f *fakeEngine) CreatePod(_ context.Context, p PodSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := f.step("pod " + p.Name); err != nil {
 		return err
 	}
@@ -56,6 +62,8 @@ func (f *fakeEngine) CreatePod(_ context.Context, p PodSpec) error {
 	return nil
 }
 func (f *fakeEngine) CreateVolume(_ context.Context, v VolumeSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := f.step("volume " + v.Name); err != nil {
 		return err
 	}
@@ -63,6 +71,8 @@ func (f *fakeEngine) CreateVolume(_ context.Context, v VolumeSpec) error {
 	return nil
 }
 func (f *fakeEngine) CreateSecret(_ context.Context, s SecretSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := f.step("secret " + s.Name); err != nil {
 		return err
 	}
@@ -70,6 +80,8 @@ func (f *fakeEngine) CreateSecret(_ context.Context, s SecretSpec) error {
 	return nil
 }
 func (f *fakeEngine) CreateContainer(_ context.Context, _ string, c ContainerSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := f.step("container " + c.Name); err != nil {
 		return err
 	}
@@ -77,6 +89,8 @@ func (f *fakeEngine) CreateContainer(_ context.Context, _ string, c ContainerSpe
 	return nil
 }
 func (f *fakeEngine) CopyInto(_ context.Context, _, _ string, r io.Reader) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	n, err := io.Copy(io.Discard, r)
 	f.copied = n
 	if err != nil {
@@ -85,6 +99,8 @@ func (f *fakeEngine) CopyInto(_ context.Context, _, _ string, r io.Reader) error
 	return f.step("copy")
 }
 func (f *fakeEngine) StartPod(_ context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := f.step("start " + name); err != nil {
 		return err
 	}
@@ -98,6 +114,8 @@ func (f *fakeEngine) StartPod(_ context.Context, name string) error {
 }
 func (f *fakeEngine) StopPod(context.Context, string, uint) error { return nil }
 func (f *fakeEngine) Exec(context.Context, string, []string) (int, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := f.step("exec"); err != nil {
 		return 0, "", err
 	}
@@ -108,6 +126,8 @@ func (f *fakeEngine) Logs(_ context.Context, _ string, _ int, _ bool, w io.Write
 	return err
 }
 func (f *fakeEngine) Objects(_ context.Context, short string) ([]Object, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var out []Object
 	for _, o := range f.objects {
 		if short == "" || o.Pod == short {
@@ -118,6 +138,8 @@ func (f *fakeEngine) Objects(_ context.Context, short string) ([]Object, error) 
 	return out, nil
 }
 func (f *fakeEngine) Remove(_ context.Context, o Object) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	key := o.Kind + "/" + o.Name
 	if _, ok := f.objects[key]; !ok {
 		return ErrNotFound

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/devaipod/devaipod/pod"
@@ -62,6 +64,7 @@ created is removed again (unless --keep-on-failure).`,
 }
 
 func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
+	start := time.Now()
 	ctx := cmd.Context()
 	cfg, err := g.loadConfig()
 	if err != nil {
@@ -103,28 +106,45 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 		return nil
 	}
 
-	p, err := g.connect(cmd)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	// Clone first: it is the step most likely to fail (URL, credentials),
-	// it creates nothing in podman, and it tells the commit for the labels.
-	g.infof(cmd, "cloning %s...", src.Input)
+	// The clone (host git) and the podman queries are independent: run
+	// them at once. The clone creates nothing in podman.
+	g.infof(cmd, "cloning %s...", src.Display)
 	tmp, err := os.MkdirTemp("", "devaipod-src-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
 	tree := filepath.Join(tmp, "repo")
-	if err := src.Checkout(ctx, tree); err != nil {
-		return err
-	}
-	host, err := p.Info(ctx)
+	cloneCtx, cancelClone := context.WithCancel(ctx)
+	defer cancelClone()
+	cloned := make(chan error, 1)
+	go func() { cloned <- src.Checkout(cloneCtx, tree) }()
+
+	p, err := g.connect(cmd)
 	if err != nil {
 		return err
 	}
-	in.Host = host
+	defer p.Close()
+	// Podman's info is slow (about 0.25 s) and only needed for the limits
+	// warning and the final message: ask for it alongside the rest.
+	type infoResult struct {
+		host pod.HostInfo
+		err  error
+	}
+	info := make(chan infoResult, 1)
+	go func() {
+		h, err := p.Info(ctx)
+		info <- infoResult{h, err}
+	}()
+	hostInfo := sync.OnceValues(func() (pod.HostInfo, error) {
+		r := <-info
+		return r.host, r.err
+	})
+	if l := cfg.Agent.Limits; l.Memory != "" || l.CPUs > 0 || l.Pids > 0 {
+		if in.Host, err = hostInfo(); err != nil {
+			return err
+		}
+	}
 	// The plan needs the image's PATH, and a missing image is better
 	// reported now than as a create failure.
 	probe, err := pod.Build(in)
@@ -142,6 +162,10 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 			in.ImageEnv = env
 		}
 	}
+	if err := <-cloned; err != nil {
+		return err
+	}
+	in.Source = src // now with the commit of a URL's clone
 	plan, err := pod.Build(in)
 	if err != nil {
 		return err
@@ -151,7 +175,6 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 	}
 	opts := pod.UpOptions{ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure,
 		Progress: func(step string) { g.infof(cmd, "%s...", step) }}
-	start := time.Now()
 	if err := pod.Up(ctx, p, plan, tree, opts); err != nil {
 		if ctx.Err() != nil && !f.keepOnFailure {
 			return fmt.Errorf("interrupted; removed what up had created: %w", err)
@@ -162,6 +185,10 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 		return writeJSON(cmd.OutOrStdout(), map[string]any{
 			"name": plan.Name, "pod": plan.Pod.Name, "workdir": plan.Workdir,
 			"agent_url": plan.AgentURL, "commit": src.Commit, "seconds": time.Since(start).Seconds()})
+	}
+	host, err := hostInfo()
+	if err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman).\n", plan.Name, time.Since(start).Seconds(), podmanMode(host))
