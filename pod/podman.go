@@ -150,8 +150,16 @@ func startService(ctx context.Context, cause error) (*Podman, error) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	// A file, not a pipe: the service's children (podman's rootless pause
+	// process) inherit it and would keep Wait waiting for the pipe's end.
+	logPath := filepath.Join(dir, "service.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, &ConnectError{Msg: "cannot start podman system service", Err: err}
@@ -173,12 +181,13 @@ func startService(ctx context.Context, cause error) (*Podman, error) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
+	out, _ := os.ReadFile(logPath)
 	os.RemoveAll(dir)
 	msg := "no podman service answers and starting one failed"
 	if cause != nil {
 		msg += " (" + cause.Error() + ")"
 	}
-	return nil, &ConnectError{Msg: msg, Err: errors.New(strings.TrimSpace(stderr.String())),
+	return nil, &ConnectError{Msg: msg, Err: errors.New(strings.TrimSpace(lastLine(strings.TrimSpace(string(out))))),
 		Hint: "run `podman info` to see what is wrong with podman on this host"}
 }
 
