@@ -468,7 +468,7 @@ measure() {
 		"$(q "$CLI" delete "$CP")"
 	)
 	say "hyperfine: $RUNS runs per variant, 1 warm-up..."
-	timeout 300 hyperfine "${args[@]}" >&2 || die "hyperfine failed (see above)"
+	timeout --foreground 300 hyperfine "${args[@]}" >&2 || die "hyperfine failed (see above)"
 
 	say "instrumented runs (3 of each) for the per-step times..."
 	write_tracers
@@ -481,7 +481,7 @@ measure() {
 	reset_all
 
 	say "start-up cost of the CLIs..."
-	timeout 120 hyperfine -N --runs 15 --warmup 2 --style basic --export-json "$out/startup.json" \
+	timeout --foreground 120 hyperfine -N --runs 15 --warmup 2 --style basic --export-json "$out/startup.json" \
 		-n "podman version" "podman version" \
 		-n "podman pod exists (a missing pod)" -i "$(q podman pod exists devaipod-bench-none)" \
 		-n "devaipod version" "$(q "$BIN" version)" >&2 || die "hyperfine (start-up) failed"
@@ -494,7 +494,7 @@ measure() {
 	printf 'opencode=%s\n' "$oc" >>"$out/machine.txt"
 	if [ "$oc" = 1 ]; then
 		say "hyperfine: opencode as the agent, 7 runs per variant, 1 warm-up..."
-		timeout 200 hyperfine -N --runs 7 --warmup 1 --export-json "$out/hyperfine-opencode.json" --style basic \
+		timeout --foreground 200 hyperfine -N --runs 7 --warmup 1 --export-json "$out/hyperfine-opencode.json" --style basic \
 			--cleanup "$(q "$SELF" _reset-all)" \
 			-n "devaipod up (opencode)" --prepare "$(q "$SELF" _reset dp "$DP_OC")" \
 			"$(q "$BIN" --config "$df" up -q --name "$DP_OC" "$fx")" \

@@ -84,7 +84,7 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 	name := uniqueName("e2e-net")
 	cleanup(t, name)
 	up := mustDevaipod(t, nil, "--config", cfg, "up", fixtureRepo(t), "--name", name)
-	if !strings.Contains(up.stderr, "checking the agent's containment") {
+	if !strings.Contains(up.stderr, "checking its containment") {
 		t.Errorf("up did not run its containment check:\n%s", up)
 	}
 	agent := func(script string) result {
