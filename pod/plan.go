@@ -30,6 +30,9 @@ const (
 	// variable; `devaipod exec` runs commands through the helper's
 	// secret-env, which reads them into the environment.
 	SecretDir = "/run/devaipod/secrets"
+	// WorkspaceUmask keeps what the workspace creates in the shared copy
+	// writable by the agent's group (the copy's directories are setgid).
+	WorkspaceUmask = "0002"
 )
 
 // AgentUID and AgentGID are the agent's user. The workspace copy of the

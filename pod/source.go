@@ -276,7 +276,8 @@ func lastLine(s string) string {
 
 // TarTree writes dir as a tar stream whose entries sit under prefix and are
 // owned by uid:gid, so that the copy in the volume belongs to the agent user
-// whatever owned the files on the host.
+// whatever owned the files on the host. Directories are setgid and group
+// writable (see WorkspaceUmask).
 func TarTree(w io.Writer, dir, prefix string, uid, gid int) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -304,6 +305,10 @@ func TarTree(w io.Writer, dir, prefix string, uid, gid int) error {
 		hdr.Name = path.Join(prefix, filepath.ToSlash(rel))
 		if d.IsDir() {
 			hdr.Name += "/"
+			// Group-shared: new files inherit the agent's group, and with
+			// the workspace's umask 0002 they stay writable by the agent
+			// even when root in the workspace creates them.
+			hdr.Mode |= 0o2070
 		}
 		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = uid, gid, "", ""
 		if err := tw.WriteHeader(hdr); err != nil {

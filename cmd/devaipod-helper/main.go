@@ -66,7 +66,7 @@ Commands:
   init [flags] [-- CMD ARGS...]   run as a container's PID 1: socket bridges, signals, reaping
   wait-http [flags] URL           wait until an HTTP server answers
   egress-check [flags]            check that this container cannot get out (run by up)
-  secret-env [--dir DIR] -- CMD   run CMD with variables read from secret files
+  secret-env [flags] -- CMD       run CMD with variables read from secret files
   proxy [flags]                   run the pod's egress proxy (allowlist, audit)
   policy --file PATH OP [RULE]    change or show a proxy's policy file
   version                         print the version
@@ -91,8 +91,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	case "egress-check":
 		fs = newEgressFlagSet(&egressOptions{})
 	case "secret-env":
-		var dir string
-		fs = newSecretEnvFlagSet(&dir)
+		var dir, umask string
+		fs = newSecretEnvFlagSet(&dir, &umask)
 	case "proxy":
 		fs = newProxyFlagSet(&proxyOptions{})
 	case "policy":

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -20,11 +21,12 @@ import (
 
 var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func newSecretEnvFlagSet(dir *string) *flag.FlagSet {
+func newSecretEnvFlagSet(dir, umask *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("secret-env", flag.ContinueOnError)
 	fs.StringVar(dir, "dir", "/run/devaipod/secrets", "directory holding one file per variable")
+	fs.StringVar(umask, "umask", "", "octal umask for CMD (default: unchanged)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: devaipod-helper secret-env [--dir DIR] -- CMD [ARGS...]\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: devaipod-helper secret-env [--dir DIR] [--umask MASK] -- CMD [ARGS...]\n\n"+
 			"Runs CMD with each file of DIR as a variable (file name = variable name).\n"+
 			"A missing DIR means no variables.\n\n")
 		fs.PrintDefaults()
@@ -33,8 +35,8 @@ func newSecretEnvFlagSet(dir *string) *flag.FlagSet {
 }
 
 func runSecretEnv(args []string, stderr io.Writer) int {
-	var dir string
-	fs := newSecretEnvFlagSet(&dir)
+	var dir, umask string
+	fs := newSecretEnvFlagSet(&dir, &umask)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -46,6 +48,14 @@ func runSecretEnv(args []string, stderr io.Writer) int {
 	if len(argv) == 0 {
 		fmt.Fprintf(stderr, "%ssecret-env: no command given\n", logPrefix)
 		return 2
+	}
+	if umask != "" {
+		mask, err := strconv.ParseUint(umask, 8, 32)
+		if err != nil || mask > 0o777 {
+			fmt.Fprintf(stderr, "%ssecret-env: --umask %q is not an octal mask\n", logPrefix, umask)
+			return 2
+		}
+		syscall.Umask(int(mask))
 	}
 	env, err := secretEnv(os.Environ(), dir)
 	if err != nil {

@@ -30,10 +30,10 @@ func TestSecretEnv(t *testing.T) {
 func TestSecretEnvExec(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "E2E_VAR"), []byte("from-file"), 0o400)
-	cmd := exec.Command(os.Args[0], "secret-env", "--dir", dir, "--", "sh", "-c", "printf %s \"$E2E_VAR\"")
+	cmd := exec.Command(os.Args[0], "secret-env", "--dir", dir, "--umask", "0002", "--", "sh", "-c", "printf %s \"$E2E_VAR\"; umask")
 	cmd.Env = append(os.Environ(), asHelperEnv+"=1")
 	out, err := cmd.Output()
-	if err != nil || string(out) != "from-file" {
-		t.Errorf("secret-env output = %q, %v; want from-file", out, err)
+	if err != nil || string(out) != "from-file0002\n" {
+		t.Errorf("secret-env output = %q, %v; want from-file and umask 0002", out, err)
 	}
 }

@@ -295,6 +295,13 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 		if r := inAgent("cat ws.txt"); strings.TrimSpace(r.stdout) != "from-ws" {
 			t.Errorf("agent does not see the workspace's file: %s", r)
 		}
+		// What the (root) workspace creates stays writable by the agent.
+		if r := inWorkspace("mkdir -p ws-dir/sub && echo x > ws-dir/sub/f && git add -A && git -c user.name=w -c user.email=w@w commit -qm ws"); r.code != 0 {
+			t.Fatalf("workspace: %s", r)
+		}
+		if r := inAgent("echo more >> ws.txt && echo y > ws-dir/sub/new && echo z >> ws-dir/sub/f && git -c user.name=a -c user.email=a@a commit -qam agent && git log --oneline | wc -l"); r.code != 0 || strings.TrimSpace(r.stdout) != "3" {
+			t.Errorf("agent cannot change what the workspace created: %s", r)
+		}
 	})
 	t.Run("workspace reaches the agent's server through the bridge", func(t *testing.T) {
 		if r := inAgent("echo agent-server-says-hi > /tmp/index.html"); r.code != 0 {
@@ -351,7 +358,7 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 			t.Errorf("state after stop = %s", st.State)
 		}
 		mustDevaipod(t, nil, "start", name)
-		if r := inWorkspace("cat ws.txt"); strings.TrimSpace(r.stdout) != "from-ws" {
+		if r := inWorkspace("cat ws.txt"); r.stdout != "from-ws\nmore\n" {
 			t.Errorf("workspace lost its files across stop/start: %s", r)
 		}
 	})

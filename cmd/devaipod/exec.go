@@ -41,8 +41,9 @@ the agent.`,
 			}
 			if container == pod.RoleWorkspace {
 				// The trusted variables live in root-only files; the
-				// helper puts them in the command's environment.
-				argv = append([]string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--"}, argv...)
+				// helper puts them in the command's environment, and sets
+				// the umask that keeps new files writable by the agent.
+				argv = append([]string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--umask", pod.WorkspaceUmask, "--"}, argv...)
 			}
 			p, err := g.connect(cmd)
 			if err != nil {
