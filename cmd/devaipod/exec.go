@@ -28,10 +28,6 @@ the agent.`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			short, err := podArg(args)
-			if err != nil {
-				return err
-			}
 			if container != pod.RoleWorkspace && container != pod.RoleAgent {
 				return fmt.Errorf("unknown container %q: use workspace or agent", container)
 			}
@@ -45,12 +41,9 @@ the agent.`,
 				// the umask that keeps new files writable by the agent.
 				argv = append([]string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--umask", pod.WorkspaceUmask, "--"}, argv...)
 			}
-			p, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			return podmanExec(cmd, p.URI, pod.ContainerName(short, container), argv)
+			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+				return podmanExec(cmd, p.URI, pod.ContainerName(short, container), argv)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleWorkspace, "container: workspace or agent")

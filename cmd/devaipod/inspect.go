@@ -66,51 +66,48 @@ func newStatusCommand(g *globalFlags) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			short, err := podArg(args)
-			if err != nil {
-				return err
-			}
-			p, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			s, err := pod.Status(cmd.Context(), p, short)
-			if err != nil {
-				return err
-			}
-			if g.json() {
-				return writeJSON(cmd.OutOrStdout(), s)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "Pod:      %s (%s)\n", s.Name, s.Pod)
-			fmt.Fprintf(w, "State:    %s\n", s.State)
-			if s.Repo != "" {
-				fmt.Fprintf(w, "Repo:     %s\n", s.Repo)
-			}
-			if s.Commit != "" {
-				fmt.Fprintf(w, "Commit:   %s\n", s.Commit)
-			}
-			fmt.Fprintf(w, "Created:  %s\n", age(s.Created))
-			agent := "not checked (pod not running)"
-			if s.AgentReady != nil {
-				agent = "not answering"
-				if *s.AgentReady {
-					agent = "answering"
-				}
-			}
-			fmt.Fprintf(w, "Agent:    %s\n", agent)
-			fmt.Fprintln(w, "Containers:")
-			for _, c := range s.Containers {
-				fmt.Fprintf(w, "  %-10s %-40s %s\n", c.Role, c.Name, c.State)
-			}
-			fmt.Fprintf(w, "Volumes:  %s\n", strings.Join(s.Volumes, ", "))
-			if len(s.Secrets) > 0 {
-				fmt.Fprintf(w, "Secrets:  %s\n", strings.Join(s.Secrets, ", "))
-			}
-			return nil
+			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+				return printStatus(cmd, g, p, short)
+			})
 		},
 	}
+}
+
+func printStatus(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string) error {
+	s, err := pod.Status(cmd.Context(), p, short)
+	if err != nil {
+		return err
+	}
+	if g.json() {
+		return writeJSON(cmd.OutOrStdout(), s)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "Pod:      %s (%s)\n", s.Name, s.Pod)
+	fmt.Fprintf(w, "State:    %s\n", s.State)
+	if s.Repo != "" {
+		fmt.Fprintf(w, "Repo:     %s\n", s.Repo)
+	}
+	if s.Commit != "" {
+		fmt.Fprintf(w, "Commit:   %s\n", s.Commit)
+	}
+	fmt.Fprintf(w, "Created:  %s\n", age(s.Created))
+	agent := "not checked (pod not running)"
+	if s.AgentReady != nil {
+		agent = "not answering"
+		if *s.AgentReady {
+			agent = "answering"
+		}
+	}
+	fmt.Fprintf(w, "Agent:    %s\n", agent)
+	fmt.Fprintln(w, "Containers:")
+	for _, c := range s.Containers {
+		fmt.Fprintf(w, "  %-10s %-40s %s\n", c.Role, c.Name, c.State)
+	}
+	fmt.Fprintf(w, "Volumes:  %s\n", strings.Join(s.Volumes, ", "))
+	if len(s.Secrets) > 0 {
+		fmt.Fprintf(w, "Secrets:  %s\n", strings.Join(s.Secrets, ", "))
+	}
+	return nil
 }
 
 func newLogsCommand(g *globalFlags) *cobra.Command {
@@ -126,19 +123,12 @@ func newLogsCommand(g *globalFlags) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			short, err := podArg(args)
-			if err != nil {
-				return err
-			}
 			if err := checkRole(container); err != nil {
 				return err
 			}
-			p, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			return p.Logs(cmd.Context(), pod.ContainerName(short, container), tail, follow, cmd.OutOrStdout())
+			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+				return p.Logs(cmd.Context(), pod.ContainerName(short, container), tail, follow, cmd.OutOrStdout())
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleAgent, "container: workspace, agent or proxy")

@@ -35,8 +35,8 @@ func newStartCommand(g *globalFlags) *cobra.Command {
 	}
 }
 
-// onPod connects, runs fn on the named pod and reports done.
-func onPod(cmd *cobra.Command, g *globalFlags, args []string, done string, fn func(*pod.Podman, string) error) error {
+// withPod validates the NAME argument, connects to podman and runs fn.
+func withPod(cmd *cobra.Command, g *globalFlags, args []string, fn func(p *pod.Podman, short string) error) error {
 	short, err := podArg(args)
 	if err != nil {
 		return err
@@ -46,16 +46,23 @@ func onPod(cmd *cobra.Command, g *globalFlags, args []string, done string, fn fu
 		return err
 	}
 	defer p.Close()
-	if err := fn(p, short); err != nil {
-		return fmt.Errorf("pod %s: %w", short, err)
-	}
-	if g.json() {
-		return writeJSON(cmd.OutOrStdout(), map[string]string{"name": short, "result": done})
-	}
-	if !g.quiet {
-		fmt.Fprintf(cmd.OutOrStdout(), "Pod %s %s.\n", short, done)
-	}
-	return nil
+	return fn(p, short)
+}
+
+// onPod runs fn on the named pod and reports done.
+func onPod(cmd *cobra.Command, g *globalFlags, args []string, done string, fn func(*pod.Podman, string) error) error {
+	return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+		if err := fn(p, short); err != nil {
+			return fmt.Errorf("pod %s: %w", short, err)
+		}
+		if g.json() {
+			return writeJSON(cmd.OutOrStdout(), map[string]string{"name": short, "result": done})
+		}
+		if !g.quiet {
+			fmt.Fprintf(cmd.OutOrStdout(), "Pod %s %s.\n", short, done)
+		}
+		return nil
+	})
 }
 
 func newDeleteCommand(g *globalFlags) *cobra.Command {
@@ -70,20 +77,13 @@ copy and the agent's HOME stay (and are removed by a later delete or gc).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			short, err := podArg(args)
-			if err != nil {
-				return err
-			}
-			p, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			removed, err := pod.Delete(cmd.Context(), p, short, keepVolumes)
-			if err != nil {
-				return err
-			}
-			return reportObjects(cmd, g, "removed", removed, fmt.Sprintf("Pod %s deleted", short))
+			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+				removed, err := pod.Delete(cmd.Context(), p, short, keepVolumes)
+				if err != nil {
+					return err
+				}
+				return reportObjects(cmd, g, "removed", removed, fmt.Sprintf("Pod %s deleted", short))
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&keepVolumes, "keep-volumes", false, "keep the workspace and agent-home volumes")

@@ -50,55 +50,52 @@ and duration. --output json prints the raw JSON lines.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			short, err := podArg(args)
-			if err != nil {
-				return err
-			}
-			p, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			out := cmd.OutOrStdout()
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			if !g.json() {
-				fmt.Fprintln(tw, "TIME\tDECISION\tMETHOD\tHOST\tRULE/REASON\tUP\tDOWN\tMS")
-			}
-			lines := &lineWriter{fn: func(line string) {
-				var r proxy.Record
-				if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &r) != nil || r.Event != proxy.EventRequest {
-					return // the proxy's own diagnostics, or a policy event
-				}
-				if denied && r.Decision != "deny" {
-					return
-				}
-				if g.json() {
-					fmt.Fprintln(out, line)
-					return
-				}
-				why := r.Rule
-				if r.Decision == "deny" {
-					why = r.Reason
-				}
-				when := r.Time
-				if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
-					when = t.Local().Format("15:04:05")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%d\n", when,
-					r.Decision, r.Method, r.Host, r.Port, why, r.BytesUp, r.BytesDown, r.DurationMS)
-				if follow {
-					tw.Flush()
-				}
-			}}
-			err = pod.AuditLog(cmd.Context(), p, short, follow, lines)
-			lines.flush()
-			tw.Flush()
-			return err
+			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+				return printAudit(cmd, g, p, short, denied, follow)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&denied, "denied", false, "only denials")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new decisions")
 	return cmd
+}
+
+func printAudit(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string, denied, follow bool) error {
+	out := cmd.OutOrStdout()
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	if !g.json() {
+		fmt.Fprintln(tw, "TIME\tDECISION\tMETHOD\tHOST\tRULE/REASON\tUP\tDOWN\tMS")
+	}
+	lines := &lineWriter{fn: func(line string) {
+		var r proxy.Record
+		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &r) != nil || r.Event != proxy.EventRequest {
+			return // the proxy's own diagnostics, or a policy event
+		}
+		if denied && r.Decision != "deny" {
+			return
+		}
+		if g.json() {
+			fmt.Fprintln(out, line)
+			return
+		}
+		why := r.Rule
+		if r.Decision == "deny" {
+			why = r.Reason
+		}
+		when := r.Time
+		if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
+			when = t.Local().Format("15:04:05")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%d\n", when,
+			r.Decision, r.Method, r.Host, r.Port, why, r.BytesUp, r.BytesDown, r.DurationMS)
+		if follow {
+			tw.Flush()
+		}
+	}}
+	err := pod.AuditLog(cmd.Context(), p, short, follow, lines)
+	lines.flush()
+	tw.Flush()
+	return err
 }
 
 // lineWriter calls fn for every complete line written to it.
