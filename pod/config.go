@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -254,16 +256,16 @@ func (c *Config) validate() error {
 	}
 	for key, names := range map[string][]string{
 		"env.allowlist":         c.Env.Allowlist,
-		"env.vars":              mapKeys(c.Env.Vars),
+		"env.vars":              slices.Collect(maps.Keys(c.Env.Vars)),
 		"trusted.env.allowlist": c.Trusted.Env.Allowlist,
-		"trusted.env.vars":      mapKeys(c.Trusted.Env.Vars),
+		"trusted.env.vars":      slices.Collect(maps.Keys(c.Trusted.Env.Vars)),
 	} {
 		if err := checkNames(key, names); err != nil {
 			return err
 		}
 	}
 	seen := map[string]string{}
-	for _, n := range append(append(c.Trusted.Env.Allowlist, mapKeys(c.Trusted.Env.Vars)...), secretVars(c.Trusted.Env.Secrets)...) {
+	for _, n := range append(append(slices.Clone(c.Trusted.Env.Allowlist), slices.Collect(maps.Keys(c.Trusted.Env.Vars))...), secretVars(c.Trusted.Env.Secrets)...) {
 		if prev, ok := seen[strings.ToLower(n)]; ok && prev != n {
 			return bad("trusted.env", "%q and %q differ only in case; podman secret names do not", prev, n)
 		}
@@ -358,12 +360,4 @@ func secretVars(entries []string) []string {
 		vars = append(vars, v)
 	}
 	return vars
-}
-
-func mapKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	return keys
 }

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,7 +43,8 @@ type Engine interface {
 // ErrNotFound is returned when a pod, image or object does not exist.
 var ErrNotFound = errors.New("not found")
 
-// Object kinds, in the order Remove must delete them.
+// Object kinds. removeAll deletes pods first, then containers, volumes and
+// secrets.
 const (
 	KindPod       = "pod"
 	KindContainer = "container"
@@ -66,8 +68,6 @@ type Object struct {
 	// Created is when podman created it (zero when unknown).
 	Created time.Time `json:"created"`
 }
-
-var kindOrder = map[string]int{KindPod: 0, KindContainer: 1, KindVolume: 2, KindSecret: 3}
 
 // UpOptions tune Up.
 type UpOptions struct {
@@ -356,13 +356,8 @@ func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
 }
 
 func sortedGroups(m map[string][]Object) [][]Object {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([][]Object, 0, len(keys))
-	for _, k := range keys {
+	var out [][]Object
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, m[k])
 	}
 	return out

@@ -2,8 +2,9 @@ package pod
 
 import (
 	"fmt"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -342,7 +343,7 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 	secretEnv := map[string]string{}
 	var secrets []SecretSpec
 	trusted := collectEnv(cfg.Trusted.Env.Allowlist, cfg.Trusted.Env.Vars, b.in.HostEnv)
-	for _, k := range sortedKeys(trusted) {
+	for _, k := range slices.Sorted(maps.Keys(trusted)) {
 		if trusted[k] == "" {
 			b.warnings = append(b.warnings, fmt.Sprintf("trusted variable %s is empty and is not passed (podman secrets cannot be empty)", k))
 			continue
@@ -517,12 +518,6 @@ func imagePath(env []string) string {
 		}
 	}
 	return "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := mapKeys(m)
-	sort.Strings(keys)
-	return keys
 }
 
 func firstNonEmpty(s ...string) string {

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,7 +324,7 @@ func containerSpec(pod string, c ContainerSpec) (*specgen.SpecGenerator, error) 
 	s.Env = c.Env
 	// Not EnvSecrets: podman 4.3's inspect shows their values. Root-only
 	// files instead, which `devaipod exec` turns into environment.
-	for _, v := range sortedKeys(c.SecretEnv) {
+	for _, v := range slices.Sorted(maps.Keys(c.SecretEnv)) {
 		s.Secrets = append(s.Secrets, specgen.Secret{Source: c.SecretEnv[v], Target: SecretDir + "/" + v, Mode: 0o400})
 	}
 	s.Labels = c.Labels

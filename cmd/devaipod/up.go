@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -255,9 +256,9 @@ func printPlan(w io.Writer, p *pod.Plan) {
 		if c.Limits != nil {
 			fmt.Fprintf(w, "    limits       memory %q cpus %v pids %d\n", c.Limits.Memory, c.Limits.CPUs, c.Limits.Pids)
 		}
-		fmt.Fprintf(w, "    env          %s\n", strings.Join(sortedKeys(c.Env), " "))
+		fmt.Fprintf(w, "    env          %s\n", strings.Join(slices.Sorted(maps.Keys(c.Env)), " "))
 		if len(c.SecretEnv) > 0 {
-			fmt.Fprintf(w, "    secret env   %s\n", strings.Join(sortedKeys(c.SecretEnv), " "))
+			fmt.Fprintf(w, "    secret env   %s\n", strings.Join(slices.Sorted(maps.Keys(c.SecretEnv)), " "))
 		}
 	}
 	for _, warn := range p.Warnings {
@@ -265,18 +266,9 @@ func printPlan(w io.Writer, p *pod.Plan) {
 	}
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func labelString(l map[string]string) string {
 	parts := make([]string, 0, len(l))
-	for _, k := range sortedKeys(l) {
+	for _, k := range slices.Sorted(maps.Keys(l)) {
 		parts = append(parts, k+"="+l[k])
 	}
 	return strings.Join(parts, ",")
