@@ -259,8 +259,14 @@ s=\$EPOCHREALTIME
 $(command -v git) "\$@"
 rc=\$?
 w=()
+skip=0
 for a in "\$@"; do
-	case \$a in -*) ;; *) w+=("\$a") ;; esac
+	if [ "\$skip" = 1 ]; then skip=0; continue; fi
+	case \$a in
+	-c | -C | --git-dir | --work-tree | --namespace | --config-env) skip=1 ;;
+	-*) ;;
+	*) w+=("\$a") ;;
+	esac
 done
 sub=\${w[0]:-}
 [ "\$sub" = remote ] && sub="remote \${w[1]:-}"
@@ -321,7 +327,7 @@ events_dp() {
 		awk -F'\t' '{ print $1 "\t" $2 "\t" $3 "\t-" }' "$glog"
 	} | sort -t"$(printf '\t')" -k1,1n | awk -F'\t' -v t0="$t0" -v t1="$t1" -v pod="devaipod-$DP" '
 		function cat(w) {
-			if (w ~ /^git (clone|checkout|symbolic-ref|remote set-url|remote remove)/) return "repository into the workspace volume"
+			if (w ~ /^git (clone|checkout|for-each-ref|update-ref|remote set-url|remote remove)/) return "repository into the workspace volume"
 			if (w ~ /^git /) return "resolve the source (host git)"
 			if (w ~ /archive$/) return "repository into the workspace volume"
 			if (w ~ /_ping|version|info|\/json$|exists$/ && w !~ /exec/) return "podman queries and checks"

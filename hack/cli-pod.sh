@@ -16,9 +16,9 @@
 #   podman rm -f --ignore NAME-workspace-init       (the anchor removes a stale init container)
 #   podman run --rm ... IMAGE /bin/sh -c 'git clone /mnt/host-git ...; chown -R 1000:1000 ...'
 #   podman pod create
-#   podman create (workspace)
-#   podman volume create x2 (agent-home, agent-sock: owned by 1000:1000 like devaipod's; the
+#   podman volume create x2 (agent-sock, agent-home: owned by 1000:1000 like devaipod's; the
 #                             anchor lets `podman create -v` make agent-home implicitly)
+#   podman create (workspace)
 #   podman create (agent)
 #   podman pod start
 #   podman exec WORKSPACE devaipod-helper wait-http ...   (readiness, see CLI_POD_READY)
@@ -30,7 +30,7 @@
 # Environment:
 #   CLI_POD_IMAGE          workspace and agent image (default localhost/devaipod-default:latest)
 #   CLI_POD_HELPER_IMAGE   helper image (default localhost/devaipod-helper:latest)
-#   CLI_POD_AGENT_CMD      the agent's command, as one shell-quoted string (default: opencode
+#   CLI_POD_AGENT_CMD      the agent's command, split at spaces (no quoting; default: opencode
 #                          serve on 127.0.0.1:4096, devaipod's default)
 #   CLI_POD_READY          how to wait for the agent:
 #                            wait-http (default): one `podman exec` of the helper's wait-http,
@@ -57,7 +57,7 @@ die() {
 }
 
 usage() {
-	sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
