@@ -228,7 +228,7 @@ var ErrExists = errors.New("already exists")
 
 func copyTree(ctx context.Context, eng Engine, container, dir, project string) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(TarTree(pw, dir, project, AgentUID, AgentGID)) }()
+	go func() { pw.CloseWithError(TarTree(ctx, pw, dir, project, AgentUID, AgentGID)) }()
 	err := eng.CopyInto(ctx, container, WorkspacesDir, pr)
 	pr.CloseWithError(err) // unblocks the writer if the copy stopped early
 	if err != nil {

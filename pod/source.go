@@ -189,27 +189,28 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 // exist): a clone with history, origin pointing at the real remote. It uses
 // the host's git and so the user's own credentials.
 func (s *Source) Checkout(ctx context.Context, dir string) error {
+	// --no-checkout: the files go into the workspace straight from the
+	// object store (see TarTree), not through the host's disk first.
 	if s.Local {
 		// Only HEAD's branch (and its history): other local branches may
 		// hold work the agent should not see.
-		args := []string{"clone", "--quiet", "--no-local", "--no-hardlinks", "--single-branch"}
+		args := []string{"clone", "--quiet", "--no-checkout", "--no-local", "--no-hardlinks", "--single-branch"}
 		if s.Branch != "" {
 			args = append(args, "--branch", s.Branch)
 		}
 		if _, err := git(ctx, "", append(args, "--", s.Dir, dir)...); err != nil {
 			return fmt.Errorf("clone %s: %w", s.Dir, err)
 		}
-		if _, err := git(ctx, dir, "checkout", "--quiet", s.Commit); err != nil {
+		// Pin the commit resolved earlier, on the branch or detached.
+		head := []string{"update-ref", "--no-deref", "HEAD", s.Commit}
+		if s.Branch != "" {
+			head = []string{"update-ref", "refs/heads/" + s.Branch, s.Commit}
+		}
+		if _, err := git(ctx, dir, head...); err != nil {
 			return fmt.Errorf("check out %s: %w", s.Commit, err)
 		}
-		if s.Branch != "" {
-			// Keep the branch, not a detached HEAD.
-			if _, err := git(ctx, dir, "checkout", "--quiet", "-B", s.Branch); err != nil {
-				return fmt.Errorf("check out branch %s: %w", s.Branch, err)
-			}
-		}
 	} else {
-		args := []string{"clone", "--quiet"}
+		args := []string{"clone", "--quiet", "--no-checkout"}
 		if s.Ref != "" {
 			args = append(args, "--branch", s.Ref)
 		}
@@ -221,6 +222,10 @@ func (s *Source) Checkout(ctx context.Context, dir string) error {
 			return err
 		}
 		s.Commit = commit
+	}
+	// An index for HEAD, so the workspace's git sees a clean checkout.
+	if _, err := git(ctx, dir, "read-tree", "HEAD"); err != nil {
+		return err
 	}
 	// The refs the clone made name the host-side copy (or carry the URL's
 	// credentials); the workspace gets origin = the real remote, without
@@ -242,29 +247,37 @@ func (s *Source) Checkout(ctx context.Context, dir string) error {
 	return err
 }
 
-// git runs git in dir and returns its trimmed standard output. It never
-// prompts: a clone that needs credentials the user has not set up fails.
-func git(ctx context.Context, dir string, args ...string) (string, error) {
-	// The repository is untrusted: its config must not make host git run
-	// anything (core.fsmonitor runs a command on status).
-	sub := args[0]
+// gitCommand prepares git in dir. The repository is untrusted: its config
+// must not make host git run anything (core.fsmonitor runs a command on
+// status), and git never prompts: a clone that needs credentials the user
+// has not set up fails.
+func gitCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	args = append([]string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "protocol.ext.allow=never"}, args...)
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "LC_ALL=C")
+	return cmd
+}
+
+// git runs git in dir and returns its trimmed standard output.
+func git(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := gitCommand(ctx, dir, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return "", errors.New("git is not installed on this host: install git")
-		}
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			return "", fmt.Errorf("git %s: %w", sub, err)
-		}
-		return "", fmt.Errorf("git %s: %s", sub, lastLine(msg))
+		return "", gitError(args[0], err, stderr.String())
 	}
 	return strings.TrimSpace(stdout.String()), nil
+}
+
+func gitError(sub string, err error, stderr string) error {
+	if errors.Is(err, exec.ErrNotFound) {
+		return errors.New("git is not installed on this host: install git")
+	}
+	if msg := strings.TrimSpace(stderr); msg != "" {
+		return fmt.Errorf("git %s: %s", sub, lastLine(msg))
+	}
+	return fmt.Errorf("git %s: %w", sub, err)
 }
 
 func lastLine(s string) string {
@@ -274,17 +287,41 @@ func lastLine(s string) string {
 	return s
 }
 
-// TarTree writes dir as a tar stream whose entries sit under prefix and are
-// owned by uid:gid, so that the copy in the volume belongs to the agent user
+// TarTree writes the clone in dir (made by Checkout, without a work tree)
+// as a tar stream: HEAD's files, taken from git's object store by `git
+// archive`, and the .git directory. Entries sit under prefix and are owned
+// by uid:gid, so that the copy in the volume belongs to the agent user
 // whatever owned the files on the host. Directories are setgid and group
-// writable (see WorkspaceUmask).
-func TarTree(w io.Writer, dir, prefix string, uid, gid int) error {
+// writable: new files inherit the agent's group and, with the workspace's
+// umask 0002 (WorkspaceUmask), stay writable by the agent even when root in
+// the workspace creates them.
+func TarTree(ctx context.Context, w io.Writer, dir, prefix string, uid, gid int) error {
 	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
+	add := func(hdr *tar.Header, body io.Reader) error {
+		hdr.Name = path.Join(prefix, strings.TrimSuffix(hdr.Name, "/"))
+		if hdr.Typeflag == tar.TypeDir {
+			hdr.Name += "/"
+			hdr.Mode |= 0o2070
+		}
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = uid, gid, "", ""
+		hdr.PAXRecords = nil
+		if err := tw.WriteHeader(hdr); err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(dir, p)
+		if hdr.Typeflag == tar.TypeReg {
+			_, err := io.Copy(tw, body)
+			return err
+		}
+		return nil
+	}
+	if err := add(&tar.Header{Typeflag: tar.TypeDir, Name: ".", Mode: 0o755}, nil); err != nil {
+		return err
+	}
+	if err := archiveHEAD(ctx, dir, add); err != nil {
+		return fmt.Errorf("archive %s: %w", dir, err)
+	}
+	gitDir := filepath.Join(dir, ".git")
+	err := filepath.WalkDir(gitDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -302,31 +339,70 @@ func TarTree(w io.Writer, dir, prefix string, uid, gid int) error {
 		if err != nil {
 			return err
 		}
-		hdr.Name = path.Join(prefix, filepath.ToSlash(rel))
-		if d.IsDir() {
-			hdr.Name += "/"
-			// Group-shared: new files inherit the agent's group, and with
-			// the workspace's umask 0002 they stay writable by the agent
-			// even when root in the workspace creates them.
-			hdr.Mode |= 0o2070
-		}
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = uid, gid, "", ""
-		if err := tw.WriteHeader(hdr); err != nil {
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
 			return err
 		}
+		hdr.Name = filepath.ToSlash(rel)
 		if !info.Mode().IsRegular() {
-			return nil
+			return add(hdr, nil)
 		}
 		f, err := os.Open(p)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
+		return add(hdr, f)
 	})
 	if err != nil {
-		return fmt.Errorf("archive %s: %w", dir, err)
+		return fmt.Errorf("archive %s: %w", gitDir, err)
 	}
 	return tw.Close()
+}
+
+// archiveHEAD passes every entry of `git archive HEAD` to add. In-tree
+// .gitattributes could hide files (export-ignore) or rewrite them
+// (export-subst); $GIT_DIR/info/attributes overrides them while it runs.
+func archiveHEAD(ctx context.Context, dir string, add func(*tar.Header, io.Reader) error) error {
+	attrs := filepath.Join(dir, ".git", "info", "attributes")
+	if err := os.MkdirAll(filepath.Dir(attrs), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(attrs, []byte("* -export-ignore -export-subst\n"), 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(attrs)
+	cmd := gitCommand(ctx, dir, "archive", "--format=tar", "HEAD")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return gitError("archive", err, "")
+	}
+	tr := tar.NewReader(out)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			cmd.Wait()
+			return err
+		}
+		if hdr.Typeflag == tar.TypeXGlobalHeader {
+			continue // git's commit id comment
+		}
+		if err := add(hdr, tr); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return err
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return gitError("archive", err, stderr.String())
+	}
+	return nil
 }

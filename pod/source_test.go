@@ -119,7 +119,7 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	if err := TarTree(&buf, dir, "proj", 1000, 1000); err != nil {
+	if err := TarTree(ctx, &buf, dir, "proj", 1000, 1000); err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(&buf)
@@ -201,4 +201,70 @@ func FuzzResolveURL(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTarTreeKeepsEveryFile: what git archive would hide or rewrite
+// (export-ignore, export-subst) reaches the workspace as committed, with
+// modes and symlinks; directories are group-shared.
+func TestTarTreeKeepsEveryFile(t *testing.T) {
+	ctx := context.Background()
+	repo := testRepo(t)
+	os.MkdirAll(filepath.Join(repo, "sub"), 0o755)
+	writeFile(t, filepath.Join(repo, ".gitattributes"), "hidden.txt export-ignore\nsubst.txt export-subst\n")
+	writeFile(t, filepath.Join(repo, "hidden.txt"), "still here\n")
+	writeFile(t, filepath.Join(repo, "subst.txt"), "$Format:%H$\n")
+	writeFile(t, filepath.Join(repo, "sub", "run.sh"), "#!/bin/sh\n")
+	os.Chmod(filepath.Join(repo, "sub", "run.sh"), 0o755)
+	os.Symlink("sub/run.sh", filepath.Join(repo, "link"))
+	for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "more"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	src, err := ResolveSource(ctx, repo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "co")
+	if err := src.Checkout(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := TarTree(ctx, &buf, dir, "p", 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&buf)
+	got := map[string]*tar.Header{}
+	content := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		got[h.Name], content[h.Name] = h, string(b)
+	}
+	if content["p/hidden.txt"] != "still here\n" || content["p/subst.txt"] != "$Format:%H$\n" {
+		t.Errorf("export attributes applied: hidden=%q subst=%q", content["p/hidden.txt"], content["p/subst.txt"])
+	}
+	if h := got["p/sub/run.sh"]; h == nil || h.Mode&0o111 == 0 {
+		t.Errorf("run.sh lost its mode: %+v", h)
+	}
+	if h := got["p/link"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "sub/run.sh" {
+		t.Errorf("link = %+v", h)
+	}
+	if h := got["p/sub/"]; h == nil || h.Mode&0o2070 != 0o2070 {
+		t.Errorf("sub/ is not group-shared: %+v", h)
+	}
+	if got["p/.git/HEAD"] == nil || got["p/.git/index"] == nil || got["p/.git/info/attributes"] != nil {
+		t.Errorf(".git entries: HEAD %v index %v info/attributes %v", got["p/.git/HEAD"] != nil, got["p/.git/index"] != nil, got["p/.git/info/attributes"] != nil)
+	}
+	for name, h := range got {
+		if h.Uid != 1000 || h.Gid != 1000 || !strings.HasPrefix(name, "p/") {
+			t.Errorf("entry %s uid %d gid %d", name, h.Uid, h.Gid)
+		}
+	}
 }

@@ -283,7 +283,7 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 		}
 	})
 	t.Run("repository is in both and writable by both", func(t *testing.T) {
-		if r := inWorkspace("cat README.md && git log --oneline | wc -l && git remote get-url origin"); r.stdout != "fixture\n1\nhttps://git.example.test/org/fixture.git\n" {
+		if r := inWorkspace("cat README.md && git log --oneline | wc -l && git remote get-url origin && git status --porcelain && echo clean"); r.stdout != "fixture\n1\nhttps://git.example.test/org/fixture.git\nclean\n" {
 			t.Errorf("workspace repo: %s", r)
 		}
 		if r := inAgent("echo from-agent >> README.md && pwd"); r.code != 0 || !strings.Contains(r.stdout, "/workspaces/fixture") {
