@@ -50,11 +50,14 @@ clean:
 	rm -rf bin _output
 
 # bench times devaipod's up and delete against the same pod built by a
-# script of plain podman CLI commands (the Rust devaipod's way) and writes
-# docs/benchmarks.md. It needs the images (make images) and hyperfine.
+# script of plain podman CLI commands (the Rust devaipod's way), writing
+# docs/benchmarks.md, then the egress proxy against squid and no proxy,
+# writing docs/benchmarks-proxy.md (SOAK=30s for a quick run; default 10m).
+# It needs the images (make images), hyperfine and, for the proxy, squid.
 # As root, bench.sh measures as the test user and writes the page as root.
 bench: build
 	hack/bench.sh
+	hack/bench-proxy.sh
 
 # demo is the README's first command: up of examples/hello on the default
 # image, then how to get in.

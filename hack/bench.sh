@@ -693,6 +693,9 @@ render() {
 
 <!-- Written by hack/bench.sh (make bench). Do not edit by hand: rerun it. -->
 
+The egress proxy against squid and no proxy (tunnels per second, bulk throughput, latency,
+memory, a 10-minute soak) is on its own page: [benchmarks-proxy.md](benchmarks-proxy.md).
+
 devaipod drives podman through its REST API (the Go bindings). The Rust devaipod drives it by
 running one \`podman\` process per step. This page measures what that choice is worth: the time of
 \`devaipod up\` (to the agent answering) and \`devaipod delete\` against the **same pod** built and
