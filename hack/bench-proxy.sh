@@ -242,7 +242,9 @@ if [[ $SOAK != 10m ]]; then
 fi
 REVISION=$(git -C "$REPO" describe --tags --always --dirty 2>/dev/null || echo unknown)
 mkdir -p "$(dirname "$DOC")"
-"$PB" report --run "$TMP/run.json" "${SOAK_ARGS[@]}" --out "$DOC" --squid-conf "$TMP/squid/squid.conf" \
+# The report quotes squid's configuration with the temporary directory as $TMP.
+sed "s|$TMP|\$TMP|g" "$TMP/squid/squid.conf" >"$TMP/squid.conf.shown"
+"$PB" report --run "$TMP/run.json" "${SOAK_ARGS[@]}" --out "$DOC" --squid-conf "$TMP/squid.conf.shown" \
 	--info "date=$(date -u '+%Y-%m-%d %H:%M UTC')" \
 	--info "uname=$(uname -srm)" \
 	--info "nproc=$(nproc)" \
