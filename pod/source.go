@@ -386,9 +386,14 @@ func archiveHEAD(ctx context.Context, dir string, add func(*tar.Header, io.Reade
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			// git pads the archive to its record size after the end
+			// marker: read it, or git blocks on a full pipe (pipes can be
+			// one page small) and Wait never returns.
+			io.Copy(io.Discard, out)
 			break
 		}
 		if err != nil {
+			cmd.Process.Kill()
 			cmd.Wait()
 			return err
 		}
