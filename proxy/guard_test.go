@@ -17,11 +17,11 @@ func TestAddrClass(t *testing.T) {
 		addr string
 		want string // "" for public
 	}{
-		{"1.1.1.1", ""},
-		{"8.8.8.8", ""},
+		{"5.6.7.8", ""},
+		{"93.0.0.1", ""},
 		{"2606:4700:4700::1111", ""},
-		{"::ffff:1.1.1.1", ""},
-		{"64:ff9b::101:101", ""}, // NAT64 of 1.1.1.1
+		{"::ffff:5.6.7.8", ""},
+		{"64:ff9b::506:708", ""}, // NAT64 of 5.6.7.8
 
 		{"127.0.0.1", "loopback"},
 		{"127.255.255.254", "loopback"},
@@ -112,9 +112,9 @@ func TestGuardDial(t *testing.T) {
 		"loop.test":    {loop},
 		"mapped.test":  {netip.MustParseAddr("::ffff:127.0.0.1")},
 		"private.test": {netip.MustParseAddr("10.1.2.3")},
-		// The public address is not dialled in tests (no external traffic):
-		// it comes second, after the loopback that answers.
-		"mixed.test": {netip.MustParseAddr("10.1.2.3"), loop, netip.MustParseAddr("1.1.1.1")},
+		// Never dialled (no external traffic): a documentation address,
+		// which the guard refuses, after the loopback that answers.
+		"mixed.test": {netip.MustParseAddr("10.1.2.3"), loop, netip.MustParseAddr("203.0.113.7")},
 	}
 	exemptLoop := func(a netip.Addr, p int) bool { return a == loop && p == port }
 	noExempt := func(netip.Addr, int) bool { return false }
@@ -170,7 +170,7 @@ func TestGuardControl(t *testing.T) {
 		address string
 		ok      bool
 	}{
-		{"1.1.1.1:443", true},
+		{"5.6.7.8:443", true},
 		{"[2606:4700::1]:443", true},
 		{"127.0.0.1:443", false},
 		{"[::1]:443", false},
