@@ -118,27 +118,14 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 		t.Errorf(".git/config holds the credential:\n%s", cfg)
 	}
 
-	var buf bytes.Buffer
-	if err := TarTree(ctx, &buf, dir, "proj", 1000, 1000); err != nil {
-		t.Fatal(err)
+	got, _ := readTar(t, ctx, dir, "proj")
+	for name, h := range got {
+		if h.Uid != 1000 || h.Gid != 1000 || !strings.HasPrefix(name, "proj/") {
+			t.Errorf("entry %s uid %d gid %d", name, h.Uid, h.Gid)
+		}
 	}
-	tr := tar.NewReader(&buf)
-	seen := map[string]bool{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Uid != 1000 || h.Gid != 1000 || !strings.HasPrefix(h.Name, "proj/") && h.Name != "proj/" {
-			t.Errorf("entry %s uid %d gid %d", h.Name, h.Uid, h.Gid)
-		}
-		seen[h.Name] = true
-	}
-	if !seen["proj/README.md"] || !seen["proj/.git/HEAD"] {
-		t.Errorf("archive lacks README.md or .git: %v", seen)
+	if got["proj/README.md"] == nil || got["proj/.git/HEAD"] == nil {
+		t.Errorf("archive lacks README.md or .git: %v", got)
 	}
 }
 
@@ -229,24 +216,7 @@ func TestTarTreeKeepsEveryFile(t *testing.T) {
 	if err := src.Checkout(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := TarTree(ctx, &buf, dir, "p", 1000, 1000); err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(&buf)
-	got := map[string]*tar.Header{}
-	content := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		got[h.Name], content[h.Name] = h, string(b)
-	}
+	got, content := readTar(t, ctx, dir, "p")
 	if content["p/hidden.txt"] != "still here\n" || content["p/subst.txt"] != "$Format:%H$\n" {
 		t.Errorf("export attributes applied: hidden=%q subst=%q", content["p/hidden.txt"], content["p/subst.txt"])
 	}
@@ -266,5 +236,31 @@ func TestTarTreeKeepsEveryFile(t *testing.T) {
 		if h.Uid != 1000 || h.Gid != 1000 || !strings.HasPrefix(name, "p/") {
 			t.Errorf("entry %s uid %d gid %d", name, h.Uid, h.Gid)
 		}
+	}
+}
+
+// readTar runs TarTree on dir and returns its entries and file contents by
+// name.
+func readTar(t *testing.T, ctx context.Context, dir, prefix string) (map[string]*tar.Header, map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := TarTree(ctx, &buf, dir, prefix, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&buf)
+	headers, content := map[string]*tar.Header{}, map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return headers, content
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		headers[h.Name], content[h.Name] = h, string(b)
 	}
 }
