@@ -7,11 +7,13 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -29,6 +31,19 @@ type Config struct {
 	Workspace WorkspaceConfig `toml:"workspace"`
 	// Network decides the agent's way out.
 	Network NetworkConfig `toml:"network"`
+	// Mounts are extra host paths bind-mounted into the pod's containers.
+	Mounts []MountConfig `toml:"mounts"`
+}
+
+// MountConfig is one [[mounts]] entry: a host path for the workspace (and,
+// when listed, the agent), read-only unless RW.
+type MountConfig struct {
+	Source string `toml:"source"`
+	Target string `toml:"target"`
+	RW     bool   `toml:"rw"`
+	// Containers lists the roles that get the mount: "workspace" (the
+	// default) and/or "agent".
+	Containers []string `toml:"containers"`
 }
 
 // Network modes.
@@ -88,13 +103,28 @@ type TrustedEnvConfig struct {
 
 // AgentConfig configures the agent container.
 type AgentConfig struct {
+	// Kind picks a preset: "opencode" (the default) or "custom", which
+	// needs Command.
+	Kind string `toml:"kind"`
 	// Image defaults to the workspace image.
 	Image string `toml:"image"`
 	// Command runs the agent's server; a string runs through /bin/sh -c.
 	Command Command `toml:"command"`
 	// Port is the TCP port the agent's server listens on inside the agent.
-	Port   int    `toml:"port"`
+	Port int `toml:"port"`
+	// Health is the path up polls until the agent's server answers 2xx.
+	Health string `toml:"health"`
 	Limits Limits `toml:"limits"`
+	// Protect lists workspace paths (relative to the repository) that the
+	// agent sees read-only, in addition to .git/hooks, .git/config and
+	// .devcontainer. nil means DefaultProtect.
+	Protect []string `toml:"protect"`
+	// Mask lists file name patterns (path.Match syntax, matched against
+	// each file's base name) whose files the agent sees empty. nil means
+	// DefaultMask; an empty list masks nothing.
+	Mask []string `toml:"mask"`
+	// WorkspaceAccess is "rw" (the default) or "ro" (review-only agents).
+	WorkspaceAccess string `toml:"workspace_access"`
 }
 
 // WorkspaceConfig configures the workspace container.
@@ -109,7 +139,14 @@ type Limits struct {
 	CPUs    float64 `toml:"cpus"`
 	Pids    int64   `toml:"pids"`
 	TmpSize string  `toml:"tmp_size"`
+	// Timeout is the agent's maximum lifetime ("8h"); podman stops it
+	// then. Empty: no limit.
+	Timeout string `toml:"timeout"`
 }
+
+// Enforceable tells whether any limit needs the host's cgroups (the /tmp
+// size is a tmpfs option and always holds).
+func (l Limits) Enforceable() bool { return l.Memory != "" || l.CPUs > 0 || l.Pids > 0 }
 
 // Command is a command line given in TOML as an array of arguments or as
 // a single string for /bin/sh -c.
@@ -148,12 +185,33 @@ const (
 	DefaultHelperImage = "localhost/devaipod-helper:latest"
 	DefaultAgentPort   = 4096
 	DefaultTmpSize     = "512m"
+	// DefaultPids caps the agent's processes: far above what an agent and
+	// its tools use, far below what a fork bomb needs to hurt the host.
+	DefaultPids = 4096
+	// DefaultMemory caps the agent's memory.
+	DefaultMemory = "8g"
 )
 
-// DefaultAgentCommand starts opencode's server on the agent's loopback.
-func DefaultAgentCommand(port int) Command {
-	return Command{"opencode", "serve", "--hostname", "127.0.0.1", "--port", strconv.Itoa(port)}
-}
+// Agent kinds.
+const (
+	AgentOpencode = "opencode"
+	AgentCustom   = "custom"
+)
+
+// Workspace access modes of the agent.
+const (
+	AccessRW = "rw"
+	AccessRO = "ro"
+)
+
+// DefaultProtect is what [agent] protect means when unset; AlwaysProtect
+// is protected whatever it says. In the agent's view these paths are
+// read-only: they make the trusted side run code.
+var (
+	AlwaysProtect  = []string{".git/hooks", ".git/config", ".devcontainer"}
+	DefaultProtect = []string{".vscode", ".gitmodules", ".envrc"}
+	DefaultMask    = []string{".env", ".env.*", "*.pem", "*.key", "id_*"}
+)
 
 // ConfigError is a problem in a configuration file, with its position.
 type ConfigError struct {
@@ -230,6 +288,10 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		if errors.As(err, &ce) {
 			ce.File = file
 			ce.Line = keyLine(data, strings.Split(ce.Key, "."))
+			var n int
+			if _, err := fmt.Sscanf(ce.Key, "mounts[%d]", &n); err == nil {
+				ce.Line = tableLine(data, "[[mounts]]", n)
+			}
 		}
 		return nil, err
 	}
@@ -299,6 +361,43 @@ func (c *Config) validate() error {
 	if c.Agent.Port < 0 || c.Agent.Port > 65535 {
 		return bad("agent.port", "%d is not a TCP port", c.Agent.Port)
 	}
+	switch c.Agent.Kind {
+	case "", AgentOpencode:
+	case AgentCustom:
+		if len(c.Agent.Command) == 0 {
+			return bad("agent.command", "kind \"custom\" needs a command that starts the agent's server")
+		}
+	default:
+		return bad("agent.kind", "%q is not an agent kind: use opencode or custom", c.Agent.Kind)
+	}
+	if h := c.Agent.Health; h != "" && !strings.HasPrefix(h, "/") {
+		return bad("agent.health", "%q must be a path starting with /", h)
+	}
+	switch c.Agent.WorkspaceAccess {
+	case "", AccessRW, AccessRO:
+	default:
+		return bad("agent.workspace_access", "%q must be rw or ro", c.Agent.WorkspaceAccess)
+	}
+	for _, p := range c.Agent.Protect {
+		if err := checkRelPath(p); err != nil {
+			return bad("agent.protect", "%v", err)
+		}
+	}
+	for _, m := range c.Agent.Mask {
+		if _, err := path.Match(m, ""); err != nil || m == "" || strings.Contains(m, "/") {
+			return bad("agent.mask", "%q is not a file name pattern (such as \"*.pem\")", m)
+		}
+	}
+	if t := c.Agent.Limits.Timeout; t != "" {
+		if d, err := time.ParseDuration(t); err != nil || d < time.Second {
+			return bad("agent.limits.timeout", "%q is not a duration of at least 1s (such as \"8h\")", t)
+		}
+	}
+	for i, m := range c.Mounts {
+		if err := m.check(); err != nil {
+			return bad(fmt.Sprintf("mounts[%d]", i), "%v", err)
+		}
+	}
 	l := c.Agent.Limits
 	if l.Memory != "" && !sizeExpr.MatchString(l.Memory) {
 		return bad("agent.limits.memory", "%q is not a size such as \"4g\" or \"512m\"", l.Memory)
@@ -348,6 +447,20 @@ func keyLine(data []byte, key toml.Key) int {
 		}
 		if (current == table && k == last) || full == strings.Join(key, ".") {
 			return i + 1
+		}
+	}
+	return 0
+}
+
+// tableLine finds the line of the n-th (from 0) header of an array of
+// tables, such as [[mounts]].
+func tableLine(data []byte, header string, n int) int {
+	for i, line := range strings.Split(string(data), "\n") {
+		if strings.ReplaceAll(strings.TrimSpace(line), " ", "") == header {
+			if n == 0 {
+				return i + 1
+			}
+			n--
 		}
 	}
 	return 0

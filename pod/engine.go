@@ -159,16 +159,19 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 			return err
 		}
 	}
-	for _, c := range plan.Containers {
+	// The repository is copied through the workspace container before the
+	// others exist: the agent binds paths inside the copy, which must be
+	// there when it is created.
+	for i, c := range plan.Containers {
 		progress("creating container " + c.Name)
 		if err := create(KindContainer, c.Name, func() error { return eng.CreateContainer(ctx, plan.Pod.Name, c) }); err != nil {
 			return err
 		}
-	}
-	if tree != "" {
-		progress("copying the repository into the workspace volume")
-		if err := copyTree(ctx, eng, ContainerName(plan.Name, RoleWorkspace), tree, filepath.Base(plan.Workdir)); err != nil {
-			return err
+		if i == 0 && tree != "" {
+			progress("copying the repository into the workspace volume")
+			if err := copyTree(ctx, eng, c.Name, tree, filepath.Base(plan.Workdir), plan.Placeholders); err != nil {
+				return err
+			}
 		}
 	}
 	progress("starting pod")
@@ -196,6 +199,17 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 	for _, err := range errs {
 		if err != nil {
 			return err // readiness first: a dead agent explains failed checks
+		}
+	}
+	if plan.Task != "" && plan.AgentKind == AgentOpencode {
+		progress("handing the task to the agent")
+		cmd := append(append([]string{HelperBin, "task"}, plan.agentAuth()...), plan.AgentURL, plan.Task)
+		code, out, err := eng.Exec(ctx, ContainerName(plan.Name, RoleWorkspace), cmd)
+		if err == nil && code != 0 {
+			err = errors.New(strings.TrimSpace(out))
+		}
+		if err != nil {
+			return fmt.Errorf("hand the task to the agent: %w", err)
 		}
 	}
 	return nil
@@ -226,9 +240,9 @@ func (e *CheckError) Error() string {
 // ErrExists is returned when a pod of that name exists already.
 var ErrExists = errors.New("already exists")
 
-func copyTree(ctx context.Context, eng Engine, container, dir, project string) error {
+func copyTree(ctx context.Context, eng Engine, container, dir, project string, placeholders []string) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(TarTree(ctx, pw, dir, project, AgentUID, AgentGID)) }()
+	go func() { pw.CloseWithError(TarTree(ctx, pw, dir, project, AgentUID, AgentGID, placeholders)) }()
 	err := eng.CopyInto(ctx, container, WorkspacesDir, pr)
 	pr.CloseWithError(err) // unblocks the writer if the copy stopped early
 	if err != nil {
@@ -241,7 +255,7 @@ func copyTree(ctx context.Context, eng Engine, container, dir, project string) e
 // the whole path a user's `oc` takes (bridge, socket, agent server).
 func waitReady(ctx context.Context, eng Engine, plan *Plan, timeout time.Duration) error {
 	ws := ContainerName(plan.Name, RoleWorkspace)
-	code, out, err := eng.Exec(ctx, ws, []string{HelperBin, "wait-http", "--timeout", timeout.String(), plan.AgentURL})
+	code, out, err := eng.Exec(ctx, ws, plan.readyProbe(timeout))
 	if err != nil {
 		return fmt.Errorf("wait for agent: %w", err)
 	}
@@ -251,6 +265,26 @@ func waitReady(ctx context.Context, eng Engine, plan *Plan, timeout time.Duratio
 	var logs strings.Builder
 	_ = eng.Logs(ctx, ContainerName(plan.Name, RoleAgent), 20, false, &logs)
 	return &ReadyError{Timeout: timeout, Detail: strings.TrimSpace(out), Logs: logs.String()}
+}
+
+// readyProbe is the workspace command that waits for the agent's server:
+// any answer at its URL, or 2xx at its health path, with the pod's
+// password when it has one.
+func (p *Plan) readyProbe(timeout time.Duration) []string {
+	cmd := []string{HelperBin, "wait-http", "--timeout", timeout.String()}
+	if p.AgentHealth != "" {
+		cmd = append(cmd, "--path", p.AgentHealth, "--status", "2xx")
+	}
+	return append(append(cmd, p.agentAuth()...), p.AgentURL)
+}
+
+// agentAuth are the helper's flags for the agent's password, which the
+// workspace holds as a secret file.
+func (p *Plan) agentAuth() []string {
+	if p.AgentUser == "" {
+		return nil
+	}
+	return []string{"--user", p.AgentUser, "--password-file", SecretDir + "/" + PasswordVar}
 }
 
 // removeAll deletes objects in dependency order: pods (with their

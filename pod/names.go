@@ -21,6 +21,8 @@ const (
 	LabelVersion = "io.devaipod.version"
 	// LabelAgentURL is where the workspace reaches the agent's server.
 	LabelAgentURL = "io.devaipod.agent-url"
+	// LabelTask is the task the pod was started with (shortened).
+	LabelTask = "io.devaipod.task"
 )
 
 // Container roles; a container is named Prefix+NAME+"-"+role.

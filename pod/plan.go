@@ -57,14 +57,26 @@ type Plan struct {
 	Containers []ContainerSpec `json:"containers"`
 	// Workdir is where the repository lands in the workspace volume.
 	Workdir string `json:"workdir"`
-	// AgentURL is where the workspace reaches the agent's server.
-	AgentURL string `json:"agent_url"`
+	// AgentURL is where the workspace reaches the agent's server;
+	// AgentHealth the path that answers 2xx once it is ready.
+	AgentURL    string `json:"agent_url"`
+	AgentHealth string `json:"agent_health"`
+	AgentKind   string `json:"agent_kind"`
+	// AgentUser is the basic-auth user that goes with the pod's agent
+	// password ("" when the agent's server has no password).
+	AgentUser string `json:"agent_user,omitempty"`
+	// Task is the first message for the agent ("" for none).
+	Task string `json:"task,omitempty"`
 	// Network is the agent's egress mode; Allow the proxy's rules.
 	Network string   `json:"network"`
 	Allow   []string `json:"allow,omitempty"`
 	// Checks run after the agent answers; each must exit 0 before up
 	// reports the pod ready (e.g. the agent cannot connect directly).
 	Checks []Check `json:"checks,omitempty"`
+	// Placeholders are protected paths absent from the repository that
+	// the copy creates empty (directories end with "/"), so that the
+	// agent gets them read-only too.
+	Placeholders []string `json:"placeholders,omitempty"`
 	// Warnings are things the user should know before trusting the pod.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -137,9 +149,13 @@ type ContainerSpec struct {
 	ReadOnlyRoot    bool     `json:"read_only_root"`
 
 	Mounts      []Mount      `json:"mounts"`
+	Binds       []Bind       `json:"binds,omitempty"`
 	ImageMounts []ImageMount `json:"image_mounts,omitempty"`
 	Tmpfs       []Tmpfs      `json:"tmpfs,omitempty"`
 	Limits      *Limits      `json:"limits,omitempty"`
+	// Seccomp names devaipod's own seccomp profile (SeccompAgent), or is
+	// empty for podman's default.
+	Seccomp string `json:"seccomp,omitempty"`
 	// StopTimeout is how long podman waits after SIGTERM; the helper init
 	// forwards signals, so a short one is enough.
 	StopTimeout uint `json:"stop_timeout"`
@@ -148,6 +164,16 @@ type ContainerSpec struct {
 // Mount is a named volume mounted into a container.
 type Mount struct {
 	Volume   string `json:"volume"`
+	Dest     string `json:"dest"`
+	ReadOnly bool   `json:"read_only"`
+}
+
+// Bind mounts a path into a container: a path inside a volume of the pod
+// (Volume and SubPath), or a host path.
+type Bind struct {
+	Volume   string `json:"volume,omitempty"`
+	SubPath  string `json:"sub_path,omitempty"`
+	HostPath string `json:"host_path,omitempty"`
 	Dest     string `json:"dest"`
 	ReadOnly bool   `json:"read_only"`
 }
@@ -182,6 +208,16 @@ type PlanInput struct {
 	Allow []string
 	// Host is what podman said about the host; zero for a dry run.
 	Host HostInfo
+	// Tree is what ScanTree found in the checkout (protected paths
+	// present, files to mask).
+	Tree TreeInfo
+	// Mounts are the [[mounts]] entries after ResolveMounts.
+	Mounts []HostMount
+	// AgentPassword protects the agent's server; only the workspace
+	// learns it. The caller draws it at random.
+	AgentPassword string
+	// Task is the first message for the agent.
+	Task string
 }
 
 // Images lists the images the plan's containers need, without repeats.
@@ -279,8 +315,15 @@ func (b *builder) build() (*Plan, error) {
 	agentURL := fmt.Sprintf("http://127.0.0.1:%d", b.port)
 
 	podLabels := b.labels(LabelAgentURL, agentURL)
+	if b.in.Task != "" {
+		podLabels[LabelTask] = taskLabel(b.in.Task)
+	}
+	preset := cfg.Agent.preset()
 	p := &Plan{
-		Name: b.short,
+		AgentKind:   firstNonEmpty(cfg.Agent.Kind, AgentOpencode),
+		AgentHealth: firstNonEmpty(cfg.Agent.Health, preset.health),
+		Task:        b.in.Task,
+		Name:        b.short,
 		Pod: PodSpec{Name: PodName(b.short), Labels: podLabels,
 			ExtraHosts: cfg.Network.ExtraHosts, HostLoopback: cfg.Network.HostLoopback},
 		Workdir:  b.workdir,
@@ -294,6 +337,12 @@ func (b *builder) build() (*Plan, error) {
 	}
 	shared := collectEnv(cfg.Env.Allowlist, cfg.Env.Vars, b.in.HostEnv)
 	ws, secrets := b.workspace(shared, agentURL)
+	if b.in.AgentPassword != "" && preset.passwordEnv != "" {
+		p.AgentUser = preset.passwordUser
+		name := ObjectName(b.short, "agent-password")
+		secrets = append(secrets, SecretSpec{Name: name, Labels: b.labels(), Value: b.in.AgentPassword})
+		ws.SecretEnv[PasswordVar] = name
+	}
 	p.Secrets = secrets
 	agent := b.agent(shared, ws.SecretEnv)
 	p.Containers = []ContainerSpec{ws, agent}
@@ -320,9 +369,21 @@ func (b *builder) build() (*Plan, error) {
 				Command: egressCheck},
 		}
 	}
+	if cfg.Agent.WorkspaceAccess != AccessRO {
+		dirs, files := PlaceHolders(ProtectedPaths(cfg), b.in.Tree)
+		for _, d := range dirs {
+			p.Placeholders = append(p.Placeholders, d+"/")
+		}
+		p.Placeholders = append(p.Placeholders, files...)
+		for _, u := range b.in.Tree.Unprotectable {
+			b.warnings = append(b.warnings, fmt.Sprintf("%s is a symlink or submodule in the repository (or lies under one), so the agent can replace it: it cannot be mounted read-only safely", u))
+		}
+	}
+	if b.in.Tree.Truncated {
+		b.warnings = append(b.warnings, fmt.Sprintf("more than %d files match [agent] mask: only the first %d are hidden from the agent", MaxMasked, MaxMasked))
+	}
 	p.Warnings = append(p.Warnings, b.warnings...)
-	l := agent.Limits
-	if b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() && (l.Memory != "" || l.CPUs > 0 || l.Pids > 0) {
+	if l := cfg.Agent.Limits; b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() && l.Enforceable() {
 		p.Warnings = append(p.Warnings, "agent resource limits (memory, cpus, pids) are not enforced on this host: "+
 			"rootless podman on cgroup v1 ignores them (the /tmp size limit still holds)")
 	}
@@ -372,6 +433,7 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 			{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir},
 			{Volume: ObjectName(b.short, "agent-sock"), Dest: AgentSocketDir, ReadOnly: true},
 		},
+		Binds:       b.hostBinds(RoleWorkspace),
 		ImageMounts: []ImageMount{{Image: b.helper, Dest: HelperMount}},
 		StopTimeout: 5,
 	}, secrets
@@ -391,7 +453,15 @@ func (b *builder) workspaceInit() []string {
 // trusted; no capabilities, no network but the proxy's socket.
 func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	cfg := b.cfg
-	env := copyEnv(shared)
+	preset := cfg.Agent.preset()
+	env := copyEnv(preset.env)
+	maps.Copy(env, shared)
+	if b.in.AgentPassword != "" && preset.passwordEnv != "" {
+		env[preset.passwordEnv] = b.in.AgentPassword
+	}
+	if b.in.Task != "" && cfg.Agent.Kind == AgentCustom {
+		env["DEVAIPOD_TASK"] = b.in.Task // opencode gets it through its API instead
+	}
 	for _, k := range LLMKeyVars {
 		if v, ok := b.in.HostEnv[k]; ok {
 			env[k] = v
@@ -410,8 +480,9 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	env["TMPDIR"] = "/tmp"
 	entrypoint := []string{HelperBin, "init",
 		"--expose", fmt.Sprintf("unix:%s=tcp:127.0.0.1:%d", AgentSocket, b.port)}
+	readOnly := cfg.Agent.WorkspaceAccess == AccessRO
 	mounts := []Mount{
-		{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir},
+		{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir, ReadOnly: readOnly},
 		{Volume: ObjectName(b.short, "agent-home"), Dest: AgentHome},
 		{Volume: ObjectName(b.short, "agent-sock"), Dest: AgentSocketDir},
 	}
@@ -430,11 +501,17 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	}
 	command := cfg.Agent.Command
 	if len(command) == 0 {
-		command = DefaultAgentCommand(b.port)
+		command = preset.command(b.port)
 	}
 	limits := cfg.Agent.Limits
 	if limits.TmpSize == "" {
 		limits.TmpSize = DefaultTmpSize
+	}
+	if limits.Pids == 0 {
+		limits.Pids = DefaultPids
+	}
+	if limits.Memory == "" {
+		limits.Memory = DefaultMemory
 	}
 	wsImage := firstNonEmpty(b.in.Image, cfg.Workspace.Image, DefaultImage)
 	return ContainerSpec{
@@ -453,11 +530,51 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 		NoNewPrivileges: true,
 		ReadOnlyRoot:    true,
 		Mounts:          mounts,
+		Binds:           append(b.agentBinds(readOnly), b.hostBinds(RoleAgent)...),
 		ImageMounts:     []ImageMount{{Image: b.helper, Dest: HelperMount}},
 		Tmpfs:           []Tmpfs{{Dest: "/tmp", Size: limits.TmpSize, Options: "rw,nosuid,nodev,mode=1777"}},
 		Limits:          &limits,
+		Seccomp:         SeccompAgent,
 		StopTimeout:     5,
 	}
+}
+
+// agentBinds makes the protected paths read-only in the agent's view and
+// hides the masked files. The repository's folder and its .git are bound
+// onto themselves too: a mountpoint cannot be renamed, so the agent cannot
+// move them aside and put a folder of its own, with its own hooks, in
+// their place.
+func (b *builder) agentBinds(readOnly bool) []Bind {
+	vol := ObjectName(b.short, "workspace")
+	project := path.Base(b.workdir)
+	bind := func(rel string, ro bool) Bind {
+		return Bind{Volume: vol, SubPath: path.Join(project, rel), Dest: path.Join(b.workdir, rel), ReadOnly: ro}
+	}
+	var binds []Bind
+	if !readOnly {
+		binds = append(binds, bind(".", false), bind(".git", false))
+		for _, p := range ProtectedPaths(b.cfg) {
+			if !slices.Contains(b.in.Tree.Unprotectable, p) {
+				binds = append(binds, bind(p, true))
+			}
+		}
+	}
+	for _, f := range b.in.Tree.Masked {
+		binds = append(binds, Bind{HostPath: "/dev/null", Dest: path.Join(b.workdir, f), ReadOnly: true})
+	}
+	return binds
+}
+
+// hostBinds are the [[mounts]] entries for a role. Only an explicit
+// rw = true makes one writable.
+func (b *builder) hostBinds(role string) []Bind {
+	var binds []Bind
+	for _, m := range b.in.Mounts {
+		if slices.Contains(m.Containers, role) {
+			binds = append(binds, Bind{HostPath: m.Source, Dest: m.Target, ReadOnly: !m.RW})
+		}
+	}
+	return binds
 }
 
 // proxy runs the helper's allowlist proxy: the agent's only way out.

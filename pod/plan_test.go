@@ -50,6 +50,23 @@ func TestBuildGolden(t *testing.T) {
 				ExtraHosts: []string{"mirror.example.test:10.0.2.2"}, HostLoopback: true}
 			in.Allow = []string{"git.example.test:22"}
 		}},
+		{"protect-mask-mounts", func(in *PlanInput) {
+			in.Config.Agent.Protect = []string{"Makefile", "scripts/ci"}
+			in.Tree = TreeInfo{
+				Present:       map[string]bool{".git/hooks": true, ".git/config": false, "Makefile": false},
+				Masked:        []string{".env", "certs/server.key"},
+				Unprotectable: []string{".devcontainer"},
+			}
+			in.Mounts = []HostMount{
+				{Source: "/home/u/.cache/go-build", Target: "/cache/go-build", RW: true, Containers: []string{RoleWorkspace, RoleAgent}},
+				{Source: "/home/u/.gitconfig", Target: "/etc/gitconfig", Containers: []string{RoleWorkspace}},
+			}
+		}},
+		{"workspace-ro", func(in *PlanInput) {
+			in.Config.Agent.WorkspaceAccess = AccessRO
+			in.Config.Agent.Limits.Timeout = "8h"
+			in.Tree = TreeInfo{Masked: []string{".env"}}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

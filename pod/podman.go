@@ -301,7 +301,24 @@ func (p *Podman) CreateSecret(ctx context.Context, s SecretSpec) error {
 
 // CreateContainer implements Engine.
 func (p *Podman) CreateContainer(ctx context.Context, pod string, c ContainerSpec) error {
-	s, err := containerSpec(pod, c)
+	host := hostSide{mountpoints: map[string]string{}}
+	for _, b := range c.Binds {
+		if b.Volume == "" || host.mountpoints[b.Volume] != "" {
+			continue
+		}
+		v, err := volumes.Inspect(p.withConn(ctx), b.Volume, nil)
+		if err != nil {
+			return fmt.Errorf("inspect volume %s: %w", b.Volume, mapErr(err))
+		}
+		host.mountpoints[b.Volume] = v.Mountpoint
+	}
+	if c.Seccomp != "" {
+		var err error
+		if host.seccompProfile, err = seccompProfileFile(c.Seccomp); err != nil {
+			return err
+		}
+	}
+	s, err := containerSpec(pod, c, host)
 	if err != nil {
 		return err
 	}
@@ -309,8 +326,36 @@ func (p *Podman) CreateContainer(ctx context.Context, pod string, c ContainerSpe
 	return mapCreateErr(err)
 }
 
+// hostSide is what a container spec needs from the podman host: the
+// volumes' paths, for binds of paths inside them, and the seccomp profile.
+type hostSide struct {
+	mountpoints    map[string]string
+	seccompProfile string
+}
+
+// bindSource is the host path a bind mounts. A path inside a volume must
+// not pass through a symlink: the kernel would follow it on the host, so
+// the repository's content would choose what gets mounted. (ScanTree keeps
+// such paths out of plans; this holds the line where the path is local.)
+func (h hostSide) bindSource(b Bind) (string, error) {
+	if b.Volume == "" {
+		return b.HostPath, nil
+	}
+	mp := h.mountpoints[b.Volume]
+	if mp == "" {
+		return "", fmt.Errorf("volume %s has no mountpoint", b.Volume)
+	}
+	src := filepath.Join(mp, filepath.FromSlash(b.SubPath))
+	if real, err := filepath.EvalSymlinks(src); err == nil {
+		if realMP, err := filepath.EvalSymlinks(mp); err == nil && real != filepath.Join(realMP, filepath.FromSlash(b.SubPath)) {
+			return "", fmt.Errorf("refusing to mount %s into the container: it passes through a symlink", b.SubPath)
+		}
+	}
+	return src, nil
+}
+
 // containerSpec translates a planned container into podman's spec.
-func containerSpec(pod string, c ContainerSpec) (*specgen.SpecGenerator, error) {
+func containerSpec(pod string, c ContainerSpec, host hostSide) (*specgen.SpecGenerator, error) {
 	s := specgen.NewSpecGenerator(c.Image, false)
 	s.Name = c.Name
 	s.Pod = pod
@@ -349,8 +394,25 @@ func containerSpec(pod string, c ContainerSpec) (*specgen.SpecGenerator, error) 
 		}
 		s.Volumes = append(s.Volumes, &specgen.NamedVolume{Name: m.Volume, Dest: m.Dest, Options: opts})
 	}
+	for _, b := range c.Binds {
+		src, err := host.bindSource(b)
+		if err != nil {
+			return nil, err
+		}
+		opts := []string{"rbind", "rw"}
+		if b.ReadOnly {
+			opts = []string{"rbind", "ro"}
+		}
+		s.Mounts = append(s.Mounts, spec.Mount{Type: "bind", Source: src, Destination: b.Dest, Options: opts})
+	}
 	for _, m := range c.ImageMounts {
 		s.ImageVolumes = append(s.ImageVolumes, &specgen.ImageVolume{Source: m.Image, Destination: m.Dest})
+	}
+	if c.Seccomp != "" {
+		if host.seccompProfile == "" {
+			return nil, fmt.Errorf("container %s: seccomp profile %s was not written", c.Name, c.Seccomp)
+		}
+		s.SeccompProfilePath = host.seccompProfile
 	}
 	for _, t := range c.Tmpfs {
 		opts := []string{"size=" + t.Size}
@@ -377,6 +439,13 @@ func containerSpec(pod string, c ContainerSpec) (*specgen.SpecGenerator, error) 
 			r.Pids = &spec.LinuxPids{Limit: l.Pids}
 		}
 		s.ResourceLimits = r
+	}
+	if l := c.Limits; l != nil && l.Timeout != "" {
+		d, err := time.ParseDuration(l.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("invalid timeout %q: %w", l.Timeout, err)
+		}
+		s.Timeout = uint(d.Seconds())
 	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid container spec %s: %w", c.Name, err)

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/containers/podman/v5/pkg/specgen"
@@ -16,7 +17,7 @@ func TestContainerSpec(t *testing.T) {
 	}
 	byRole := map[string]*specgen.SpecGenerator{}
 	for _, c := range plan.Containers {
-		s, err := containerSpec(plan.Pod.Name, c)
+		s, err := containerSpec(plan.Pod.Name, c, hostSide{mountpoints: map[string]string{ObjectName(plan.Name, "workspace"): "/vol"}, seccompProfile: "/profile.json"})
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
@@ -43,13 +44,33 @@ func TestContainerSpec(t *testing.T) {
 		t.Errorf("agent limits = %+v", agent.ResourceLimits)
 	}
 	var tmp bool
+	binds := map[string]string{}
 	for _, m := range agent.Mounts {
 		if m.Destination == "/tmp" && m.Type == "tmpfs" {
 			tmp = true
 		}
+		if m.Type == "bind" {
+			binds[m.Destination] = m.Source + " " + strings.Join(m.Options, ",")
+		}
 	}
 	if !tmp {
 		t.Errorf("agent has no tmpfs /tmp: %v", agent.Mounts)
+	}
+	// The protected paths are read-only binds of the same path in the
+	// volume; the repository's folder and .git are pinned read-write.
+	for dest, want := range map[string]string{
+		plan.Workdir:                    "/vol/demo rbind,rw",
+		plan.Workdir + "/.git":          "/vol/demo/.git rbind,rw",
+		plan.Workdir + "/.git/hooks":    "/vol/demo/.git/hooks rbind,ro",
+		plan.Workdir + "/.git/config":   "/vol/demo/.git/config rbind,ro",
+		plan.Workdir + "/.devcontainer": "/vol/demo/.devcontainer rbind,ro",
+	} {
+		if binds[dest] != want {
+			t.Errorf("agent bind at %s = %q, want %q", dest, binds[dest], want)
+		}
+	}
+	if agent.SeccompProfilePath != "/profile.json" || byRole[RoleWorkspace].SeccompProfilePath != "" {
+		t.Errorf("seccomp profiles: agent %q workspace %q", agent.SeccompProfilePath, byRole[RoleWorkspace].SeccompProfilePath)
 	}
 	for _, v := range agent.Volumes {
 		ro := len(v.Options) == 1 && v.Options[0] == "ro"

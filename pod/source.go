@@ -295,7 +295,11 @@ func lastLine(s string) string {
 // writable: new files inherit the agent's group and, with the workspace's
 // umask 0002 (WorkspaceUmask), stay writable by the agent even when root in
 // the workspace creates them.
-func TarTree(ctx context.Context, w io.Writer, dir, prefix string, uid, gid int) error {
+//
+// placeholders are paths absent from HEAD to create empty, directories
+// with a trailing slash (see PlaceHolders); placeholder files are listed in
+// .git/info/exclude so that git does not report them.
+func TarTree(ctx context.Context, w io.Writer, dir, prefix string, uid, gid int, placeholders []string) error {
 	tw := tar.NewWriter(w)
 	add := func(hdr *tar.Header, body io.Reader) error {
 		hdr.Name = path.Join(prefix, strings.TrimSuffix(hdr.Name, "/"))
@@ -319,6 +323,9 @@ func TarTree(ctx context.Context, w io.Writer, dir, prefix string, uid, gid int)
 	}
 	if err := archiveHEAD(ctx, dir, add); err != nil {
 		return fmt.Errorf("archive %s: %w", dir, err)
+	}
+	if err := addPlaceholders(dir, placeholders, add); err != nil {
+		return err
 	}
 	gitDir := filepath.Join(dir, ".git")
 	err := filepath.WalkDir(gitDir, func(p string, d fs.DirEntry, err error) error {
@@ -358,6 +365,67 @@ func TarTree(ctx context.Context, w io.Writer, dir, prefix string, uid, gid int)
 		return fmt.Errorf("archive %s: %w", gitDir, err)
 	}
 	return tw.Close()
+}
+
+// addPlaceholders adds empty directories and files (with their missing
+// parents) after the archive, and excludes the files from git's view.
+func addPlaceholders(dir string, placeholders []string, add func(*tar.Header, io.Reader) error) error {
+	var exclude strings.Builder
+	made := map[string]bool{}
+	for _, p := range placeholders {
+		name := strings.TrimSuffix(p, "/")
+		if strings.HasPrefix(name, ".git/") {
+			// .git is copied from disk by the walk that follows.
+			if err := makeOnDisk(filepath.Join(dir, filepath.FromSlash(name)), strings.HasSuffix(p, "/")); err != nil {
+				return err
+			}
+			continue
+		}
+		var parents []string
+		for d := path.Dir(name); d != "." && !made[d]; d = path.Dir(d) {
+			parents = append([]string{d}, parents...)
+		}
+		for _, d := range parents {
+			made[d] = true
+			if err := add(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755}, nil); err != nil {
+				return err
+			}
+		}
+		if strings.HasSuffix(p, "/") {
+			made[name] = true
+			if err := add(&tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: 0o755}, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := add(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644}, strings.NewReader("")); err != nil {
+			return err
+		}
+		fmt.Fprintf(&exclude, "/%s\n", name)
+	}
+	if exclude.Len() == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".git", "info", "exclude"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(f, "# empty placeholders that devaipod keeps read-only for the agent\n"+exclude.String())
+	return errors.Join(err, f.Close())
+}
+
+func makeOnDisk(p string, isDir bool) error {
+	if isDir {
+		return os.MkdirAll(p, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // archiveHEAD passes every entry of `git archive HEAD` to add. In-tree

@@ -241,10 +241,10 @@ func TestTarTreeKeepsEveryFile(t *testing.T) {
 
 // readTar runs TarTree on dir and returns its entries and file contents by
 // name.
-func readTar(t *testing.T, ctx context.Context, dir, prefix string) (map[string]*tar.Header, map[string]string) {
+func readTar(t *testing.T, ctx context.Context, dir, prefix string, placeholders ...string) (map[string]*tar.Header, map[string]string) {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := TarTree(ctx, &buf, dir, prefix, 1000, 1000); err != nil {
+	if err := TarTree(ctx, &buf, dir, prefix, 1000, 1000, placeholders); err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(&buf)

@@ -14,6 +14,7 @@ type Summary struct {
 	State      string             `json:"state"`
 	Repo       string             `json:"repo,omitempty"`
 	Commit     string             `json:"commit,omitempty"`
+	Task       string             `json:"task,omitempty"`
 	Created    time.Time          `json:"created"`
 	Containers []ContainerSummary `json:"containers"`
 	Volumes    []string           `json:"volumes"`
@@ -80,7 +81,7 @@ func summarise(objs []Object) []Summary {
 			continue
 		}
 		byName[o.Pod] = &Summary{Name: o.Pod, Pod: o.Name, State: o.State, Repo: o.Labels[LabelRepo],
-			Commit: o.Labels[LabelCommit], Created: o.Created, Containers: []ContainerSummary{}, Volumes: []string{}}
+			Commit: o.Labels[LabelCommit], Task: o.Labels[LabelTask], Created: o.Created, Containers: []ContainerSummary{}, Volumes: []string{}}
 	}
 	for _, o := range objs {
 		s := byName[o.Pod]

@@ -48,6 +48,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runProxy(ctx, rest, stdout, stderr)
 	case "policy":
 		return runPolicy(rest, stdout, stderr)
+	case "task":
+		return runTask(ctx, rest, stdout, stderr)
 	case "version":
 		return runVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -69,6 +71,7 @@ Commands:
   secret-env [flags] -- CMD       run CMD with variables read from secret files
   proxy [flags]                   run the pod's egress proxy (allowlist, audit)
   policy --file PATH OP [RULE]    change or show a proxy's policy file
+  task [flags] URL TEXT           start an opencode session with TEXT as its first message
   version                         print the version
   help [COMMAND]                  print help for a command
 
@@ -100,6 +103,10 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fs = newPolicyFlagSet(&file)
 	case "version":
 		fs = newVersionFlagSet()
+	case "task":
+		// Commands whose flag sets live inside their run function print
+		// their help for -h.
+		return run(context.Background(), []string{args[0], "-h"}, stdout, stdout)
 	default:
 		fmt.Fprintf(stderr, "%sunknown command %q\n\n", logPrefix, args[0])
 		usage(stderr)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,10 @@ type waitOptions struct {
 	path           string
 	status         string
 	verbose        bool
+	user           string
+	passwordFile   string
+	// password is read from passwordFile.
+	password string
 }
 
 func newWaitHTTPFlagSet(o *waitOptions) *flag.FlagSet {
@@ -31,6 +36,8 @@ func newWaitHTTPFlagSet(o *waitOptions) *flag.FlagSet {
 	fs.StringVar(&o.status, "status", "any",
 		"which answers count: `any` status code, a class such as 2xx, or one code such as 200")
 	fs.BoolVar(&o.verbose, "v", false, "print one line on success")
+	fs.StringVar(&o.user, "user", "", "send basic authentication as this `user`, with --password-file")
+	fs.StringVar(&o.passwordFile, "password-file", "", "read the basic-auth password from this `file`")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper wait-http [flags] URL
 
@@ -66,6 +73,16 @@ func runWaitHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		fmt.Fprintf(stderr, "%swait-http: %v\n", logPrefix, err)
 		return 2
+	}
+	if (o.user == "") != (o.passwordFile == "") {
+		fmt.Fprintf(stderr, "%swait-http: --user and --password-file go together\n", logPrefix)
+		return 2
+	}
+	if o.passwordFile != "" {
+		if o.password, err = readPassword(o.passwordFile); err != nil {
+			fmt.Fprintf(stderr, "%swait-http: %v\n", logPrefix, err)
+			return 1
+		}
 	}
 
 	start := time.Now()
@@ -142,7 +159,7 @@ func waitHTTP(ctx context.Context, u string, accept func(int) bool, o waitOption
 	client := newProbeClient()
 	var lastErr error
 	for {
-		code, err := probe(ctx, client, u, o.requestTimeout)
+		code, err := probe(ctx, client, u, o)
 		switch {
 		case err == nil && accept(code):
 			return code, nil
@@ -161,12 +178,15 @@ func waitHTTP(ctx context.Context, u string, accept func(int) bool, o waitOption
 	}
 }
 
-func probe(ctx context.Context, client *http.Client, u string, timeout time.Duration) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func probe(ctx context.Context, client *http.Client, u string, o waitOptions) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, err
+	}
+	if o.user != "" {
+		req.SetBasicAuth(o.user, o.password)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -180,4 +200,14 @@ func probe(ctx context.Context, client *http.Client, u string, timeout time.Dura
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// readPassword reads a password file (a podman secret), without the
+// trailing newline an editor may have added.
+func readPassword(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read password: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
 }

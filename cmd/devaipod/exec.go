@@ -36,10 +36,7 @@ the agent.`,
 				argv = defaultShell
 			}
 			if container == pod.RoleWorkspace {
-				// The trusted variables live in root-only files; the
-				// helper puts them in the command's environment, and sets
-				// the umask that keeps new files writable by the agent.
-				argv = append([]string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--umask", pod.WorkspaceUmask, "--"}, argv...)
+				argv = workspaceArgv(argv)
 			}
 			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
 				return podmanExec(cmd, p.URI, pod.ContainerName(short, container), argv)
@@ -49,6 +46,31 @@ the agent.`,
 	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleWorkspace, "container: workspace or agent")
 	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions([]string{pod.RoleWorkspace, pod.RoleAgent}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// workspaceArgv wraps a workspace command: the trusted variables live in
+// root-only files, which the helper puts in the command's environment, and
+// it sets the umask that keeps new files writable by the agent.
+func workspaceArgv(argv []string) []string {
+	return append([]string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--umask", pod.WorkspaceUmask, "--"}, argv...)
+}
+
+func newAttachCommand(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "attach NAME",
+		Short: "Open the agent's terminal UI (oc) in the pod's workspace",
+		Long: `Open the agent's terminal UI in the workspace container, connected to the
+agent's server through devaipod's bridge, with the pod's agent password.
+This is 'devaipod exec NAME -- oc'; it needs a terminal.`,
+		Example:           "  devaipod attach myproject",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+				return podmanExec(cmd, p.URI, pod.ContainerName(short, pod.RoleWorkspace), workspaceArgv([]string{"oc"}))
+			})
+		},
+	}
 }
 
 // podmanExec runs `podman exec` against the same service: the bindings'

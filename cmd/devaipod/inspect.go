@@ -90,6 +90,9 @@ func printStatus(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string
 	if s.Commit != "" {
 		fmt.Fprintf(w, "Commit:   %s\n", s.Commit)
 	}
+	if s.Task != "" {
+		fmt.Fprintf(w, "Task:     %s\n", s.Task)
+	}
 	fmt.Fprintf(w, "Created:  %s\n", age(s.Created))
 	agent := "not checked (pod not running)"
 	if s.AgentReady != nil {

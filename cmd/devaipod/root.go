@@ -123,6 +123,7 @@ in the workspace. 'devaipod doctor' says what this host can enforce.`,
 		newPolicyCommand(g, pod.PolicyAllow),
 		newPolicyCommand(g, pod.PolicyDeny),
 		newAuditCommand(g),
+		newAttachCommand(g),
 		newDoctorCommand(g),
 		newVersionCommand(g),
 	)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -18,21 +20,24 @@ import (
 )
 
 type upFlags struct {
-	name          string
-	image         string
-	ref           string
-	dryRun        bool
-	keepOnFailure bool
-	timeout       time.Duration
-	allow         []string
+	name            string
+	image           string
+	ref             string
+	dryRun          bool
+	keepOnFailure   bool
+	timeout         time.Duration
+	allow           []string
+	workspaceAccess string
 }
 
 func newUpCommand(g *globalFlags) *cobra.Command {
 	f := &upFlags{}
 	cmd := &cobra.Command{
-		Use:   "up PATH|GIT-URL",
+		Use:   "up PATH|GIT-URL [TASK]",
 		Short: "Create a pod for a repository and start its agent",
 		Long: `Create a pod for a repository and wait until its agent's server answers.
+With a TASK, the agent starts working on it at once (opencode: the first
+message of a new session; a custom agent: $DEVAIPOD_TASK); status shows it.
 
 The source is a local git checkout (its committed HEAD, with history; origin
 points at the checkout's real remote; uncommitted changes are left out and
@@ -44,14 +49,24 @@ created is removed again (unless --keep-on-failure).`,
 		Example: `  devaipod up .
   devaipod up ./myproject --name myproject
   devaipod up https://git.example.test/org/repo.git --ref main
-  devaipod up . --dry-run --output json`,
+  devaipod up . --dry-run --output json
+  devaipod up . "fix the flaky test in pkg/cache"`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return errors.New("up takes one argument: a local git checkout or a git URL")
+			if len(args) < 1 || len(args) > 2 {
+				return errors.New("up takes a local git checkout or a git URL, and optionally a task in quotes")
+			}
+			if len(args) == 2 && strings.TrimSpace(args[1]) == "" {
+				return errors.New("the task is empty")
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error { return runUp(cmd, g, f, args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			task := ""
+			if len(args) == 2 {
+				task = args[1]
+			}
+			return runUp(cmd, g, f, args[0], task)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.name, "name", "", "pod name (default: the repository's name plus a random suffix)")
@@ -60,11 +75,12 @@ created is removed again (unless --keep-on-failure).`,
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing")
 	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for the agent's server")
+	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; see `devaipod allow --help` for the rule syntax)")
 	return cmd
 }
 
-func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
+func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) error {
 	start := time.Now()
 	ctx := cmd.Context()
 	cfg, err := g.loadConfig()
@@ -84,12 +100,32 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 	if name == "" {
 		name = pod.DeriveName(src.Project)
 	}
+	if a := f.workspaceAccess; a != "" && a != pod.AccessRW && a != pod.AccessRO {
+		return fmt.Errorf("--workspace-access %q: use rw or ro", a)
+	}
 	for _, r := range f.allow {
 		if err := pod.ValidateRule(r); err != nil {
 			return fmt.Errorf("--allow: %w", err)
 		}
 	}
-	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv(), Allow: f.allow}
+	configFile := g.config
+	if configFile == "" {
+		configFile = pod.DefaultConfigPath()
+	}
+	home, _ := os.UserHomeDir()
+	mounts, err := pod.ResolveMounts(cfg.Mounts, pod.ForbiddenMounts(home, configFile, os.Getenv("XDG_RUNTIME_DIR")))
+	if err != nil {
+		return err
+	}
+	if f.workspaceAccess != "" {
+		cfg.Agent.WorkspaceAccess = f.workspaceAccess
+	}
+	password, err := randomPassword()
+	if err != nil {
+		return err
+	}
+	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv(), Allow: f.allow,
+		Mounts: mounts, AgentPassword: password, Task: task}
 	if len(src.LeftOut) > 0 {
 		g.warnf(cmd, "%d uncommitted path(s) in %s are not copied into the workspace: %s",
 			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5))
@@ -167,6 +203,9 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 		return err
 	}
 	in.Source = src // now with the commit of a URL's clone
+	if in.Tree, err = pod.ScanTree(ctx, tree, pod.ProtectedPaths(cfg), pod.MaskPatterns(cfg)); err != nil {
+		return fmt.Errorf("scan the repository: %w", err)
+	}
 	plan, err := pod.Build(in)
 	if err != nil {
 		return err
@@ -195,10 +234,19 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input string) error {
 	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman).\n", plan.Name, time.Since(start).Seconds(), podmanMode(host))
 	if !g.quiet {
 		fmt.Fprintf(out, "  shell in the workspace:  devaipod exec %s\n", plan.Name)
-		fmt.Fprintf(out, "  talk to the agent:       devaipod exec %s -- oc\n", plan.Name)
+		fmt.Fprintf(out, "  talk to the agent:       devaipod attach %s\n", plan.Name)
 		fmt.Fprintf(out, "  remove it:               devaipod delete %s\n", plan.Name)
 	}
 	return nil
+}
+
+// randomPassword draws the agent's password: 128 bits, URL-safe.
+func randomPassword() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("draw the agent's password: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 func podmanMode(h pod.HostInfo) string {
