@@ -125,6 +125,7 @@ func standInConfig(t *testing.T, extra string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "devaipod.toml")
 	text := `[agent]
+kind = "custom"
 command = ["busybox", "httpd", "-f", "-p", "127.0.0.1:4096", "-h", "/tmp"]
 ` + extra
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -390,7 +391,7 @@ func TestE2EUpFailuresLeaveNothing(t *testing.T) {
 	}
 	// The never-ready agent exits at once.
 	never := filepath.Join(t.TempDir(), "never.toml")
-	os.WriteFile(never, []byte("[agent]\ncommand = [\"sh\", \"-c\", \"echo agent-is-broken; exit 3\"]\n"), 0o644)
+	os.WriteFile(never, []byte("[agent]\nkind = \"custom\"\ncommand = [\"sh\", \"-c\", \"echo agent-is-broken; exit 3\"]\n"), 0o644)
 	tests[2].cfg = never
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -493,7 +494,7 @@ func TestE2EInterruptAndGC(t *testing.T) {
 	bin := e2e(t)
 	repo := fixtureRepo(t)
 	slow := filepath.Join(t.TempDir(), "slow.toml")
-	os.WriteFile(slow, []byte("[agent]\ncommand = [\"sleep\", \"600\"]\n"), 0o644)
+	os.WriteFile(slow, []byte("[agent]\nkind = \"custom\"\ncommand = [\"sleep\", \"600\"]\n"), 0o644)
 
 	tests := []struct {
 		sig   syscall.Signal
