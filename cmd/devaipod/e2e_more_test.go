@@ -66,6 +66,31 @@ func TestE2EDoctorAndLimits(t *testing.T) {
 	if used := lines[len(lines)-1]; used != "8" && used != "7" {
 		t.Errorf("agent wrote %s MiB to an 8 MiB /tmp:\n%s", used, fill)
 	}
+
+	// A fork bomb and a memory hog: stopped where the host enforces
+	// limits (make test runs this test again as root, on rootful podman),
+	// and reported as not enforced by up and doctor (above) elsewhere.
+	forks := devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c",
+		"n=0; for i in $(seq 300); do sleep 4 & n=$((n+1)); done; echo started $n")
+	time.Sleep(5 * time.Second) // the sleeps hold the pids cap until they end
+	hog := devaipod(t, nil, "exec", name, "-c", "agent", "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=512M", "count=1")
+	t.Logf("limits enforced: %v; 300 forks under pids = 128: exit %d %s%s; a 512 MiB buffer under memory = 256m: exit %d",
+		!unenforced, forks.code, forks.stdout, forks.stderr, hog.code)
+	if unenforced {
+		if forks.code != 0 || !strings.Contains(forks.stdout, "started 300") || hog.code != 0 {
+			t.Errorf("limits are not enforced here, yet the fork loop or the allocation failed:\n%s\n%s", forks, hog)
+		}
+	} else {
+		if forks.code == 0 || !strings.Contains(strings.ToLower(forks.stderr), "fork") {
+			t.Errorf("the fork loop was not stopped by pids = 128: %s", forks)
+		}
+		if hog.code != 137 {
+			t.Errorf("a 512 MiB allocation under memory = 256m was not killed (want exit 137): %s", hog)
+		}
+	}
+	if mode := os.Getenv("DEVAIPOD_E2E_MODE"); mode == "rootful" && (unenforced || os.Geteuid() != 0) {
+		t.Fatalf("DEVAIPOD_E2E_MODE=rootful, but this run is uid %d on a host where limits are enforced: %v", os.Geteuid(), !unenforced)
+	}
 }
 
 // TestE2EDryRun prints the plan and creates nothing.
