@@ -256,6 +256,13 @@ build_rootfs() {
 		# copy-in keeps the file's owner from outside (the building user's uid).
 		# shellcheck disable=SC2016 # $1 is expanded by mmdebstrap's hook shell
 		hooks+=("--customize-hook=copy-in $oc /usr/local/bin" '--customize-hook=chown 0:0 "$1/usr/local/bin/opencode"')
+		# opencode npm-installs @opencode-ai/plugin into every writable config folder at start,
+		# unless a lock file says it is there (docs/notes-opencode.md 3.3); in the sandbox the proxy
+		# would refuse it. podman copies this folder into the agent's new HOME volume.
+		local deps="{\"dependencies\":{\"@opencode-ai/plugin\":\"$OPENCODE_VERSION\"}}"
+		local lock="{\"lockfileVersion\":3,\"packages\":{\"\":$deps}}"
+		# shellcheck disable=SC2016 # $1 is expanded by mmdebstrap's hook shell
+		hooks+=('--customize-hook=d="$1/home/agent/.config/opencode" && mkdir -p "$d/node_modules" && '"printf '%s\\n' '$deps' >\"\$d/package.json\" && printf '%s\\n' '$lock' >\"\$d/package-lock.json\""' && chown -R 1000:1000 "$1/home/agent/.config"')
 	else
 		echo no-opencode >"$flag"
 	fi

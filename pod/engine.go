@@ -28,9 +28,9 @@ type Engine interface {
 	CopyInto(ctx context.Context, container, dir string, tar io.Reader) error
 	StartPod(ctx context.Context, name string) error
 	StopPod(ctx context.Context, name string, timeout uint) error
-	// Exec runs cmd in a running container and returns its exit code and
-	// combined output.
-	Exec(ctx context.Context, container string, cmd []string) (int, string, error)
+	// Exec runs a command in a running container and returns its exit
+	// code and combined output.
+	Exec(ctx context.Context, container string, e ExecSpec) (int, string, error)
 	// Logs writes a container's logs; tail < 0 means all of them.
 	Logs(ctx context.Context, container string, tail int, follow bool, w io.Writer) error
 	// Objects lists what carries the LabelPod label: for one pod when
@@ -38,6 +38,17 @@ type Engine interface {
 	Objects(ctx context.Context, short string) ([]Object, error)
 	// Remove deletes one object; one that is already gone is not an error.
 	Remove(ctx context.Context, o Object) error
+}
+
+// ExecSpec is a command for Exec. Empty User, Env and Workdir mean the
+// container's own.
+type ExecSpec struct {
+	Cmd     []string
+	User    string
+	Env     []string // KEY=value, on top of the container's environment
+	Workdir string
+	// Output, when set, also receives the output as it comes.
+	Output io.Writer
 }
 
 // ErrNotFound is returned when a pod, image or object does not exist.
@@ -77,6 +88,9 @@ type UpOptions struct {
 	KeepOnFailure bool
 	// Progress, when set, hears about each step.
 	Progress func(step string)
+	// Output, when set, hears the output of the devcontainer's lifecycle
+	// commands as they run.
+	Output io.Writer
 }
 
 // ReadyError says the agent's server never answered; Logs holds the last
@@ -182,17 +196,24 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 	// execs: run them at once. The checks do not need the agent's server,
 	// and the bridges retry until their targets are up.
 	progress("waiting for the agent's server and checking its containment")
-	errs := make([]error, 1+len(plan.Checks))
+	if plan.Lifecycle != nil {
+		progress("running the devcontainer's lifecycle commands in the workspace")
+	}
+	errs := make([]error, 2+len(plan.Checks))
 	var wg sync.WaitGroup
 	wg.Add(len(errs))
 	go func() {
 		defer wg.Done()
 		errs[0] = waitReady(ctx, eng, plan, opts.ReadyTimeout)
 	}()
+	go func() {
+		defer wg.Done()
+		errs[1] = RunLifecycle(ctx, eng, plan.Name, plan.Lifecycle, StageCreate, opts.Output)
+	}()
 	for i, c := range plan.Checks {
 		go func() {
 			defer wg.Done()
-			errs[i+1] = runCheck(ctx, eng, c)
+			errs[i+2] = runCheck(ctx, eng, c)
 		}()
 	}
 	wg.Wait()
@@ -204,7 +225,7 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 	if plan.Task != "" && plan.AgentKind == AgentOpencode {
 		progress("handing the task to the agent")
 		cmd := append(append([]string{HelperBin, "task"}, plan.agentAuth()...), plan.AgentURL, plan.Task)
-		code, out, err := eng.Exec(ctx, ContainerName(plan.Name, RoleWorkspace), cmd)
+		code, out, err := eng.Exec(ctx, ContainerName(plan.Name, RoleWorkspace), ExecSpec{Cmd: cmd})
 		if err == nil && code != 0 {
 			err = errors.New(strings.TrimSpace(out))
 		}
@@ -216,7 +237,7 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 }
 
 func runCheck(ctx context.Context, eng Engine, c Check) error {
-	code, out, err := eng.Exec(ctx, c.Container, c.Command)
+	code, out, err := eng.Exec(ctx, c.Container, ExecSpec{Cmd: c.Command})
 	if err != nil {
 		return fmt.Errorf("containment check in %s: %w", c.Container, err)
 	}
@@ -255,7 +276,7 @@ func copyTree(ctx context.Context, eng Engine, container, dir, project string, p
 // the whole path a user's `oc` takes (bridge, socket, agent server).
 func waitReady(ctx context.Context, eng Engine, plan *Plan, timeout time.Duration) error {
 	ws := ContainerName(plan.Name, RoleWorkspace)
-	code, out, err := eng.Exec(ctx, ws, plan.readyProbe(timeout))
+	code, out, err := eng.Exec(ctx, ws, ExecSpec{Cmd: plan.readyProbe(timeout)})
 	if err != nil {
 		return fmt.Errorf("wait for agent: %w", err)
 	}

@@ -113,7 +113,7 @@ func (f *fakeEngine) StartPod(_ context.Context, name string) error {
 	return nil
 }
 func (f *fakeEngine) StopPod(context.Context, string, uint) error { return nil }
-func (f *fakeEngine) Exec(context.Context, string, []string) (int, string, error) {
+func (f *fakeEngine) Exec(context.Context, string, ExecSpec) (int, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.step("exec"); err != nil {

@@ -23,6 +23,11 @@ const (
 	LabelAgentURL = "io.devaipod.agent-url"
 	// LabelTask is the task the pod was started with (shortened).
 	LabelTask = "io.devaipod.task"
+	// LabelLifecycle keeps the devcontainer's postStart and postAttach
+	// commands (JSON) for start and attach.
+	LabelLifecycle = "io.devaipod.lifecycle"
+	// LabelVerify keeps the arguments of the pod's verify battery (JSON).
+	LabelVerify = "io.devaipod.verify"
 )
 
 // Container roles; a container is named Prefix+NAME+"-"+role.

@@ -30,7 +30,7 @@ func EditPolicy(ctx context.Context, eng Engine, short, op, rule string) error {
 		return err
 	}
 	ctr := ContainerName(short, RoleProxy)
-	code, out, err := eng.Exec(ctx, ctr, []string{"/devaipod-helper", "policy", "--file", ProxyPolicy, op, rule})
+	code, out, err := eng.Exec(ctx, ctr, ExecSpec{Cmd: []string{"/devaipod-helper", "policy", "--file", ProxyPolicy, op, rule}})
 	if errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("pod %s has no proxy (its network mode is none or open, or the pod does not exist): %w", short, ErrNotFound)
 	}

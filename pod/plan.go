@@ -1,11 +1,14 @@
 package pod
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/devaipod/devaipod/pod/devcontainer"
 )
 
 // Paths inside the containers.
@@ -73,6 +76,12 @@ type Plan struct {
 	// Checks run after the agent answers; each must exit 0 before up
 	// reports the pod ready (e.g. the agent cannot connect directly).
 	Checks []Check `json:"checks,omitempty"`
+	// Verify are the arguments of the helper's verify battery for this
+	// pod (what devaipod verify runs in the agent; up runs its --fast
+	// subset as a check). Kept as a pod label.
+	Verify []string `json:"verify"`
+	// Lifecycle are the devcontainer's lifecycle commands, nil for none.
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 	// Placeholders are protected paths absent from the repository that
 	// the copy creates empty (directories end with "/"), so that the
 	// agent gets them read-only too.
@@ -99,6 +108,9 @@ type PodSpec struct {
 	// HostLoopback lets the pod's network (not the agent) reach the host's
 	// loopback at 10.0.2.2 (slirp4netns allow_host_loopback).
 	HostLoopback bool `json:"host_loopback,omitempty"`
+	// Ports publishes ports of the pod's network namespace (the
+	// workspace's, never the agent's) on the host's 127.0.0.1.
+	Ports []int `json:"ports,omitempty"`
 }
 
 // VolumeSpec is a named volume owned by the pod.
@@ -147,6 +159,14 @@ type ContainerSpec struct {
 	CapAdd          []string `json:"cap_add,omitempty"`
 	NoNewPrivileges bool     `json:"no_new_privileges"`
 	ReadOnlyRoot    bool     `json:"read_only_root"`
+	// Privileged, SecurityOpt (podman's --security-opt values), Devices,
+	// ShmSize and Ulimits come from a devcontainer's settings, which apply
+	// to the workspace only.
+	Privileged  bool     `json:"privileged,omitempty"`
+	SecurityOpt []string `json:"security_opt,omitempty"`
+	Devices     []string `json:"devices,omitempty"`
+	ShmSize     string   `json:"shm_size,omitempty"`
+	Ulimits     []string `json:"ulimits,omitempty"`
 
 	Mounts      []Mount      `json:"mounts"`
 	Binds       []Bind       `json:"binds,omitempty"`
@@ -213,11 +233,21 @@ type PlanInput struct {
 	Tree TreeInfo
 	// Mounts are the [[mounts]] entries after ResolveMounts.
 	Mounts []HostMount
+	// Devcontainer is the repository's devcontainer.json after
+	// Substitute; nil without one. RunArgs is its runArgs, parsed;
+	// DevcontainerBinds its bind mounts after ResolveMounts; and
+	// DevcontainerImage the image built for it ("" when it names one).
+	Devcontainer      *devcontainer.Config
+	RunArgs           devcontainer.RunArgs
+	DevcontainerBinds []HostMount
+	DevcontainerImage string
 	// AgentPassword protects the agent's server; only the workspace
 	// learns it. The caller draws it at random.
 	AgentPassword string
 	// Task is the first message for the agent.
 	Task string
+	// NoVerify leaves the fast verify battery out of up's checks.
+	NoVerify bool
 }
 
 // Images lists the images the plan's containers need, without repeats.
@@ -261,10 +291,14 @@ func Build(in PlanInput) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &builder{in: in, short: short, cfg: in.Config}
-	if b.cfg == nil {
-		b.cfg = &Config{}
+	cfg := Config{}
+	if in.Config != nil {
+		cfg = *in.Config
 	}
+	if in.Devcontainer != nil {
+		cfg.Agent = mergeAgent(cfg.Agent, in.Devcontainer.Devaipod.Agent)
+	}
+	b := &builder{in: in, short: short, cfg: &cfg}
 	return b.build()
 }
 
@@ -276,6 +310,8 @@ type builder struct {
 	port    int
 	helper  string
 	workdir string
+	// wsImage is the workspace's image (and the agent's default).
+	wsImage string
 	mode    string
 	// warnings collects what the parts want the user to know.
 	warnings []string
@@ -311,6 +347,14 @@ func (b *builder) build() (*Plan, error) {
 	if src != nil && src.Project != "" {
 		project = src.Project
 	}
+	if p := devcontainerProject(b.in.Devcontainer); p != "" {
+		project = p
+	}
+	dcImage := ""
+	if dc := b.in.Devcontainer; dc != nil {
+		dcImage = firstNonEmpty(b.in.DevcontainerImage, dc.Image)
+	}
+	b.wsImage = firstNonEmpty(b.in.Image, dcImage, cfg.Workspace.Image, DefaultImage)
 	b.workdir = path.Join(WorkspacesDir, project)
 	agentURL := fmt.Sprintf("http://127.0.0.1:%d", b.port)
 
@@ -337,6 +381,9 @@ func (b *builder) build() (*Plan, error) {
 	}
 	shared := collectEnv(cfg.Env.Allowlist, cfg.Env.Vars, b.in.HostEnv)
 	ws, secrets := b.workspace(shared, agentURL)
+	if err := b.applyDevcontainer(p, &ws); err != nil {
+		return nil, err
+	}
 	if b.in.AgentPassword != "" && preset.passwordEnv != "" {
 		p.AgentUser = preset.passwordUser
 		name := ObjectName(b.short, "agent-password")
@@ -345,6 +392,7 @@ func (b *builder) build() (*Plan, error) {
 	}
 	p.Secrets = secrets
 	agent := b.agent(shared, ws.SecretEnv)
+	b.applyProjectAgentSide(p, &agent, ws.SecretEnv)
 	p.Containers = []ContainerSpec{ws, agent}
 
 	egressCheck := []string{HelperBin, "egress-check", "--canary", CanaryAddr}
@@ -354,6 +402,9 @@ func (b *builder) build() (*Plan, error) {
 			p.Allow = append(p.Allow, DefaultAllow...)
 		}
 		p.Allow = append(append(p.Allow, cfg.Network.Allow...), b.in.Allow...)
+		if dc := b.in.Devcontainer; dc != nil {
+			p.Allow = append(p.Allow, dc.Devaipod.AllowedDomains...)
+		}
 		p.Volumes = append(p.Volumes, b.volume("proxy-sock", ProxyUID), b.volume("proxy-state", ProxyUID))
 		p.Containers = append(p.Containers, b.proxy(p.Allow))
 		egressCheck = append(egressCheck, "--proxy", "http://"+ProxyAddr)
@@ -381,6 +432,21 @@ func (b *builder) build() (*Plan, error) {
 	}
 	if b.in.Tree.Truncated {
 		b.warnings = append(b.warnings, fmt.Sprintf("more than %d files match [agent] mask: only the first %d are hidden from the agent", MaxMasked, MaxMasked))
+	}
+	p.Verify = b.verifyArgs(p, agent)
+	if verify, err := json.Marshal(p.Verify); err == nil {
+		p.Pod.Labels[LabelVerify] = string(verify)
+	}
+	if b.mode != NetworkOpen && !b.in.NoVerify {
+		cmd := append([]string{HelperBin, "verify", "--fast"}, p.Verify...)
+		for _, k := range slices.Sorted(maps.Keys(ws.SecretEnv)) {
+			cmd = append(cmd, "--secret-var", k)
+		}
+		p.Checks = append(p.Checks, Check{Container: agent.Name, Command: cmd,
+			What: "the fast subset of devaipod verify passes in the agent"})
+	}
+	if b.in.NoVerify {
+		b.warnings = append(b.warnings, "--no-verify: up does not attack the agent's containment before it reports ready; run `devaipod verify "+b.short+"`")
 	}
 	p.Warnings = append(p.Warnings, b.warnings...)
 	if l := cfg.Agent.Limits; b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() && l.Enforceable() {
@@ -422,7 +488,7 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 	return ContainerSpec{
 		Name:       ContainerName(b.short, RoleWorkspace),
 		Role:       RoleWorkspace,
-		Image:      firstNonEmpty(b.in.Image, cfg.Workspace.Image, DefaultImage),
+		Image:      b.wsImage,
 		Entrypoint: b.workspaceInit(),
 		Workdir:    b.workdir,
 		Env:        env,
@@ -513,11 +579,10 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	if limits.Memory == "" {
 		limits.Memory = DefaultMemory
 	}
-	wsImage := firstNonEmpty(b.in.Image, cfg.Workspace.Image, DefaultImage)
 	return ContainerSpec{
 		Name:            ContainerName(b.short, RoleAgent),
 		Role:            RoleAgent,
-		Image:           firstNonEmpty(b.in.Image, cfg.Agent.Image, wsImage),
+		Image:           firstNonEmpty(b.in.Image, cfg.Agent.Image, b.wsImage),
 		Entrypoint:      append(entrypoint, "--"),
 		Command:         command,
 		User:            fmt.Sprintf("%d:%d", AgentUID, AgentGID),
@@ -537,6 +602,35 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 		Seccomp:         SeccompAgent,
 		StopTimeout:     5,
 	}
+}
+
+// verifyArgs tells the verify battery what this pod promises: its canary
+// and proxy, the paths the agent must not write, its mounts and limits.
+func (b *builder) verifyArgs(p *Plan, agent ContainerSpec) []string {
+	args := []string{"--pod", b.short, "--workspace", b.workdir, "--canary", CanaryAddr}
+	if b.mode == NetworkAllowlist {
+		args = append(args, "--proxy", "http://"+ProxyAddr)
+	}
+	for _, path := range ProtectedPaths(b.cfg) {
+		if !slices.Contains(b.in.Tree.Unprotectable, path) {
+			args = append(args, "--protect", path)
+		}
+	}
+	for _, bind := range b.hostBinds(RoleAgent) {
+		args = append(args, "--expect-mount", bind.Dest)
+	}
+	if l := agent.Limits; l != nil {
+		if n, err := ParseSize(l.Memory); err == nil && l.Memory != "" {
+			args = append(args, "--limit", fmt.Sprintf("memory=%d", n))
+		}
+		if l.Pids > 0 {
+			args = append(args, "--limit", fmt.Sprintf("pids=%d", l.Pids))
+		}
+		if n, err := ParseSize(l.TmpSize); err == nil {
+			args = append(args, "--limit", fmt.Sprintf("tmp=%d", n))
+		}
+	}
+	return args
 }
 
 // agentBinds makes the protected paths read-only in the agent's view and

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	buildahDefine "github.com/containers/buildah/define"
 	"github.com/containers/podman/v5/pkg/api/handlers"
 	"github.com/containers/podman/v5/pkg/bindings"
 	"github.com/containers/podman/v5/pkg/bindings/containers"
@@ -32,6 +33,7 @@ import (
 	"github.com/containers/podman/v5/pkg/specgen"
 	dockerContainer "github.com/docker/docker/api/types/container"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
+	nettypes "go.podman.io/common/libnetwork/types"
 )
 
 // MinPodmanVersion is the oldest podman service devaipod is tested with.
@@ -274,6 +276,10 @@ func (p *Podman) CreatePod(ctx context.Context, ps PodSpec) error {
 	// by the trusted containers (the agent gets a private ipc).
 	s.SharedNamespaces = []string{"net", "uts", "ipc"}
 	s.HostAdd = ps.ExtraHosts
+	for _, port := range ps.Ports {
+		s.PortMappings = append(s.PortMappings, nettypes.PortMapping{HostIP: "127.0.0.1",
+			HostPort: uint16(port), ContainerPort: uint16(port), Protocol: "tcp"})
+	}
 	if ps.HostLoopback {
 		s.NetNS = specgen.Namespace{NSMode: specgen.Slirp}
 		s.NetworkOptions = map[string][]string{"slirp4netns": {"allow_host_loopback=true"}}
@@ -377,6 +383,9 @@ func containerSpec(pod string, c ContainerSpec, host hostSide) (*specgen.SpecGen
 	s.CapAdd = c.CapAdd
 	s.NoNewPrivileges = &c.NoNewPrivileges
 	s.ReadOnlyFilesystem = &c.ReadOnlyRoot
+	if err := devcontainerSettings(s, c); err != nil {
+		return nil, fmt.Errorf("container %s: %w", c.Name, err)
+	}
 	noExtraTmpfs := false
 	s.ReadWriteTmpfs = &noExtraTmpfs
 	stop := c.StopTimeout
@@ -453,6 +462,58 @@ func containerSpec(pod string, c ContainerSpec, host hostSide) (*specgen.SpecGen
 	return s, nil
 }
 
+// devcontainerSettings maps the settings only a devcontainer asks for
+// (workspace only): privileged, --security-opt, devices, shm size, ulimits.
+func devcontainerSettings(s *specgen.SpecGenerator, c ContainerSpec) error {
+	if c.Privileged {
+		s.Privileged = &c.Privileged
+	}
+	for _, opt := range c.SecurityOpt {
+		key, val, _ := strings.Cut(opt, "=")
+		switch key {
+		case "label":
+			s.SelinuxOpts = append(s.SelinuxOpts, val)
+		case "apparmor":
+			s.ApparmorProfile = val
+		case "seccomp":
+			s.SeccompProfilePath = val
+		case "no-new-privileges":
+			nnp := val == "" || val == "true"
+			s.NoNewPrivileges = &nnp
+		case "unmask":
+			s.Unmask = append(s.Unmask, strings.Split(val, ":")...)
+		case "mask":
+			s.Mask = append(s.Mask, strings.Split(val, ":")...)
+		default:
+			return fmt.Errorf("security option %q is not supported", opt)
+		}
+	}
+	for _, d := range c.Devices {
+		s.Devices = append(s.Devices, spec.LinuxDevice{Path: d})
+	}
+	if c.ShmSize != "" {
+		n, err := ParseSize(c.ShmSize)
+		if err != nil {
+			return fmt.Errorf("shm size: %w", err)
+		}
+		s.ShmSize = &n
+	}
+	for _, u := range c.Ulimits {
+		name, limits, ok := strings.Cut(u, "=")
+		soft, hard, two := strings.Cut(limits, ":")
+		if !two {
+			hard = soft
+		}
+		sn, err1 := strconv.ParseInt(soft, 10, 64)
+		hn, err2 := strconv.ParseInt(hard, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return fmt.Errorf("ulimit %q: want NAME=SOFT[:HARD]", u)
+		}
+		s.Rlimits = append(s.Rlimits, spec.POSIXRlimit{Type: "RLIMIT_" + strings.ToUpper(name), Soft: uint64(sn), Hard: uint64(hn)})
+	}
+	return nil
+}
+
 // ParseSize reads sizes such as "512m" or "4g" (binary units).
 func ParseSize(s string) (int64, error) {
 	if !sizeExpr.MatchString(s) {
@@ -500,10 +561,10 @@ func (p *Podman) StopPod(ctx context.Context, name string, timeout uint) error {
 }
 
 // Exec implements Engine.
-func (p *Podman) Exec(ctx context.Context, container string, cmd []string) (int, string, error) {
+func (p *Podman) Exec(ctx context.Context, container string, e ExecSpec) (int, string, error) {
 	cctx := p.withConn(ctx)
 	cfg := &handlers.ExecCreateConfig{ExecOptions: dockerContainer.ExecOptions{
-		Cmd: cmd, AttachStdout: true, AttachStderr: true}}
+		Cmd: e.Cmd, User: e.User, Env: e.Env, WorkingDir: e.Workdir, AttachStdout: true, AttachStderr: true}}
 	id, err := containers.ExecCreate(cctx, container, cfg)
 	if err != nil {
 		return 0, "", mapErr(err)
@@ -511,6 +572,9 @@ func (p *Podman) Exec(ctx context.Context, container string, cmd []string) (int,
 	defer containers.ExecRemove(context.WithoutCancel(cctx), id, nil)
 	var out syncBuffer
 	var w io.Writer = &out
+	if e.Output != nil {
+		w = io.MultiWriter(&out, e.Output)
+	}
 	attach := true
 	opts := &containers.ExecStartAndAttachOptions{OutputStream: &w, ErrorStream: &w,
 		AttachOutput: &attach, AttachError: &attach}
@@ -753,4 +817,36 @@ func versionLess(a, b string) bool {
 		}
 	}
 	return false
+}
+
+// BuildSpec is an image build from a Dockerfile (a devcontainer's build).
+type BuildSpec struct {
+	Dockerfile string
+	Context    string
+	Args       map[string]string
+	Target     string
+	Tag        string
+}
+
+// BuildImage builds an image through podman's API, streaming the build's
+// output to out, and returns the image's id. The build never pulls a base
+// image that is already present.
+func (p *Podman) BuildImage(ctx context.Context, b BuildSpec, out io.Writer) (string, error) {
+	opts := types.BuildOptions{BuildOptions: buildahDefine.BuildOptions{
+		ContextDirectory: b.Context,
+		Output:           b.Tag,
+		Args:             b.Args,
+		Target:           b.Target,
+		Out:              out,
+		Err:              out,
+		ReportWriter:     out,
+		Layers:           true,
+		PullPolicy:       buildahDefine.PullIfMissing,
+		Labels:           []string{LabelVersion + "=" + Version},
+	}}
+	report, err := images.Build(p.withConn(ctx), []string{b.Dockerfile}, opts)
+	if err != nil {
+		return "", fmt.Errorf("build %s: %w", b.Tag, mapErr(err))
+	}
+	return report.ID, nil
 }

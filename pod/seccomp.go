@@ -14,7 +14,7 @@ import (
 )
 
 // SeccompAgent names the agent's seccomp profile: podman's default, except
-// that new namespaces are refused. Podman's default allows unshare and
+// that new namespaces and ptrace are refused. Podman's default allows unshare and
 // clone with any flags, because the kernel allows unprivileged user
 // namespaces; inside a user namespace of its own the agent would be "root"
 // with every capability, which is how most container escapes through
@@ -30,7 +30,7 @@ const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWU
 // agentSeccompProfile is the JSON of the agent's profile.
 func agentSeccompProfile() ([]byte, error) {
 	p := seccomp.DefaultProfile()
-	restricted := []string{"clone", "clone3", "unshare", "setns"}
+	restricted := []string{"clone", "clone3", "unshare", "setns", "ptrace", "process_vm_readv", "process_vm_writev"}
 	for _, sc := range p.Syscalls {
 		if sc.Action == seccomp.ActAllow {
 			sc.Names = slices.DeleteFunc(sc.Names, func(n string) bool { return slices.Contains(restricted, n) })
@@ -50,6 +50,10 @@ func agentSeccompProfile() ([]byte, error) {
 		// it look absent, so that libc falls back to clone.
 		&seccomp.Syscall{Names: []string{"clone3"}, Action: seccomp.ActErrno, ErrnoRet: &enosys},
 		&seccomp.Syscall{Names: []string{"setns"}, Action: seccomp.ActErrno, ErrnoRet: &eperm},
+		// No reading or steering of other processes of the container,
+		// where yama's ptrace_scope is 0: its init and bridges, or the
+		// verify battery itself (whose report the agent could falsify).
+		&seccomp.Syscall{Names: []string{"ptrace", "process_vm_readv", "process_vm_writev"}, Action: seccomp.ActErrno, ErrnoRet: &eperm},
 	)
 	return json.MarshalIndent(p, "", " ")
 }

@@ -58,7 +58,7 @@ func Status(ctx context.Context, eng Engine, short string) (*Summary, error) {
 			url = u
 		}
 		code, _, err := eng.Exec(ctx, ContainerName(short, RoleWorkspace),
-			[]string{HelperBin, "wait-http", "--timeout", "2s", url})
+			ExecSpec{Cmd: []string{HelperBin, "wait-http", "--timeout", "2s", url}})
 		ready := err == nil && code == 0
 		s.AgentReady = &ready
 	}

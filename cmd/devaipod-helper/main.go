@@ -1,11 +1,13 @@
 // Command devaipod-helper is the small static binary that devaipod mounts
 // read-only at /opt/devaipod into its containers. It is the init of the agent
 // and workspace containers (socket bridges, signal forwarding, zombie
-// reaping), the entrypoint of the proxy container (proxy, policy) and
-// carries small tools that a bare image may lack.
+// reaping), the entrypoint of the proxy and gator containers, the probe
+// battery of `devaipod verify`, and carries small tools that a bare image
+// may lack.
 //
 // It must stay free of podman and cobra so that it stays small and static:
-// the standard library, and goproxy for the proxy.
+// the standard library, goproxy for the proxy, and the gator's MCP SDK,
+// GitHub client and go-git.
 package main
 
 import (
@@ -43,13 +45,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "egress-check":
 		return runEgressCheck(rest, stdout, stderr)
 	case "secret-env":
-		return runSecretEnv(rest, stderr)
+		return runSecretEnv(rest, stdout, stderr)
 	case "proxy":
 		return runProxy(ctx, rest, stdout, stderr)
 	case "policy":
 		return runPolicy(rest, stdout, stderr)
 	case "task":
 		return runTask(ctx, rest, stdout, stderr)
+	case "verify":
+		return runVerify(ctx, rest, stdout, stderr)
+	case "gator":
+		return runGator(ctx, rest, stdout, stderr)
 	case "version":
 		return runVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -72,6 +78,8 @@ Commands:
   proxy [flags]                   run the pod's egress proxy (allowlist, audit)
   policy --file PATH OP [RULE]    change or show a proxy's policy file
   task [flags] URL TEXT           start an opencode session with TEXT as its first message
+  verify [flags]                  attack this container from inside: one row per attack (devaipod verify)
+  gator [flags]                   run the pod's gator: scoped GitHub access over MCP
   version                         print the version
   help [COMMAND]                  print help for a command
 
@@ -95,7 +103,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fs = newEgressFlagSet(&egressOptions{})
 	case "secret-env":
 		var dir, umask string
-		fs = newSecretEnvFlagSet(&dir, &umask)
+		var hashes bool
+		fs = newSecretEnvFlagSet(&dir, &umask, &hashes)
 	case "proxy":
 		fs = newProxyFlagSet(&proxyOptions{})
 	case "policy":
@@ -103,7 +112,9 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fs = newPolicyFlagSet(&file)
 	case "version":
 		fs = newVersionFlagSet()
-	case "task":
+	case "verify":
+		fs = newVerifyFlagSet(&verifyOptions{})
+	case "task", "gator":
 		// Commands whose flag sets live inside their run function print
 		// their help for -h.
 		return run(context.Background(), []string{args[0], "-h"}, stdout, stdout)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,12 +22,14 @@ import (
 
 var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func newSecretEnvFlagSet(dir, umask *string) *flag.FlagSet {
+func newSecretEnvFlagSet(dir, umask *string, hashes *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("secret-env", flag.ContinueOnError)
 	fs.StringVar(dir, "dir", "/run/devaipod/secrets", "directory holding one file per variable")
 	fs.StringVar(umask, "umask", "", "octal umask for CMD (default: unchanged)")
+	fs.BoolVar(hashes, "print-hashes", false, "print NAME SHA256 of each variable instead of running a command (for devaipod verify)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: devaipod-helper secret-env [--dir DIR] [--umask MASK] -- CMD [ARGS...]\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: devaipod-helper secret-env [--dir DIR] [--umask MASK] -- CMD [ARGS...]\n"+
+			"       devaipod-helper secret-env [--dir DIR] --print-hashes\n\n"+
 			"Runs CMD with each file of DIR as a variable (file name = variable name).\n"+
 			"A missing DIR means no variables.\n\n")
 		fs.PrintDefaults()
@@ -34,15 +37,28 @@ func newSecretEnvFlagSet(dir, umask *string) *flag.FlagSet {
 	return fs
 }
 
-func runSecretEnv(args []string, stderr io.Writer) int {
+func runSecretEnv(args []string, stdout, stderr io.Writer) int {
 	var dir, umask string
-	fs := newSecretEnvFlagSet(&dir, &umask)
+	var hashes bool
+	fs := newSecretEnvFlagSet(&dir, &umask, &hashes)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if hashes {
+		env, err := secretEnv(nil, dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "%ssecret-env: %v\n", logPrefix, err)
+			return 1
+		}
+		for _, kv := range env {
+			name, value, _ := strings.Cut(kv, "=")
+			fmt.Fprintf(stdout, "%s %x\n", name, sha256.Sum256([]byte(value)))
+		}
+		return 0
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {

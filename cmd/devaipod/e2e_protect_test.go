@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,5 +142,58 @@ target = "/keys"
 	}
 	if r := devaipod(t, nil, "exec", ro, "--", "sh", "-c", "touch /workspaces/fixture/x"); r.code != 0 {
 		t.Errorf("workspace lost write access: %s", r)
+	}
+}
+
+// TestE2EVerify runs the verify battery in a contained pod (every row PASS
+// or N-A, and the trusted value's hash checked) and in an open-network pod,
+// where the network rows must FAIL: verify can tell the difference.
+func TestE2EVerify(t *testing.T) {
+	e2e(t)
+	repo := fixtureRepo(t)
+	cfg := standInConfig(t, "[trusted.env.vars]\nE2E_VERIFY_TOKEN = \"ghp_e2eVerifyValue777\"\n")
+	name := uniqueName("e2e-verify")
+	cleanup(t, name)
+	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name)
+
+	type report struct {
+		Rows           []struct{ ID, Attack, Expected, Result, Detail string }
+		Pass, Fail, NA int
+	}
+	verify := func(name string) (report, result) {
+		r := devaipod(t, nil, "verify", name, "-o", "json")
+		var rep report
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("verify json: %v\n%s", err, r)
+		}
+		return rep, r
+	}
+	rep, r := verify(name)
+	results := map[string]string{}
+	for _, row := range rep.Rows {
+		results[row.ID] = row.Result
+		if row.Result == "FAIL" {
+			t.Errorf("verify FAILs %s (%s): %s", row.ID, row.Attack, row.Detail)
+		}
+	}
+	if r.code != 0 || rep.Fail != 0 || rep.Pass < 25 {
+		t.Errorf("verify: exit %d, %d pass %d fail %d n/a\n%s", r.code, rep.Pass, rep.Fail, rep.NA, r.stderr)
+	}
+	for _, id := range []string{"trusted-env", "canary", "tcp-direct", "proxy-denied-host", "podman-api", "unshare", "persist:.git/hooks", "persist:.git/config"} {
+		if results[id] != "PASS" {
+			t.Errorf("row %s = %q, want PASS", id, results[id])
+		}
+	}
+
+	open := uniqueName("e2e-verify-open")
+	cleanup(t, open)
+	mustDevaipod(t, nil, "--config", standInConfig(t, "[network]\nmode = \"open\"\n"), "up", repo, "--name", open)
+	rep, r = verify(open)
+	failed := map[string]bool{}
+	for _, row := range rep.Rows {
+		failed[row.ID] = row.Result == "FAIL"
+	}
+	if r.code != 1 || !failed["net-interfaces"] || !failed["net-routes"] || !failed["canary"] {
+		t.Errorf("verify of an open-network pod: exit %d, FAILs %v; want exit 1 and the network rows FAILing", r.code, failed)
 	}
 }

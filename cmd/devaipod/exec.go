@@ -56,21 +56,32 @@ func workspaceArgv(argv []string) []string {
 }
 
 func newAttachCommand(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var noUI bool
+	cmd := &cobra.Command{
 		Use:   "attach NAME",
 		Short: "Open the agent's terminal UI (oc) in the pod's workspace",
 		Long: `Open the agent's terminal UI in the workspace container, connected to the
 agent's server through devaipod's bridge, with the pod's agent password.
-This is 'devaipod exec NAME -- oc'; it needs a terminal.`,
+It runs the devcontainer's postAttachCommand first. This is
+'devaipod exec NAME -- oc'; it needs a terminal.`,
 		Example:           "  devaipod attach myproject",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+				// The devcontainer's postAttachCommand runs on every attach.
+				if err := pod.RunPodLifecycle(cmd.Context(), p, short, pod.StageAttach, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+				if noUI {
+					return nil
+				}
 				return podmanExec(cmd, p.URI, pod.ContainerName(short, pod.RoleWorkspace), workspaceArgv([]string{"oc"}))
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&noUI, "no-ui", false, "run the postAttachCommand only, without opening the UI (for scripts)")
+	return cmd
 }
 
 // podmanExec runs `podman exec` against the same service: the bindings'

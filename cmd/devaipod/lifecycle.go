@@ -29,7 +29,11 @@ func newStartCommand(g *globalFlags) *cobra.Command {
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return onPod(cmd, g, args, "started", func(p *pod.Podman, short string) error {
-				return p.StartPod(cmd.Context(), pod.PodName(short))
+				if err := p.StartPod(cmd.Context(), pod.PodName(short)); err != nil {
+					return err
+				}
+				// The devcontainer's postStartCommand runs on every start.
+				return pod.RunPodLifecycle(cmd.Context(), p, short, pod.StageStart, cmd.ErrOrStderr())
 			})
 		},
 	}

@@ -53,7 +53,10 @@ func printError(w io.Writer, err error) {
 	fmt.Fprintf(w, "Error: %v\n", err)
 	var ce *pod.ConnectError
 	var re *pod.ReadyError
+	var he *hintError
 	switch {
+	case errors.As(err, &he):
+		fmt.Fprintf(w, "Hint: %s\n", he.hint)
 	case errors.As(err, &ce) && ce.Hint != "":
 		fmt.Fprintf(w, "Hint: %s\n", ce.Hint)
 	case errors.As(err, &re):
@@ -69,6 +72,15 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, "Hint: pick another --name, or `devaipod delete NAME` first")
 	}
 }
+
+// hintError is an error of cmd's own with advice for the user.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
 
 func indent(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
@@ -124,6 +136,7 @@ in the workspace. 'devaipod doctor' says what this host can enforce.`,
 		newPolicyCommand(g, pod.PolicyDeny),
 		newAuditCommand(g),
 		newAttachCommand(g),
+		newVerifyCommand(g),
 		newDoctorCommand(g),
 		newVersionCommand(g),
 	)

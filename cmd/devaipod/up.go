@@ -20,14 +20,17 @@ import (
 )
 
 type upFlags struct {
-	name            string
-	image           string
-	ref             string
-	dryRun          bool
-	keepOnFailure   bool
-	timeout         time.Duration
-	allow           []string
-	workspaceAccess string
+	name              string
+	image             string
+	ref               string
+	dryRun            bool
+	keepOnFailure     bool
+	timeout           time.Duration
+	allow             []string
+	workspaceAccess   string
+	devcontainer      string
+	allowHostCommands bool
+	noVerify          bool
 }
 
 func newUpCommand(g *globalFlags) *cobra.Command {
@@ -75,6 +78,9 @@ created is removed again (unless --keep-on-failure).`,
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing")
 	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for the agent's server")
+	fl.StringVar(&f.devcontainer, "devcontainer", "", "the devcontainer.json to use, as a path in the repository (default: .devcontainer/devcontainer.json, .devcontainer.json, or the only .devcontainer/*/devcontainer.json)")
+	fl.BoolVar(&f.noVerify, "no-verify", false, "skip the fast containment battery (devaipod verify --fast) that up runs in the agent before it reports ready")
+	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; see `devaipod allow --help` for the rule syntax)")
 	return cmd
@@ -113,7 +119,8 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		configFile = pod.DefaultConfigPath()
 	}
 	home, _ := os.UserHomeDir()
-	mounts, err := pod.ResolveMounts(cfg.Mounts, pod.ForbiddenMounts(home, configFile, os.Getenv("XDG_RUNTIME_DIR")))
+	forbidden := pod.ForbiddenMounts(home, configFile, os.Getenv("XDG_RUNTIME_DIR"))
+	mounts, err := pod.ResolveMounts(cfg.Mounts, forbidden)
 	if err != nil {
 		return err
 	}
@@ -125,25 +132,13 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		return err
 	}
 	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv(), Allow: f.allow,
-		Mounts: mounts, AgentPassword: password, Task: task}
+		Mounts: mounts, AgentPassword: password, Task: task, NoVerify: f.noVerify}
 	if len(src.LeftOut) > 0 {
 		g.warnf(cmd, "%d uncommitted path(s) in %s are not copied into the workspace: %s",
 			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5))
 	}
 
-	if f.dryRun {
-		plan, err := pod.Build(in)
-		if err != nil {
-			return err
-		}
-		if g.json() {
-			return writeJSON(cmd.OutOrStdout(), plan.Redacted())
-		}
-		printPlan(cmd.OutOrStdout(), plan)
-		return nil
-	}
-
-	// The clone (host git) and the podman queries are independent: run
+	// The clone (host git) and connecting to podman are independent: run
 	// them at once. The clone creates nothing in podman.
 	g.infof(cmd, "cloning %s...", src.Display)
 	tmp, err := os.MkdirTemp("", "devaipod-src-")
@@ -157,27 +152,51 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	cloned := make(chan error, 1)
 	go func() { cloned <- src.Checkout(cloneCtx, tree) }()
 
-	p, err := g.connect(cmd)
-	if err != nil {
+	var p *pod.Podman
+	hostInfo := func() (pod.HostInfo, error) { return pod.HostInfo{}, nil }
+	if !f.dryRun {
+		if p, err = g.connect(cmd); err != nil {
+			return err
+		}
+		defer p.Close()
+		// Podman's info is slow (about 0.25 s) and only needed for the
+		// limits warning and the final message: ask for it alongside.
+		type infoResult struct {
+			host pod.HostInfo
+			err  error
+		}
+		info := make(chan infoResult, 1)
+		go func() {
+			h, err := p.Info(ctx)
+			info <- infoResult{h, err}
+		}()
+		hostInfo = sync.OnceValues(func() (pod.HostInfo, error) {
+			r := <-info
+			return r.host, r.err
+		})
+	}
+	if err := <-cloned; err != nil {
 		return err
 	}
-	defer p.Close()
-	// Podman's info is slow (about 0.25 s) and only needed for the limits
-	// warning and the final message: ask for it alongside the rest.
-	type infoResult struct {
-		host pod.HostInfo
-		err  error
+	in.Source = src // now with the commit of a URL's clone
+	if in.Tree, err = pod.ScanTree(ctx, tree, pod.ProtectedPaths(cfg), pod.MaskPatterns(cfg)); err != nil {
+		return fmt.Errorf("scan the repository: %w", err)
 	}
-	info := make(chan infoResult, 1)
-	go func() {
-		h, err := p.Info(ctx)
-		info <- infoResult{h, err}
-	}()
-	hostInfo := sync.OnceValues(func() (pod.HostInfo, error) {
-		r := <-info
-		return r.host, r.err
-	})
-	if l := cfg.Agent.Limits; l.Memory != "" || l.CPUs > 0 || l.Pids > 0 {
+	if err := prepareDevcontainer(cmd, g, f, p, &in, tree, forbidden); err != nil {
+		return err
+	}
+	if f.dryRun {
+		plan, err := pod.Build(in)
+		if err != nil {
+			return err
+		}
+		if g.json() {
+			return writeJSON(cmd.OutOrStdout(), plan.Redacted())
+		}
+		printPlan(cmd.OutOrStdout(), plan)
+		return nil
+	}
+	if l := cfg.Agent.Limits; l.Enforceable() {
 		if in.Host, err = hostInfo(); err != nil {
 			return err
 		}
@@ -199,12 +218,10 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 			in.ImageEnv = env
 		}
 	}
-	if err := <-cloned; err != nil {
-		return err
-	}
-	in.Source = src // now with the commit of a URL's clone
-	if in.Tree, err = pod.ScanTree(ctx, tree, pod.ProtectedPaths(cfg), pod.MaskPatterns(cfg)); err != nil {
-		return fmt.Errorf("scan the repository: %w", err)
+	if dc := in.Devcontainer; dc != nil {
+		if err := dc.SubstituteContainerEnv(containerEnv(in.ImageEnv, probe.Containers[0].Env)); err != nil {
+			return err
+		}
 	}
 	plan, err := pod.Build(in)
 	if err != nil {
@@ -214,7 +231,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		g.warnf(cmd, "%s", w)
 	}
 	opts := pod.UpOptions{ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure,
-		Progress: func(step string) { g.infof(cmd, "%s...", step) }}
+		Progress: func(step string) { g.infof(cmd, "%s...", step) }, Output: cmd.ErrOrStderr()}
 	if err := pod.Up(ctx, p, plan, tree, opts); err != nil {
 		if ctx.Err() != nil && !f.keepOnFailure {
 			return fmt.Errorf("interrupted; removed what up had created: %w", err)

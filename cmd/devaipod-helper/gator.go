@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/devaipod/devaipod/gator"
+	// The gator runs in the helper's FROM scratch image, which has no CA
+	// certificates: without these, every HTTPS request to GitHub would fail
+	// verification. They are used only when the system has no roots of its
+	// own; SSL_CERT_FILE (or a mounted /etc/ssl/certs) still wins, which is
+	// how a GitHub Enterprise behind a private CA is trusted.
+	_ "golang.org/x/crypto/x509roots/fallback"
+)
+
+type gatorOptions struct {
+	listen    endpoint
+	scopes    []string
+	tokenFile string
+	apiURL    string
+	gitURL    string
+	workspace string
+	auditLogs []string
+	pod       string
+	verbose   bool
+}
+
+// scopeFlag is a repeatable flag that checks each scope as it is given.
+type scopeFlag struct{ scopes *[]string }
+
+func (f scopeFlag) String() string { return "" }
+
+func (f scopeFlag) Set(s string) error {
+	if _, err := gator.ParseScope(s); err != nil {
+		return err
+	}
+	*f.scopes = append(*f.scopes, s)
+	return nil
+}
+
+// repeatedFlag collects every value of a repeatable string flag.
+type repeatedFlag struct{ values *[]string }
+
+func (f repeatedFlag) String() string { return "" }
+
+func (f repeatedFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("empty value")
+	}
+	*f.values = append(*f.values, s)
+	return nil
+}
+
+func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("gator", flag.ContinueOnError)
+	fs.Var(listenFlag{&o.listen}, "listen", "serve MCP on `unix:PATH` (or tcp:HOST:PORT) (required)")
+	fs.Var(scopeFlag{&o.scopes}, "scope",
+		"grant `SCOPE` (repeatable, at least one): github:OWNER/REPO[:PERMS], github:OWNER/*[:PERMS], github:readonly-all")
+	fs.StringVar(&o.tokenFile, "token-file", "",
+		"read the GitHub token from `PATH` (a podman secret); without it, $GH_TOKEN or $GITHUB_TOKEN")
+	fs.StringVar(&o.apiURL, "api-url", gator.DefaultAPIURL,
+		"the GitHub REST API's base `URL` (GitHub Enterprise: https://HOST/api/v3/)")
+	fs.StringVar(&o.gitURL, "git-url", "",
+		"the base `URL` pushes go to, as BASE/OWNER/REPO.git (default: derived from --api-url)")
+	fs.StringVar(&o.workspace, "workspace", "",
+		"the git work tree `DIR` whose HEAD push_branch pushes (mounted read-only); push_branch is off without it")
+	fs.Var(repeatedFlag{&o.auditLogs}, "audit-log",
+		"append the JSON audit lines to `PATH` (repeatable; - is stdout; default stdout)")
+	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit records")
+	fs.BoolVar(&o.verbose, "v", false, "log debug messages")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: devaipod-helper gator --listen unix:PATH --scope SCOPE... [flags]
+
+Run the pod's gator as a container's PID 1, until SIGTERM or SIGINT: an MCP
+server (streamable HTTP at /mcp, health check at /healthz) whose tools read
+and write GitHub with a token the agent never sees, within the scopes given.
+Scopes:
+
+  github:OWNER/REPO          read that repository
+  github:OWNER/REPO:PERMS    PERMS on it, comma-separated: read, comment,
+                             create-draft (draft pull requests only),
+                             push-branch (agent/... branches only, never
+                             forced), pending-review
+  github:OWNER/*[:PERMS]     read (or PERMS) on every repository of OWNER
+  github:readonly-all        read on every repository
+
+Every call is checked before any request is made and audited as one JSON
+line. The token comes from --token-file, else $GH_TOKEN, else
+$GITHUB_TOKEN; it is never logged, and is scrubbed from what the agent
+gets back. Messages go to stderr.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func parseGatorFlags(args []string, output io.Writer) (*gatorOptions, error) {
+	o := &gatorOptions{}
+	fs := newGatorFlagSet(o)
+	fs.SetOutput(output)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var problem string
+	switch {
+	case fs.NArg() > 0:
+		problem = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
+	case o.listen.network == "":
+		problem = "missing --listen"
+	case len(o.scopes) == 0:
+		problem = "missing --scope: without one the gator would deny every call"
+	case o.workspace != "" && !filepath.IsAbs(o.workspace):
+		problem = fmt.Sprintf("--workspace %q is not absolute", o.workspace)
+	}
+	if problem != "" {
+		fmt.Fprintf(output, "%sgator: %s\n", logPrefix, problem)
+		return nil, errors.New(problem)
+	}
+	return o, nil
+}
+
+// readToken reads the token from file, or from the environment when file
+// is empty. The error never quotes the file's content.
+func readToken(file string, getenv func(string) string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read the token: %w", err)
+		}
+		token := strings.TrimSpace(string(b))
+		if token == "" {
+			return "", fmt.Errorf("read the token: %s is empty", file)
+		}
+		return token, nil
+	}
+	for _, name := range []string{"GH_TOKEN", "GITHUB_TOKEN"} {
+		if token := strings.TrimSpace(getenv(name)); token != "" {
+			return token, nil
+		}
+	}
+	return "", errors.New("no GitHub token: give --token-file, or set GH_TOKEN or GITHUB_TOKEN")
+}
+
+// openAuditLogs opens the audit destinations; "-" is stdout. Files are
+// appended to, so a restarted gator keeps the earlier lines.
+func openAuditLogs(paths []string, stdout io.Writer) (io.Writer, func(), error) {
+	if len(paths) == 0 {
+		return stdout, func() {}, nil
+	}
+	var writers []io.Writer
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for _, p := range paths {
+		if p == "-" {
+			writers = append(writers, stdout)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("audit log: %w", err)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("audit log: %w", err)
+		}
+		files = append(files, f)
+		writers = append(writers, f)
+	}
+	return io.MultiWriter(writers...), closeAll, nil
+}
+
+func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseGatorFlags(args, stderr)
+	if err != nil {
+		return parseExitCode(err)
+	}
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(&lineHandler{w: stderr, prefix: logPrefix + "gator: ", level: level, mu: &sync.Mutex{}})
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%sgator: %v\n", logPrefix, err)
+		return 1
+	}
+
+	token, err := readToken(o.tokenFile, os.Getenv)
+	if err != nil {
+		return fail(err)
+	}
+	scopes, err := gator.ParseScopes(o.scopes)
+	if err != nil {
+		return fail(err) // checked as flags already; kept for safety
+	}
+	audit, closeAudit, err := openAuditLogs(o.auditLogs, stdout)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeAudit()
+
+	srv, err := gator.New(gator.Options{
+		Scopes:    scopes,
+		Token:     token,
+		APIURL:    o.apiURL,
+		GitURL:    o.gitURL,
+		Workspace: o.workspace,
+		Audit:     audit,
+		Pod:       o.pod,
+		Logger:    logger,
+		Version:   Version,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	var ln net.Listener
+	if o.listen.network == "unix" {
+		ln, err = listenUnix(o.listen.address)
+	} else {
+		ln, err = net.Listen("tcp", o.listen.address)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("listen on %s: %w", o.listen, err))
+	}
+	addr := o.listen.network + ":" + ln.Addr().String()
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	logger.Info("listening on "+addr+gator.MCPPath, "pod", o.pod, "scopes", strings.Join(o.scopes, " "),
+		"api", o.apiURL, "workspace", o.workspace)
+	if err := srv.Serve(ctx, ln); err != nil {
+		return fail(err)
+	}
+	logger.Info("stopped")
+	return 0
+}

@@ -1,0 +1,599 @@
+package gator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-github/v74/github"
+)
+
+// DefaultAPIURL is github.com's REST API.
+const DefaultAPIURL = "https://api.github.com/"
+
+// Limits on what a tool hands back, so that one call cannot flood the
+// agent's context (or the gator's memory).
+const (
+	maxFileBytes    = 512 << 10 // file content returned by get_file_contents
+	maxDiffBytes    = 512 << 10 // diff returned by get_pull_request
+	maxComments     = 300       // comments returned by get_issue and get_pull_request
+	defaultPerPage  = 30
+	maxPerPage      = 100
+	apiTimeout      = 60 * time.Second
+	userAgentPrefix = "devaipod-gator"
+)
+
+// parseAPIURL checks an API base URL and gives it the trailing slash
+// go-github requires.
+func parseAPIURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("API URL %q: %w", s, err)
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("API URL %q: want https://HOST/[PATH/]", s)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("API URL %q: no user, query or fragment, please", s)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	return u, nil
+}
+
+// gitURLFor derives the base URL of git pushes from the API URL:
+// api.github.com pushes to github.com, and GitHub Enterprise's
+// https://HOST/api/v3/ to https://HOST/. Anything else needs --git-url.
+func gitURLFor(api *url.URL) (*url.URL, error) {
+	switch {
+	case strings.EqualFold(api.Host, "api.github.com"):
+		return &url.URL{Scheme: "https", Host: "github.com", Path: "/"}, nil
+	case strings.HasSuffix(api.Path, "/api/v3/"):
+		return &url.URL{Scheme: api.Scheme, Host: api.Host, Path: strings.TrimSuffix(api.Path, "api/v3/")}, nil
+	}
+	return nil, fmt.Errorf("cannot derive the git URL from the API URL %s (it is neither api.github.com nor https://HOST/api/v3/); give the git URL (--git-url)", api)
+}
+
+// parseGitURL checks a git base URL.
+func parseGitURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("git URL %q: %w", s, err)
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("git URL %q: want https://HOST/[PATH/] without credentials", s)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	return u, nil
+}
+
+// authTransport adds the token to requests for the API's own scheme and
+// host, and to nothing else: a redirect to another host (or anything else
+// that makes the client talk elsewhere) does not carry it. go-github's
+// WithAuthToken sets it on every request, which is why it is not used.
+type authTransport struct {
+	base   http.RoundTripper
+	scheme string
+	host   string
+	token  string
+}
+
+func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == t.scheme && strings.EqualFold(req.URL.Host, t.host) {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	return t.base.RoundTrip(req)
+}
+
+func newGitHubClient(api *url.URL, token string, base http.RoundTripper, version string) *github.Client {
+	if base == nil {
+		base = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	hc := &http.Client{
+		Transport: &authTransport{base: base, scheme: api.Scheme, host: api.Host, token: token},
+		Timeout:   apiTimeout,
+	}
+	c := github.NewClient(hc)
+	c.BaseURL = api
+	c.UploadURL = api // no tool uploads; set so nothing defaults to github.com
+	c.UserAgent = userAgentPrefix + "/" + version
+	return c
+}
+
+// ghError turns go-github's errors into one line the agent can act on.
+func ghError(what string, err error) error {
+	var er *github.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil {
+		msg := er.Message
+		for _, e := range er.Errors {
+			if e.Message != "" {
+				msg += "; " + e.Message
+			} else if e.Code != "" {
+				msg += fmt.Sprintf("; %s %s", e.Field, e.Code)
+			}
+		}
+		return fmt.Errorf("%s: GitHub answered %d: %s", what, er.Response.StatusCode, msg)
+	}
+	var rl *github.RateLimitError
+	if errors.As(err, &rl) {
+		return fmt.Errorf("%s: GitHub rate limit reached, resets at %s", what, rl.Rate.Reset.Format(time.RFC3339))
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// The tools' arguments. Every repository tool embeds repoRef: the agent
+// names the repository on every call, and the policy checks that name.
+
+type repoRef struct {
+	Owner string `json:"owner" jsonschema:"the repository's owner: a user or an organisation"`
+	Repo  string `json:"repo" jsonschema:"the repository's name"`
+}
+
+func (r repoRef) target() (string, string) { return r.Owner, r.Repo }
+
+type statusArgs struct{}
+
+func (statusArgs) target() (string, string) { return "", "" }
+
+type getFileArgs struct {
+	repoRef
+	Path string `json:"path,omitempty" jsonschema:"the file or directory, relative to the repository's root; empty for the root"`
+	Ref  string `json:"ref,omitempty" jsonschema:"a branch, tag or commit; the default branch if empty"`
+}
+
+type listArgs struct {
+	repoRef
+	State   string `json:"state,omitempty" jsonschema:"open (the default), closed or all"`
+	Page    int    `json:"page,omitempty" jsonschema:"the page, from 1"`
+	PerPage int    `json:"per_page,omitempty" jsonschema:"results per page, at most 100 (default 30)"`
+}
+
+type listIssuesArgs struct {
+	listArgs
+	Labels []string `json:"labels,omitempty" jsonschema:"only issues with all these labels"`
+}
+
+type numberArgs struct {
+	repoRef
+	Number int `json:"number" jsonschema:"the issue or pull request number"`
+}
+
+type createDraftArgs struct {
+	repoRef
+	Title string `json:"title" jsonschema:"the pull request's title"`
+	Body  string `json:"body,omitempty" jsonschema:"the pull request's description (Markdown)"`
+	Head  string `json:"head" jsonschema:"the branch with the changes (for example agent/fix-typo), or OWNER:BRANCH for a fork"`
+	Base  string `json:"base,omitempty" jsonschema:"the branch to merge into; the default branch if empty"`
+}
+
+type commentArgs struct {
+	repoRef
+	Number int    `json:"number" jsonschema:"the issue or pull request number"`
+	Body   string `json:"body" jsonschema:"the comment (Markdown)"`
+}
+
+type pushArgs struct {
+	repoRef
+	Branch string `json:"branch" jsonschema:"the branch to push the workspace's HEAD commit to; must start with agent/"`
+}
+
+type reviewComment struct {
+	Path      string `json:"path" jsonschema:"the file, relative to the repository's root"`
+	Line      int    `json:"line" jsonschema:"the line of the diff to comment on (the last line of a range)"`
+	Side      string `json:"side,omitempty" jsonschema:"RIGHT (the new version, the default) or LEFT (the old)"`
+	StartLine int    `json:"start_line,omitempty" jsonschema:"the first line of a multi-line comment"`
+	Body      string `json:"body" jsonschema:"the comment (Markdown)"`
+}
+
+type reviewArgs struct {
+	repoRef
+	Number   int             `json:"number" jsonschema:"the pull request number"`
+	Body     string          `json:"body,omitempty" jsonschema:"the review's overall comment"`
+	CommitID string          `json:"commit_id,omitempty" jsonschema:"the commit to review; the pull request's head if empty"`
+	Comments []reviewComment `json:"comments,omitempty" jsonschema:"line comments"`
+}
+
+// The tools' results, trimmed to what an agent uses.
+
+type dirEntry struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Type string `json:"type"` // file, dir, symlink, submodule
+	Size int    `json:"size,omitempty"`
+}
+
+type fileResult struct {
+	Type      string     `json:"type"`
+	Path      string     `json:"path"`
+	Ref       string     `json:"ref,omitempty"`
+	SHA       string     `json:"sha,omitempty"`
+	Size      int        `json:"size,omitempty"`
+	Binary    bool       `json:"binary,omitempty"`
+	Truncated bool       `json:"truncated,omitempty"`
+	Content   string     `json:"content,omitempty"`
+	Target    string     `json:"target,omitempty"` // a symlink's target
+	Entries   []dirEntry `json:"entries,omitempty"`
+}
+
+type commentResult struct {
+	ID        int64  `json:"id"`
+	User      string `json:"user"`
+	CreatedAt string `json:"created_at,omitempty"`
+	Body      string `json:"body"`
+	URL       string `json:"url,omitempty"`
+}
+
+type issueResult struct {
+	Number    int             `json:"number"`
+	Title     string          `json:"title"`
+	State     string          `json:"state"`
+	User      string          `json:"user"`
+	Labels    []string        `json:"labels,omitempty"`
+	Comments  int             `json:"comments"`
+	CreatedAt string          `json:"created_at,omitempty"`
+	UpdatedAt string          `json:"updated_at,omitempty"`
+	URL       string          `json:"url"`
+	Body      string          `json:"body,omitempty"`
+	Thread    []commentResult `json:"thread,omitempty"` // get_issue: the comments, oldest first
+}
+
+type pullResult struct {
+	Number       int             `json:"number"`
+	Title        string          `json:"title"`
+	State        string          `json:"state"`
+	Draft        bool            `json:"draft"`
+	Merged       bool            `json:"merged,omitempty"`
+	User         string          `json:"user"`
+	Head         string          `json:"head"`
+	HeadSHA      string          `json:"head_sha,omitempty"`
+	Base         string          `json:"base"`
+	URL          string          `json:"url"`
+	CreatedAt    string          `json:"created_at,omitempty"`
+	UpdatedAt    string          `json:"updated_at,omitempty"`
+	Body         string          `json:"body,omitempty"`
+	Additions    int             `json:"additions,omitempty"`
+	Deletions    int             `json:"deletions,omitempty"`
+	ChangedFiles int             `json:"changed_files,omitempty"`
+	Thread       []commentResult `json:"thread,omitempty"`
+	Diff         string          `json:"diff,omitempty"`
+	// DiffTruncated says Diff was cut at the gator's limit; DiffBytes is
+	// the whole diff's size.
+	DiffTruncated bool `json:"diff_truncated,omitempty"`
+	DiffBytes     int  `json:"diff_bytes,omitempty"`
+}
+
+type createdResult struct {
+	Number int    `json:"number,omitempty"`
+	ID     int64  `json:"id,omitempty"`
+	URL    string `json:"url"`
+	Draft  bool   `json:"draft,omitempty"`
+	State  string `json:"state,omitempty"`
+}
+
+func timeString(t *github.Timestamp) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func listOptions(page, perPage int) (github.ListOptions, error) {
+	if page < 0 || perPage < 0 {
+		return github.ListOptions{}, errors.New("page and per_page must not be negative")
+	}
+	if perPage == 0 {
+		perPage = defaultPerPage
+	}
+	return github.ListOptions{Page: page, PerPage: min(perPage, maxPerPage)}, nil
+}
+
+func checkState(state string) (string, error) {
+	switch state {
+	case "":
+		return "open", nil
+	case "open", "closed", "all":
+		return state, nil
+	}
+	return "", fmt.Errorf("state %q: want open, closed or all", state)
+}
+
+func checkNumber(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("number %d: want the (positive) issue or pull request number", n)
+	}
+	return nil
+}
+
+func (s *Server) getFileContents(ctx context.Context, in getFileArgs) (any, string, error) {
+	p := strings.Trim(in.Path, "/")
+	if strings.Contains("/"+p+"/", "/../") || strings.Contains("/"+p+"/", "/./") {
+		return nil, "", fmt.Errorf("path %q: no . or .. components, please", in.Path)
+	}
+	file, dir, _, err := s.gh.Repositories.GetContents(ctx, in.Owner, in.Repo, p, &github.RepositoryContentGetOptions{Ref: in.Ref})
+	if err != nil {
+		return nil, "", ghError(fmt.Sprintf("read %q", p), err)
+	}
+	if dir != nil || file == nil {
+		res := fileResult{Type: "dir", Path: p, Ref: in.Ref, Entries: []dirEntry{}}
+		for _, e := range dir {
+			res.Entries = append(res.Entries, dirEntry{Name: e.GetName(), Path: e.GetPath(), Type: e.GetType(), Size: e.GetSize()})
+		}
+		return res, "", nil
+	}
+	res := fileResult{Type: file.GetType(), Path: file.GetPath(), Ref: in.Ref, SHA: file.GetSHA(), Size: file.GetSize(), Target: file.GetTarget()}
+	if res.Type != "file" {
+		return res, "", nil
+	}
+	if file.GetEncoding() == "none" {
+		return nil, "", fmt.Errorf("read %q: the file is %d bytes, too large for GitHub's contents API", p, file.GetSize())
+	}
+	content, err := file.GetContent()
+	if err != nil {
+		return nil, "", fmt.Errorf("read %q: %w", p, err)
+	}
+	switch {
+	case !utf8.ValidString(content) || strings.ContainsRune(content, 0):
+		res.Binary = true
+	case len(content) > maxFileBytes:
+		res.Content, res.Truncated = clip(content, maxFileBytes), true
+	default:
+		res.Content = content
+	}
+	return res, "", nil
+}
+
+func issueFrom(i *github.Issue) issueResult {
+	r := issueResult{
+		Number: i.GetNumber(), Title: i.GetTitle(), State: i.GetState(), User: i.GetUser().GetLogin(),
+		Comments: i.GetComments(), CreatedAt: timeString(i.CreatedAt), UpdatedAt: timeString(i.UpdatedAt),
+		URL: i.GetHTMLURL(),
+	}
+	for _, l := range i.Labels {
+		r.Labels = append(r.Labels, l.GetName())
+	}
+	return r
+}
+
+func (s *Server) listIssues(ctx context.Context, in listIssuesArgs) (any, string, error) {
+	state, err := checkState(in.State)
+	if err != nil {
+		return nil, "", err
+	}
+	lo, err := listOptions(in.Page, in.PerPage)
+	if err != nil {
+		return nil, "", err
+	}
+	issues, _, err := s.gh.Issues.ListByRepo(ctx, in.Owner, in.Repo, &github.IssueListByRepoOptions{State: state, Labels: in.Labels, ListOptions: lo})
+	if err != nil {
+		return nil, "", ghError("list issues", err)
+	}
+	out := []issueResult{}
+	for _, i := range issues {
+		if i.IsPullRequest() {
+			continue // the issues API lists pull requests too; list_pull_requests has them
+		}
+		out = append(out, issueFrom(i))
+	}
+	return out, "", nil
+}
+
+// thread reads an issue's or pull request's conversation, oldest first.
+func (s *Server) thread(ctx context.Context, owner, repo string, number int) ([]commentResult, error) {
+	var out []commentResult
+	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: maxPerPage}}
+	for len(out) < maxComments {
+		comments, resp, err := s.gh.Issues.ListComments(ctx, owner, repo, number, opts)
+		if err != nil {
+			return nil, ghError("read the comments", err)
+		}
+		for _, c := range comments {
+			out = append(out, commentResult{ID: c.GetID(), User: c.GetUser().GetLogin(), CreatedAt: timeString(c.CreatedAt), Body: c.GetBody(), URL: c.GetHTMLURL()})
+		}
+		if resp == nil || resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	if len(out) > maxComments {
+		out = out[:maxComments]
+	}
+	return out, nil
+}
+
+func (s *Server) getIssue(ctx context.Context, in numberArgs) (any, string, error) {
+	if err := checkNumber(in.Number); err != nil {
+		return nil, "", err
+	}
+	i, _, err := s.gh.Issues.Get(ctx, in.Owner, in.Repo, in.Number)
+	if err != nil {
+		return nil, "", ghError(fmt.Sprintf("read issue %d", in.Number), err)
+	}
+	res := issueFrom(i)
+	res.Body = i.GetBody()
+	if res.Thread, err = s.thread(ctx, in.Owner, in.Repo, in.Number); err != nil {
+		return nil, "", err
+	}
+	return res, "", nil
+}
+
+func pullFrom(p *github.PullRequest) pullResult {
+	return pullResult{
+		Number: p.GetNumber(), Title: p.GetTitle(), State: p.GetState(), Draft: p.GetDraft(), Merged: p.GetMerged(),
+		User: p.GetUser().GetLogin(), Head: p.GetHead().GetLabel(), HeadSHA: p.GetHead().GetSHA(),
+		Base: p.GetBase().GetRef(), URL: p.GetHTMLURL(),
+		CreatedAt: timeString(p.CreatedAt), UpdatedAt: timeString(p.UpdatedAt),
+	}
+}
+
+func (s *Server) listPullRequests(ctx context.Context, in listArgs) (any, string, error) {
+	state, err := checkState(in.State)
+	if err != nil {
+		return nil, "", err
+	}
+	lo, err := listOptions(in.Page, in.PerPage)
+	if err != nil {
+		return nil, "", err
+	}
+	pulls, _, err := s.gh.PullRequests.List(ctx, in.Owner, in.Repo, &github.PullRequestListOptions{State: state, ListOptions: lo})
+	if err != nil {
+		return nil, "", ghError("list pull requests", err)
+	}
+	out := []pullResult{}
+	for _, p := range pulls {
+		out = append(out, pullFrom(p))
+	}
+	return out, "", nil
+}
+
+func (s *Server) getPullRequest(ctx context.Context, in numberArgs) (any, string, error) {
+	if err := checkNumber(in.Number); err != nil {
+		return nil, "", err
+	}
+	p, _, err := s.gh.PullRequests.Get(ctx, in.Owner, in.Repo, in.Number)
+	if err != nil {
+		return nil, "", ghError(fmt.Sprintf("read pull request %d", in.Number), err)
+	}
+	res := pullFrom(p)
+	res.Body, res.Additions, res.Deletions, res.ChangedFiles = p.GetBody(), p.GetAdditions(), p.GetDeletions(), p.GetChangedFiles()
+	diff, _, err := s.gh.PullRequests.GetRaw(ctx, in.Owner, in.Repo, in.Number, github.RawOptions{Type: github.Diff})
+	if err != nil {
+		return nil, "", ghError(fmt.Sprintf("read the diff of pull request %d", in.Number), err)
+	}
+	res.DiffBytes = len(diff)
+	res.Diff = diff
+	if len(diff) > maxDiffBytes {
+		res.Diff, res.DiffTruncated = clip(diff, maxDiffBytes), true
+	}
+	if res.Thread, err = s.thread(ctx, in.Owner, in.Repo, in.Number); err != nil {
+		return nil, "", err
+	}
+	return res, "", nil
+}
+
+// defaultBranch asks GitHub for the repository's default branch.
+func (s *Server) defaultBranch(ctx context.Context, owner, repo string) (string, error) {
+	r, _, err := s.gh.Repositories.Get(ctx, owner, repo)
+	if err != nil {
+		return "", ghError("read the repository", err)
+	}
+	if r.GetDefaultBranch() == "" {
+		return "", errors.New("read the repository: GitHub named no default branch")
+	}
+	return r.GetDefaultBranch(), nil
+}
+
+func (s *Server) createDraftPullRequest(ctx context.Context, in createDraftArgs) (any, string, error) {
+	if strings.TrimSpace(in.Title) == "" {
+		return nil, "", errors.New("missing title")
+	}
+	if in.Head == "" {
+		return nil, "", errors.New("missing head: the branch with the changes (push it first with push_branch)")
+	}
+	base := in.Base
+	if base == "" {
+		var err error
+		if base, err = s.defaultBranch(ctx, in.Owner, in.Repo); err != nil {
+			return nil, "", err
+		}
+	}
+	// Draft is not the agent's to choose: create-draft grants drafts only,
+	// and a human marks one ready for review.
+	pr, _, err := s.gh.PullRequests.Create(ctx, in.Owner, in.Repo, &github.NewPullRequest{
+		Title: github.Ptr(in.Title), Body: github.Ptr(in.Body), Head: github.Ptr(in.Head), Base: github.Ptr(base),
+		Draft: github.Ptr(true),
+	})
+	if err != nil {
+		return nil, "", ghError("create the draft pull request", err)
+	}
+	return createdResult{Number: pr.GetNumber(), URL: pr.GetHTMLURL(), Draft: pr.GetDraft()}, pr.GetHTMLURL(), nil
+}
+
+func (s *Server) addIssueComment(ctx context.Context, in commentArgs) (any, string, error) {
+	if err := checkNumber(in.Number); err != nil {
+		return nil, "", err
+	}
+	if strings.TrimSpace(in.Body) == "" {
+		return nil, "", errors.New("missing body")
+	}
+	c, _, err := s.gh.Issues.CreateComment(ctx, in.Owner, in.Repo, in.Number, &github.IssueComment{Body: github.Ptr(in.Body)})
+	if err != nil {
+		return nil, "", ghError(fmt.Sprintf("comment on %d", in.Number), err)
+	}
+	return createdResult{ID: c.GetID(), URL: c.GetHTMLURL()}, c.GetHTMLURL(), nil
+}
+
+func (s *Server) createPendingReview(ctx context.Context, in reviewArgs) (any, string, error) {
+	if err := checkNumber(in.Number); err != nil {
+		return nil, "", err
+	}
+	if strings.TrimSpace(in.Body) == "" && len(in.Comments) == 0 {
+		return nil, "", errors.New("an empty review: give a body, comments or both")
+	}
+	// No Event: GitHub leaves a review without one PENDING, visible only to
+	// the token's user until a human submits it.
+	req := &github.PullRequestReviewRequest{}
+	if in.Body != "" {
+		req.Body = github.Ptr(in.Body)
+	}
+	if in.CommitID != "" {
+		req.CommitID = github.Ptr(in.CommitID)
+	}
+	for i, c := range in.Comments {
+		switch {
+		case c.Path == "" || strings.TrimSpace(c.Body) == "":
+			return nil, "", fmt.Errorf("comment %d: path and body are required", i+1)
+		case c.Line <= 0:
+			return nil, "", fmt.Errorf("comment %d: line %d: want a positive line of the diff", i+1, c.Line)
+		case c.StartLine < 0 || c.StartLine > c.Line:
+			return nil, "", fmt.Errorf("comment %d: start_line %d must be between 1 and line %d", i+1, c.StartLine, c.Line)
+		}
+		side := strings.ToUpper(c.Side)
+		if side == "" {
+			side = "RIGHT"
+		}
+		if side != "RIGHT" && side != "LEFT" {
+			return nil, "", fmt.Errorf("comment %d: side %q: want RIGHT or LEFT", i+1, c.Side)
+		}
+		dc := &github.DraftReviewComment{Path: github.Ptr(c.Path), Body: github.Ptr(c.Body), Line: github.Ptr(c.Line), Side: github.Ptr(side)}
+		if c.StartLine > 0 && c.StartLine < c.Line {
+			dc.StartLine, dc.StartSide = github.Ptr(c.StartLine), github.Ptr(side)
+		}
+		req.Comments = append(req.Comments, dc)
+	}
+	r, _, err := s.gh.PullRequests.CreateReview(ctx, in.Owner, in.Repo, in.Number, req)
+	if err != nil {
+		return nil, "", ghError(fmt.Sprintf("create a pending review on %d", in.Number), err)
+	}
+	return createdResult{ID: r.GetID(), URL: r.GetHTMLURL(), State: r.GetState()}, r.GetHTMLURL(), nil
+}
+
+func (s *Server) pushBranch(ctx context.Context, in pushArgs) (any, string, error) {
+	if s.pusher == nil {
+		return nil, "", errors.New("push_branch is off: the gator was started without a workspace")
+	}
+	def, err := s.defaultBranch(ctx, in.Owner, in.Repo)
+	if err != nil {
+		return nil, "", err
+	}
+	if strings.EqualFold(def, in.Branch) {
+		return nil, "", &deniedError{reason: fmt.Sprintf("denied: push_branch on %s/%s: %q is the default branch; the gator never pushes to it", in.Owner, in.Repo, in.Branch)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
+	defer cancel()
+	res, err := s.pusher.push(ctx, in.Owner, in.Repo, in.Branch)
+	if err != nil {
+		return nil, "", err
+	}
+	return res, fmt.Sprintf("%s %s at %s", res.Action, res.Branch, res.Commit), nil
+}
+
+const pushTimeout = 5 * time.Minute

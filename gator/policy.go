@@ -1,0 +1,176 @@
+package gator
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The tools the gator offers, by MCP name.
+const (
+	ToolStatus                 = "status"
+	ToolGetFileContents        = "get_file_contents"
+	ToolListIssues             = "list_issues"
+	ToolGetIssue               = "get_issue"
+	ToolListPullRequests       = "list_pull_requests"
+	ToolGetPullRequest         = "get_pull_request"
+	ToolCreateDraftPullRequest = "create_draft_pull_request"
+	ToolAddIssueComment        = "add_issue_comment"
+	ToolPushBranch             = "push_branch"
+	ToolCreatePendingReview    = "create_pending_review"
+)
+
+// ToolPermissions maps every repository tool to the permission it needs.
+// status is not here: it touches no repository and is always allowed.
+var ToolPermissions = map[string]Permission{
+	ToolGetFileContents:        PermRead,
+	ToolListIssues:             PermRead,
+	ToolGetIssue:               PermRead,
+	ToolListPullRequests:       PermRead,
+	ToolGetPullRequest:         PermRead,
+	ToolCreateDraftPullRequest: PermCreateDraft,
+	ToolAddIssueComment:        PermComment,
+	ToolPushBranch:             PermPushBranch,
+	ToolCreatePendingReview:    PermPendingReview,
+}
+
+// AgentBranchPrefix is the only prefix push_branch pushes to.
+const AgentBranchPrefix = "agent/"
+
+// Policy decides tool calls from a fixed set of scopes. It is safe for
+// concurrent use (it never changes after NewPolicy).
+type Policy struct {
+	scopes []Scope
+}
+
+// NewPolicy returns the policy granting the union of scopes.
+func NewPolicy(scopes []Scope) *Policy {
+	return &Policy{scopes: append([]Scope(nil), scopes...)}
+}
+
+// Scopes returns the scopes the policy grants.
+func (p *Policy) Scopes() []Scope { return append([]Scope(nil), p.scopes...) }
+
+// Decision is the policy's answer to one call.
+type Decision struct {
+	Allowed bool
+	// Reason says why: for an allowed call the scope that grants it, for a
+	// denied one what is missing and how to grant it.
+	Reason string
+	// Permission is the permission the tool needs ("" for status and for
+	// unknown tools).
+	Permission Permission
+}
+
+// Decide checks one call of tool on repo ("OWNER/REPO") with its arguments
+// (the tool's JSON arguments; only push_branch's "branch" is looked at).
+// It denies unknown tools, malformed repository names, missing permissions
+// and, for push_branch, any branch not named agent/...
+func (p *Policy) Decide(tool, repo string, args map[string]any) Decision {
+	if tool == ToolStatus {
+		return Decision{Allowed: true, Reason: "status is always allowed"}
+	}
+	need, ok := ToolPermissions[tool]
+	if !ok {
+		return Decision{Reason: fmt.Sprintf("denied: unknown tool %q", tool)}
+	}
+	owner, name, err := SplitRepo(repo)
+	if err != nil {
+		return Decision{Permission: need, Reason: fmt.Sprintf("denied: %s: %v", tool, err)}
+	}
+	var granting *Scope
+	for i := range p.scopes {
+		if p.scopes[i].Allows(need, owner, name) {
+			granting = &p.scopes[i]
+			break
+		}
+	}
+	if granting == nil {
+		return Decision{Permission: need, Reason: p.denyText(tool, owner, name, need)}
+	}
+	if tool == ToolPushBranch {
+		branch, _ := args["branch"].(string)
+		if err := CheckAgentBranch(branch); err != nil {
+			return Decision{Permission: need, Reason: fmt.Sprintf("denied: push_branch on %s/%s: %v", owner, name, err)}
+		}
+	}
+	return Decision{Allowed: true, Permission: need, Reason: "allowed by " + granting.String()}
+}
+
+// Granted returns the permissions the policy grants on owner/repo, in
+// canonical order.
+func (p *Policy) Granted(owner, repo string) []Permission {
+	var perms []Permission
+	for _, perm := range Permissions {
+		for _, s := range p.scopes {
+			if s.Allows(perm, owner, repo) {
+				perms = append(perms, perm)
+				break
+			}
+		}
+	}
+	return perms
+}
+
+// denyText explains a missing permission and shows both ways to grant it,
+// keeping what is granted already so that pasting the hint loses nothing.
+func (p *Policy) denyText(tool, owner, repo string, need Permission) string {
+	perms := append(p.Granted(owner, repo), need)
+	sortPerms(perms)
+	names := make([]string, len(perms))
+	quoted := make([]string, len(perms))
+	for i, perm := range perms {
+		names[i] = string(perm)
+		quoted[i] = fmt.Sprintf("%q", perm)
+	}
+	full := owner + "/" + repo
+	return fmt.Sprintf("denied: %s on %s needs scope %s; grant it with `devaipod up ... --gator github:%s:%s` or [gator.github] repos = { %q = [%s] }",
+		tool, full, need, full, strings.Join(names, ","), full, strings.Join(quoted, ", "))
+}
+
+// CheckAgentBranch accepts a branch name that starts with agent/ and is a
+// valid git branch name (the rules of git check-ref-format). Such a branch
+// is never a repository's default branch in practice; push_branch checks
+// that too, against the API, before pushing.
+func CheckAgentBranch(branch string) error {
+	if branch == "" {
+		return fmt.Errorf("missing branch; the gator pushes only to branches named %s...", AgentBranchPrefix)
+	}
+	if !strings.HasPrefix(branch, AgentBranchPrefix) || len(branch) == len(AgentBranchPrefix) {
+		return fmt.Errorf("branch %q: the gator pushes only to branches named %sNAME, never to the default or any other branch", branch, AgentBranchPrefix)
+	}
+	if err := checkRefName(branch); err != nil {
+		return fmt.Errorf("branch %q: %w", branch, err)
+	}
+	return nil
+}
+
+// checkRefName applies git's check-ref-format rules to a branch name.
+func checkRefName(name string) error {
+	switch {
+	case len(name) > 200:
+		return fmt.Errorf("longer than 200 bytes")
+	case !utf8.ValidString(name):
+		return fmt.Errorf("not valid UTF-8")
+	case strings.Contains(name, ".."):
+		return fmt.Errorf(`contains ".."`)
+	case strings.Contains(name, "@{"):
+		return fmt.Errorf(`contains "@{"`)
+	case strings.Contains(name, "//"):
+		return fmt.Errorf(`contains "//"`)
+	case strings.HasSuffix(name, "/"), strings.HasSuffix(name, "."):
+		return fmt.Errorf(`ends with "/" or "."`)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || unicode.IsSpace(r) || strings.ContainsRune(`~^:?*[\`, r) {
+			return fmt.Errorf("character %q not allowed in a branch name", r)
+		}
+	}
+	for _, part := range strings.Split(name, "/") {
+		if strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock") {
+			return fmt.Errorf(`component %q starts with "." or ends with ".lock"`, part)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package gator
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// allRepoTools lists every tool that needs a permission, in a stable order.
+func allRepoTools() []string {
+	var tools []string
+	for tool := range ToolPermissions {
+		tools = append(tools, tool)
+	}
+	sort.Strings(tools)
+	return tools
+}
+
+// TestDecideTable runs every tool against a policy granting exactly one
+// permission on octo/app, for every permission, on the granted repository
+// (in two spellings) and on repositories it does not cover.
+func TestDecideTable(t *testing.T) {
+	t.Parallel()
+	if len(ToolPermissions) != 9 {
+		t.Fatalf("%d repository tools; update this test and docs/gator.md", len(ToolPermissions))
+	}
+	repos := []struct {
+		name    string
+		covered bool
+	}{
+		{"octo/app", true},
+		{"OCTO/App", true}, // GitHub names are case-insensitive
+		{"octo/other", false},
+		{"evil/app", false},
+		{"octo/app-fork", false},
+	}
+	for _, perm := range Permissions {
+		policy := NewPolicy([]Scope{{Owner: "octo", Repo: "app", Perms: []Permission{perm}}})
+		for _, tool := range allRepoTools() {
+			for _, repo := range repos {
+				name := fmt.Sprintf("%s/%s/%s", perm, tool, repo.name)
+				args := map[string]any{"branch": "agent/fix"}
+				d := policy.Decide(tool, repo.name, args)
+				need := ToolPermissions[tool]
+				want := need == perm && repo.covered
+				if d.Allowed != want {
+					t.Errorf("%s: allowed = %v, want %v (reason %q)", name, d.Allowed, want, d.Reason)
+				}
+				if d.Permission != need {
+					t.Errorf("%s: permission %q, want %q", name, d.Permission, need)
+				}
+				switch {
+				case want && d.Reason != "allowed by github:octo/app:"+string(perm):
+					t.Errorf("%s: reason %q", name, d.Reason)
+				case !want && !strings.HasPrefix(d.Reason, "denied: "+tool+" on "+repo.name+" needs scope "+string(need)+"; grant it with `devaipod up ... --gator github:"):
+					t.Errorf("%s: reason %q", name, d.Reason)
+				}
+			}
+		}
+		// status needs nothing.
+		if d := policy.Decide(ToolStatus, "", nil); !d.Allowed {
+			t.Errorf("%s: status denied: %s", perm, d.Reason)
+		}
+	}
+}
+
+func TestDecideScopes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		scopes []string
+		tool   string
+		repo   string
+		branch string
+		allow  bool
+		reason string
+	}{
+		{"owner wildcard reads any repo of owner", []string{"github:octo/*"}, ToolGetIssue, "octo/anything", "", true, "allowed by github:octo/*:read"},
+		{"owner wildcard is not other owners", []string{"github:octo/*"}, ToolGetIssue, "octocat/app", "", false, "needs scope read"},
+		{"owner wildcard with perms", []string{"github:octo/*:comment"}, ToolAddIssueComment, "octo/x", "", true, ""},
+		{"owner wildcard without the perm", []string{"github:octo/*:comment"}, ToolGetIssue, "octo/x", "", false, ""},
+		{"readonly-all reads anything", []string{"github:readonly-all"}, ToolGetFileContents, "someone/else", "", true, "allowed by github:readonly-all"},
+		{"readonly-all lists PRs", []string{"github:readonly-all"}, ToolListPullRequests, "a/b", "", true, ""},
+		{"readonly-all never writes", []string{"github:readonly-all"}, ToolCreateDraftPullRequest, "a/b", "", false, "needs scope create-draft"},
+		{"readonly-all never comments", []string{"github:readonly-all"}, ToolAddIssueComment, "a/b", "", false, ""},
+		{"readonly-all never pushes", []string{"github:readonly-all"}, ToolPushBranch, "a/b", "agent/x", false, ""},
+		{"readonly-all never reviews", []string{"github:readonly-all"}, ToolCreatePendingReview, "a/b", "", false, ""},
+		{"union of scopes", []string{"github:octo/app", "github:octo/app:comment"}, ToolAddIssueComment, "octo/app", "", true, ""},
+		{"no scopes", nil, ToolGetIssue, "octo/app", "", false, "needs scope read"},
+		{"unknown tool", []string{"github:readonly-all"}, "delete_repository", "octo/app", "", false, `denied: unknown tool "delete_repository"`},
+		{"empty repo", []string{"github:readonly-all"}, ToolGetIssue, "", "", false, "want OWNER/REPO"},
+		{"path in repo", []string{"github:octo/*"}, ToolGetIssue, "octo/app/../../orgs/x", "", false, "not allowed"},
+		{"dot-dot repo", []string{"github:octo/*"}, ToolGetIssue, "octo/..", "", false, "not allowed"},
+		{"push agent branch", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/fix-1", true, ""},
+		{"push nested agent branch", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/issue-5/try-2", true, ""},
+		{"push main", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "main", false, "pushes only to branches named agent/NAME"},
+		{"push other prefix", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "feature/agent/x", false, "agent/NAME"},
+		{"push bare prefix", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/", false, "agent/NAME"},
+		{"push no branch", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "", false, "missing branch"},
+		{"push full ref", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "refs/heads/agent/x", false, "agent/NAME"},
+		{"push dot-dot", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/../main", false, `contains ".."`},
+		{"push lock", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/x.lock", false, ".lock"},
+		{"push space", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/a b", false, "not allowed"},
+		{"push colon", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/x:main", false, "not allowed"},
+		{"push reflog syntax", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/x@{1}", false, `"@{"`},
+		{"push trailing slash", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/x/", false, "ends with"},
+		{"push hidden component", []string{"github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/.x", false, `starts with "."`},
+		{"branch not checked before scope", []string{"github:octo/app:read"}, ToolPushBranch, "octo/app", "main", false, "needs scope push-branch"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			scopes, err := ParseScopes(c.scopes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := NewPolicy(scopes).Decide(c.tool, c.repo, map[string]any{"branch": c.branch})
+			if d.Allowed != c.allow {
+				t.Errorf("allowed = %v, want %v (reason %q)", d.Allowed, c.allow, d.Reason)
+			}
+			if !strings.Contains(d.Reason, c.reason) {
+				t.Errorf("reason %q, want it to contain %q", d.Reason, c.reason)
+			}
+		})
+	}
+}
+
+func TestDenyText(t *testing.T) {
+	t.Parallel()
+	p := NewPolicy([]Scope{{Owner: "octo", Repo: "app", Perms: []Permission{PermRead}}})
+	d := p.Decide(ToolCreateDraftPullRequest, "octo/app", nil)
+	want := "denied: create_draft_pull_request on octo/app needs scope create-draft; grant it with " +
+		"`devaipod up ... --gator github:octo/app:read,create-draft` or " +
+		`[gator.github] repos = { "octo/app" = ["read", "create-draft"] }`
+	if d.Reason != want {
+		t.Errorf("reason\n got %s\nwant %s", d.Reason, want)
+	}
+	// The hint's scope must parse, and grant what was missing.
+	hint := strings.TrimSuffix(strings.SplitAfter(d.Reason, "--gator ")[1], "` or "+`[gator.github] repos = { "octo/app" = ["read", "create-draft"] }`)
+	sc, err := ParseScope(hint)
+	if err != nil {
+		t.Fatalf("the hint's scope %q: %v", hint, err)
+	}
+	if !NewPolicy([]Scope{sc}).Decide(ToolCreateDraftPullRequest, "octo/app", nil).Allowed {
+		t.Errorf("the hint's scope %q does not grant the call", hint)
+	}
+	// An ungranted repository: the hint names only the missing permission.
+	d = p.Decide(ToolGetIssue, "octo/other", nil)
+	if !strings.Contains(d.Reason, "--gator github:octo/other:read`") || !strings.Contains(d.Reason, `{ "octo/other" = ["read"] }`) {
+		t.Errorf("reason %q", d.Reason)
+	}
+}
+
+func TestGranted(t *testing.T) {
+	t.Parallel()
+	scopes, err := ParseScopes([]string{"github:octo/app:create-draft", "github:octo/*:comment", "github:readonly-all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPolicy(scopes)
+	if got, want := p.Granted("octo", "app"), []Permission{PermRead, PermComment, PermCreateDraft}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Granted(octo/app) = %v, want %v", got, want)
+	}
+	if got, want := p.Granted("x", "y"), []Permission{PermRead}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Granted(x/y) = %v, want %v", got, want)
+	}
+}

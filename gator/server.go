@@ -1,0 +1,334 @@
+package gator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/google/go-github/v74/github"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MCPPath is where the gator serves MCP (streamable HTTP).
+const MCPPath = "/mcp"
+
+// HealthPath answers 200 once the gator serves, for readiness checks.
+const HealthPath = "/healthz"
+
+// sessionTimeout closes MCP sessions idle for this long; a client whose
+// session is gone gets a 404 and starts a new one, as the spec says.
+const sessionTimeout = 30 * time.Minute
+
+// Options configure a Server.
+type Options struct {
+	// Scopes are what the gator grants. None means every repository tool
+	// is denied (status still answers).
+	Scopes []Scope
+	// Token is the GitHub token. It is sent to the API's host and, as the
+	// basic-auth password of pushes, to the git host, and nowhere else.
+	Token string
+	// APIURL is the REST API's base URL: DefaultAPIURL when empty, or
+	// https://HOST/api/v3/ for GitHub Enterprise Server.
+	APIURL string
+	// GitURL is the base URL pushes go to (BASE/OWNER/REPO.git); derived
+	// from APIURL when empty (see gitURLFor).
+	GitURL string
+	// Workspace is the git work tree whose HEAD push_branch pushes; empty
+	// turns push_branch off.
+	Workspace string
+	// Audit receives one JSON line per call (see Record). Required.
+	Audit io.Writer
+	// Pod names the pod in audit records.
+	Pod string
+	// Logger gets operational messages; nil discards them.
+	Logger *slog.Logger
+	// Transport carries API requests; nil means a clone of
+	// http.DefaultTransport. Pushes use go-git's own HTTP client.
+	Transport http.RoundTripper
+	// Version goes into the MCP implementation info and the User-Agent.
+	Version string
+}
+
+// Server is the gator: an MCP server whose tools call GitHub within the
+// policy's scopes.
+type Server struct {
+	policy *Policy
+	gh     *github.Client
+	pusher *pusher
+	audit  *auditor
+	token  string
+	log    *slog.Logger
+	mcp    *mcp.Server
+	tools  map[string]bool
+}
+
+// New checks the options and builds the server. It writes the audit log's
+// start record.
+func New(o Options) (*Server, error) {
+	if o.Audit == nil {
+		return nil, errors.New("gator: no audit writer")
+	}
+	if err := checkToken(o.Token); err != nil {
+		return nil, err
+	}
+	if o.APIURL == "" {
+		o.APIURL = DefaultAPIURL
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	api, err := parseAPIURL(o.APIURL)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		policy: NewPolicy(o.Scopes),
+		gh:     newGitHubClient(api, o.Token, o.Transport, o.Version),
+		token:  o.Token,
+		log:    o.Logger,
+		tools:  map[string]bool{},
+	}
+	s.audit = &auditor{pod: o.Pod, redact: s.redact, log: o.Logger, w: o.Audit}
+	if o.Workspace != "" {
+		gitURL, err := gitBaseURL(api, o.GitURL)
+		if err != nil {
+			return nil, err
+		}
+		s.pusher = &pusher{workspace: o.Workspace, gitURL: gitURL, token: o.Token}
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "devaipod-gator", Version: o.Version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       o.Logger,
+	})
+	s.addTools()
+	s.mcp.AddReceivingMiddleware(s.auditUnknownTools)
+	s.audit.write(Record{Event: EventStart, Scopes: scopeStrings(o.Scopes)})
+	return s, nil
+}
+
+func gitBaseURL(api *url.URL, given string) (*url.URL, error) {
+	if given != "" {
+		return parseGitURL(given)
+	}
+	return gitURLFor(api)
+}
+
+const instructions = `GitHub through devaipod's gator: the token stays here, you never need one.
+Every tool but status takes owner and repo, and is checked against the scopes
+this pod was granted; call status to see them. A denied call says which scope
+is missing. Pull requests are always drafts. push_branch pushes the
+workspace's current commit (commit first) to a branch named agent/..., never
+force-pushing.`
+
+// checkToken refuses tokens that could not be one, or that redaction would
+// mangle output over.
+func checkToken(token string) error {
+	switch {
+	case token == "":
+		return errors.New("gator: no GitHub token")
+	case len(token) < 8:
+		return fmt.Errorf("gator: the GitHub token is %d characters; that is no GitHub token", len(token))
+	case strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return errors.New("gator: the GitHub token contains white space or control characters")
+	}
+	return nil
+}
+
+// redact scrubs the token from text bound for the agent or the audit log.
+func (s *Server) redact(text string) string {
+	return strings.ReplaceAll(text, s.token, "[redacted]")
+}
+
+// MCPServer returns the MCP server, for serving over another transport.
+func (s *Server) MCPServer() *mcp.Server { return s.mcp }
+
+// Policy returns the policy the server enforces.
+func (s *Server) Policy() *Policy { return s.policy }
+
+// Handler serves MCP at MCPPath and a health check at HealthPath.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(MCPPath, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.StreamableHTTPOptions{Logger: s.log, SessionTimeout: sessionTimeout}))
+	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// Serve serves Handler on ln until ctx is done, then shuts down, giving
+// running calls a few seconds to finish.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdownCtx); err != nil {
+		hs.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// targeted is what every tool's arguments are: they name the repository
+// (or, for status, none).
+type targeted interface{ target() (owner, repo string) }
+
+// toolFunc runs an allowed call. It returns the result (marshalled to JSON
+// for the agent) and a short note for the audit record.
+type toolFunc[In targeted] func(ctx context.Context, in In) (result any, note string, err error)
+
+// addTool registers a tool whose every call goes through the same steps:
+// parse the arguments, decide, audit, run, scrub the token, audit again.
+// It uses the SDK's untyped AddTool so that even a call whose arguments are
+// malformed reaches the gator's audit rather than failing in the SDK.
+func addTool[In targeted](s *Server, tool *mcp.Tool, run toolFunc[In]) {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("gator: schema of %s: %v", tool.Name, err)) // a programming error
+	}
+	tool.InputSchema = schema
+	name := tool.Name
+	s.tools[name] = true
+	s.mcp.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		rec := Record{Event: EventCall, Tool: name}
+		finish := func(text string, isError bool) (*mcp.CallToolResult, error) {
+			rec.DurationMS = time.Since(start).Milliseconds()
+			s.audit.write(rec)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s.redact(text)}}, IsError: isError}, nil
+		}
+
+		raw := req.Params.Arguments
+		args, argErr := argsMap(raw)
+		var in In
+		if argErr == nil && len(raw) > 0 {
+			if err := json.Unmarshal(raw, &in); err != nil {
+				argErr = fmt.Errorf("bad arguments: %v", err)
+			}
+		}
+		owner, repo := in.target()
+		rec.Repo = repoOf(owner, repo)
+		rec.Args = summarizeArgs(args)
+		if argErr != nil {
+			rec.Decision, rec.Reason = DecisionDeny, "denied: "+name+": "+argErr.Error()
+			return finish(rec.Reason, true)
+		}
+		d := s.policy.Decide(name, rec.Repo, args)
+		rec.Permission, rec.Reason = string(d.Permission), d.Reason
+		if !d.Allowed {
+			rec.Decision = DecisionDeny
+			return finish(d.Reason, true)
+		}
+		rec.Decision = DecisionAllow
+
+		result, note, err := run(ctx, in)
+		var denied *deniedError
+		switch {
+		case errors.As(err, &denied):
+			rec.Decision, rec.Reason = DecisionDeny, denied.reason
+			return finish(denied.reason, true)
+		case err != nil:
+			rec.Error = s.redact(err.Error())
+			s.log.Debug("call failed", "tool", name, "repo", rec.Repo, "err", rec.Error)
+			return finish(name+" failed: "+err.Error(), true)
+		}
+		b, err := json.Marshal(result)
+		if err != nil {
+			rec.Error = "encode the result: " + err.Error()
+			return finish(rec.Error, true)
+		}
+		rec.Result = clip(note, maxArgSummary*2)
+		return finish(string(b), false)
+	})
+}
+
+// auditUnknownTools audits calls of tools the gator does not have, which
+// the SDK refuses before any tool handler runs.
+func (s *Server) auditUnknownTools(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/call" {
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && !s.tools[p.Name] {
+				s.audit.write(Record{
+					Event: EventCall, Tool: clip(p.Name, maxArgSummary), Decision: DecisionDeny,
+					Reason: fmt.Sprintf("denied: unknown tool %q", clip(p.Name, maxArgSummary)),
+				})
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func (s *Server) addTools() {
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	addTool(s, &mcp.Tool{Name: ToolStatus, Annotations: readOnly,
+		Description: "List the GitHub scopes this pod was granted, and which permission each tool needs."},
+		s.status)
+	addTool(s, &mcp.Tool{Name: ToolGetFileContents, Annotations: readOnly,
+		Description: "Read a file, or list a directory, of a repository at a branch, tag or commit (default: the default branch). Needs read."},
+		s.getFileContents)
+	addTool(s, &mcp.Tool{Name: ToolListIssues, Annotations: readOnly,
+		Description: "List a repository's issues (not pull requests). Needs read."},
+		s.listIssues)
+	addTool(s, &mcp.Tool{Name: ToolGetIssue, Annotations: readOnly,
+		Description: "Read an issue with its comments. Needs read."},
+		s.getIssue)
+	addTool(s, &mcp.Tool{Name: ToolListPullRequests, Annotations: readOnly,
+		Description: "List a repository's pull requests. Needs read."},
+		s.listPullRequests)
+	addTool(s, &mcp.Tool{Name: ToolGetPullRequest, Annotations: readOnly,
+		Description: "Read a pull request with its comments and its diff. Needs read."},
+		s.getPullRequest)
+	addTool(s, &mcp.Tool{Name: ToolCreateDraftPullRequest,
+		Description: "Open a draft pull request from a pushed branch (see push_branch). Pull requests are always drafts. Needs create-draft."},
+		s.createDraftPullRequest)
+	addTool(s, &mcp.Tool{Name: ToolAddIssueComment,
+		Description: "Comment on an issue or a pull request. Needs comment."},
+		s.addIssueComment)
+	addTool(s, &mcp.Tool{Name: ToolPushBranch,
+		Description: "Push the workspace's current commit (HEAD; commit your changes first) to a branch named agent/... . Creates the branch or fast-forwards it; never force-pushes, never pushes to the default branch. Needs push-branch."},
+		s.pushBranch)
+	addTool(s, &mcp.Tool{Name: ToolCreatePendingReview,
+		Description: "Create a pending (unsubmitted) review on a pull request, with line comments; a human submits it. Needs pending-review."},
+		s.createPendingReview)
+}
+
+type statusResult struct {
+	Scopes []string `json:"scopes"`
+	// Tools maps each tool to the permission it needs.
+	Tools map[string]string `json:"tools"`
+	Push  string            `json:"push"`
+}
+
+func (s *Server) status(context.Context, statusArgs) (any, string, error) {
+	res := statusResult{Scopes: scopeStrings(s.policy.Scopes()), Tools: map[string]string{ToolStatus: "none"}}
+	for tool, perm := range ToolPermissions {
+		res.Tools[tool] = string(perm)
+	}
+	res.Push = "off: no workspace"
+	if s.pusher != nil {
+		res.Push = "pushes the workspace's HEAD to agent/... branches of " + s.pusher.gitURL.Redacted()
+	}
+	return res, "", nil
+}

@@ -1,0 +1,783 @@
+package gator
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// testToken is what the fake servers demand. It also appears in an issue
+// body the fake API serves, to check that the gator scrubs it.
+const testToken = "ghp_TESTtokenNEVERshownTOtheAGENT0123456789"
+
+// fakeGitHub serves the REST endpoints the tools use, for octo/app, and
+// records what it was asked.
+type fakeGitHub struct {
+	t  *testing.T
+	mu sync.Mutex
+	// requests are "METHOD PATH" of every request that carried the token.
+	requests []string
+	// bodies are the JSON bodies of POST requests, by path.
+	bodies map[string]map[string]any
+	// unauthorized counts requests without the right Authorization header.
+	unauthorized int
+}
+
+func (f *fakeGitHub) posted(path string) map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bodies[path]
+}
+
+func (f *fakeGitHub) requested() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.requests)
+}
+
+func (f *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	if r.Header.Get("Authorization") != "Bearer "+testToken {
+		f.unauthorized++
+		f.mu.Unlock()
+		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+		return
+	}
+	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+	if r.Method == http.MethodPost {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			f.t.Errorf("fake GitHub: %s %s: body: %v", r.Method, r.URL.Path, err)
+		}
+		if f.bodies == nil {
+			f.bodies = map[string]map[string]any{}
+		}
+		f.bodies[r.URL.Path] = body
+	}
+	f.mu.Unlock()
+
+	const api = "/api/v3/repos/octo/app"
+	send := func(status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(v)
+	}
+	user := map[string]any{"login": "octocat"}
+	switch r.Method + " " + r.URL.Path {
+	case "GET /api/v3/repos/octo/app":
+		send(200, map[string]any{"full_name": "octo/app", "default_branch": "main"})
+	case "GET /api/v3/repos/octo/agentdefault":
+		send(200, map[string]any{"full_name": "octo/agentdefault", "default_branch": "agent/main"})
+	case "GET " + api + "/contents/README.md":
+		if ref := r.URL.Query().Get("ref"); ref != "v1" {
+			f.t.Errorf("fake GitHub: contents ref %q, want v1", ref)
+		}
+		send(200, map[string]any{"type": "file", "name": "README.md", "path": "README.md", "sha": "abc", "size": 12,
+			"encoding": "base64", "content": base64.StdEncoding.EncodeToString([]byte("# app\nhello\n"))})
+	case "GET " + api + "/contents/docs":
+		send(200, []map[string]any{
+			{"type": "file", "name": "a.md", "path": "docs/a.md", "size": 3},
+			{"type": "dir", "name": "img", "path": "docs/img"},
+		})
+	case "GET " + api + "/issues":
+		if s := r.URL.Query().Get("state"); s != "open" {
+			f.t.Errorf("fake GitHub: issues state %q, want open", s)
+		}
+		send(200, []map[string]any{
+			{"number": 1, "title": "Crash on start", "state": "open", "user": user, "labels": []map[string]any{{"name": "bug"}}, "html_url": "https://gh.test/octo/app/issues/1"},
+			{"number": 2, "title": "Fix crash", "state": "open", "user": user, "pull_request": map[string]any{"url": "x"}},
+		})
+	case "GET " + api + "/issues/1":
+		send(200, map[string]any{"number": 1, "title": "Crash on start", "state": "open", "user": user,
+			"body": "it crashes; my token is " + testToken + " oops", "comments": 1})
+	case "GET " + api + "/issues/1/comments", "GET " + api + "/issues/2/comments":
+		send(200, []map[string]any{{"id": 11, "user": map[string]any{"login": "hubot"}, "body": "same here"}})
+	case "GET " + api + "/pulls":
+		send(200, []map[string]any{{"number": 2, "title": "Fix crash", "state": "open", "draft": true, "user": user,
+			"head": map[string]any{"label": "octo:agent/fix", "ref": "agent/fix", "sha": "def"}, "base": map[string]any{"ref": "main"}}})
+	case "GET " + api + "/pulls/2":
+		if strings.Contains(r.Header.Get("Accept"), "diff") {
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "diff --git a/main.go b/main.go\n+fixed\n")
+			return
+		}
+		send(200, map[string]any{"number": 2, "title": "Fix crash", "state": "open", "draft": true, "user": user, "body": "fixes #1",
+			"head": map[string]any{"label": "octo:agent/fix", "ref": "agent/fix", "sha": "def"}, "base": map[string]any{"ref": "main"},
+			"additions": 1, "changed_files": 1})
+	case "POST " + api + "/pulls":
+		send(201, map[string]any{"number": 3, "html_url": "https://gh.test/octo/app/pull/3", "draft": true})
+	case "POST " + api + "/issues/1/comments":
+		send(201, map[string]any{"id": 12, "html_url": "https://gh.test/octo/app/issues/1#issuecomment-12"})
+	case "POST " + api + "/pulls/2/reviews":
+		send(200, map[string]any{"id": 13, "state": "PENDING", "html_url": "https://gh.test/octo/app/pull/2#review-13"})
+	default:
+		send(404, map[string]any{"message": "Not Found"})
+	}
+}
+
+// gitEnv makes git runs independent of the machine's configuration.
+func gitEnv() []string {
+	return append(os.Environ(),
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=Agent", "GIT_AUTHOR_EMAIL=agent@example.test",
+		"GIT_COMMITTER_NAME=Agent", "GIT_COMMITTER_EMAIL=agent@example.test",
+	)
+}
+
+func gitRun(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = gitEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func commit(t *testing.T, dir, file, content string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, dir, "add", file)
+	gitRun(t, dir, "commit", "-q", "-m", "change "+file)
+	return gitRun(t, dir, "rev-parse", "HEAD")
+}
+
+// gitServer serves the bare repositories under root over smart HTTP with
+// git http-backend, demanding the token as the basic-auth password.
+func gitServer(t *testing.T, root string) *httptest.Server {
+	t.Helper()
+	execPath := gitRun(t, root, "--exec-path")
+	backend := &cgi.Handler{
+		Path: filepath.Join(execPath, "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pass, ok := r.BasicAuth(); !ok || pass != testToken {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// testRig is a gator wired to a fake API and a git server, with a
+// workspace one commit ahead of the bare repository's main.
+type testRig struct {
+	server    *Server
+	session   *mcp.ClientSession
+	api       *fakeGitHub
+	audit     *syncBuffer
+	bare      string // octo/app.git
+	workspace string
+	other     string // a second clone, to push history the workspace lacks
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newTestRig(t *testing.T, scopes ...string) *testRig {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("these tests need git (its http-backend serves the push target): %v", err)
+	}
+	tmp := t.TempDir()
+	gitRoot := filepath.Join(tmp, "git")
+	bare := filepath.Join(gitRoot, "octo", "app.git")
+	if err := os.MkdirAll(bare, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, bare, "init", "-q", "--bare", "-b", "main")
+	gitRun(t, bare, "config", "http.receivepack", "true")
+
+	workspace := filepath.Join(tmp, "workspace")
+	gitRun(t, tmp, "init", "-q", "-b", "main", workspace)
+	commit(t, workspace, "README.md", "# app\n")
+	gitRun(t, workspace, "push", "-q", bare, "main")
+	other := filepath.Join(tmp, "other")
+	gitRun(t, tmp, "clone", "-q", bare, other)
+
+	api := &fakeGitHub{t: t}
+	apiSrv := httptest.NewServer(api)
+	t.Cleanup(apiSrv.Close)
+	gitSrv := gitServer(t, gitRoot)
+
+	sc, err := ParseScopes(scopes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := &syncBuffer{}
+	s, err := New(Options{
+		Scopes:    sc,
+		Token:     testToken,
+		APIURL:    apiSrv.URL + "/api/v3/",
+		GitURL:    gitSrv.URL + "/",
+		Workspace: workspace,
+		Audit:     audit,
+		Pod:       "test",
+		Version:   "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testRig{server: s, session: connect(t, s), api: api, audit: audit, bare: bare, workspace: workspace, other: other}
+}
+
+// connect connects the SDK's client to s over the in-memory transport.
+func connect(t *testing.T, s *Server) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	serverSide, clientSide := mcp.NewInMemoryTransports()
+	ss, err := s.MCPServer().Connect(ctx, serverSide, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "v0"}, nil).Connect(ctx, clientSide, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// call calls a tool and returns its text and whether it is an error.
+func (r *testRig) call(t *testing.T, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	res, err := r.session.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	var text strings.Builder
+	for _, c := range res.Content {
+		tc, ok := c.(*mcp.TextContent)
+		if !ok {
+			t.Fatalf("%s: content %T, want text", tool, c)
+		}
+		text.WriteString(tc.Text)
+	}
+	if strings.Contains(text.String(), testToken) {
+		t.Errorf("%s: the token is in the result: %s", tool, text.String())
+	}
+	return text.String(), res.IsError
+}
+
+// mustCall calls a tool that must succeed and decodes its JSON result.
+func (r *testRig) mustCall(t *testing.T, tool string, args map[string]any, out any) string {
+	t.Helper()
+	text, isErr := r.call(t, tool, args)
+	if isErr {
+		t.Fatalf("%s: error result: %s", tool, text)
+	}
+	if out != nil {
+		if err := json.Unmarshal([]byte(text), out); err != nil {
+			t.Fatalf("%s: result %q: %v", tool, text, err)
+		}
+	}
+	return text
+}
+
+func (r *testRig) records(t *testing.T) []Record {
+	t.Helper()
+	var recs []Record
+	sc := bufio.NewScanner(strings.NewReader(r.audit.String()))
+	for sc.Scan() {
+		rec, err := ParseRecord(sc.Bytes())
+		if err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+func repoArgs(kv ...any) map[string]any {
+	m := map[string]any{"owner": "octo", "repo": "app"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
+func TestToolsList(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app")
+	var names []string
+	for tool, err := range r.session.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+		schema, _ := json.Marshal(tool.InputSchema)
+		if tool.Name != ToolStatus && (!strings.Contains(string(schema), `"owner"`) || !strings.Contains(string(schema), `"repo"`)) {
+			t.Errorf("%s: schema %s lacks owner and repo", tool.Name, schema)
+		}
+		if tool.Description == "" {
+			t.Errorf("%s: no description", tool.Name)
+		}
+	}
+	want := append(allRepoTools(), ToolStatus)
+	slices.Sort(want)
+	slices.Sort(names)
+	if !slices.Equal(names, want) {
+		t.Errorf("tools %q, want %q", names, want)
+	}
+}
+
+// TestToolsAgainstFakeGitHub calls every tool, allowed, against the fake
+// API and git server, then checks the audit log.
+func TestToolsAgainstFakeGitHub(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app:read,comment,create-draft,push-branch,pending-review", "github:octo/agentdefault:push-branch")
+
+	var status statusResult
+	r.mustCall(t, ToolStatus, nil, &status)
+	if !slices.Equal(status.Scopes, []string{"github:octo/agentdefault:push-branch", "github:octo/app:read,comment,create-draft,push-branch,pending-review"}) {
+		t.Errorf("status scopes %q", status.Scopes)
+	}
+	if status.Tools[ToolPushBranch] != "push-branch" || status.Tools[ToolStatus] != "none" || len(status.Tools) != 10 {
+		t.Errorf("status tools %v", status.Tools)
+	}
+
+	var file fileResult
+	r.mustCall(t, ToolGetFileContents, repoArgs("path", "README.md", "ref", "v1"), &file)
+	if file.Type != "file" || file.Content != "# app\nhello\n" || file.SHA != "abc" {
+		t.Errorf("get_file_contents file: %+v", file)
+	}
+	var dir fileResult
+	r.mustCall(t, ToolGetFileContents, repoArgs("path", "docs/"), &dir)
+	if dir.Type != "dir" || len(dir.Entries) != 2 || dir.Entries[1].Path != "docs/img" || dir.Entries[1].Type != "dir" {
+		t.Errorf("get_file_contents dir: %+v", dir)
+	}
+
+	var issues []issueResult
+	r.mustCall(t, ToolListIssues, repoArgs(), &issues)
+	if len(issues) != 1 || issues[0].Number != 1 || !slices.Equal(issues[0].Labels, []string{"bug"}) {
+		t.Errorf("list_issues (pull requests left out): %+v", issues)
+	}
+
+	var issue issueResult
+	text := r.mustCall(t, ToolGetIssue, repoArgs("number", 1), &issue)
+	if issue.Title != "Crash on start" || len(issue.Thread) != 1 || issue.Thread[0].Body != "same here" || issue.Thread[0].User != "hubot" {
+		t.Errorf("get_issue: %+v", issue)
+	}
+	if strings.Contains(text, testToken) || !strings.Contains(issue.Body, "my token is [redacted] oops") {
+		t.Errorf("get_issue did not scrub the token from the body: %q", issue.Body)
+	}
+
+	var pulls []pullResult
+	r.mustCall(t, ToolListPullRequests, repoArgs(), &pulls)
+	if len(pulls) != 1 || pulls[0].Number != 2 || !pulls[0].Draft || pulls[0].Head != "octo:agent/fix" || pulls[0].Base != "main" {
+		t.Errorf("list_pull_requests: %+v", pulls)
+	}
+
+	var pull pullResult
+	r.mustCall(t, ToolGetPullRequest, repoArgs("number", 2), &pull)
+	if pull.Body != "fixes #1" || !strings.Contains(pull.Diff, "+fixed") || pull.HeadSHA != "def" || len(pull.Thread) != 1 || pull.DiffTruncated {
+		t.Errorf("get_pull_request: %+v", pull)
+	}
+
+	// push_branch, then a draft pull request from the pushed branch.
+	head := commit(t, r.workspace, "fix.txt", "fixed\n")
+	var pushed pushResult
+	r.mustCall(t, ToolPushBranch, repoArgs("branch", "agent/fix"), &pushed)
+	if pushed.Action != "created" || pushed.Commit != head || pushed.Branch != "agent/fix" {
+		t.Errorf("push_branch: %+v", pushed)
+	}
+	if got := gitRun(t, r.bare, "rev-parse", "refs/heads/agent/fix"); got != head {
+		t.Errorf("agent/fix in the bare repository is %s, want the workspace's HEAD %s", got, head)
+	}
+
+	var pr createdResult
+	r.mustCall(t, ToolCreateDraftPullRequest, repoArgs("title", "Fix crash", "body", "Fixes #1", "head", "agent/fix"), &pr)
+	if pr.Number != 3 || !pr.Draft {
+		t.Errorf("create_draft_pull_request: %+v", pr)
+	}
+	body := r.api.posted("/api/v3/repos/octo/app/pulls")
+	if body["draft"] != true || body["base"] != "main" || body["head"] != "agent/fix" || body["title"] != "Fix crash" {
+		t.Errorf("create_draft_pull_request sent %v; want a draft onto the default branch", body)
+	}
+	// The agent cannot ask for a non-draft: unknown fields are ignored and
+	// draft is always true.
+	r.mustCall(t, ToolCreateDraftPullRequest, repoArgs("title", "T", "head", "agent/fix", "base", "dev", "draft", false), nil)
+	if body := r.api.posted("/api/v3/repos/octo/app/pulls"); body["draft"] != true || body["base"] != "dev" {
+		t.Errorf("create_draft_pull_request with draft=false sent %v", body)
+	}
+
+	var comment createdResult
+	r.mustCall(t, ToolAddIssueComment, repoArgs("number", 1, "body", "Working on it"), &comment)
+	if comment.ID != 12 {
+		t.Errorf("add_issue_comment: %+v", comment)
+	}
+	if body := r.api.posted("/api/v3/repos/octo/app/issues/1/comments"); body["body"] != "Working on it" {
+		t.Errorf("add_issue_comment sent %v", body)
+	}
+
+	var review createdResult
+	r.mustCall(t, ToolCreatePendingReview, repoArgs("number", 2, "body", "Looks fine",
+		"comments", []map[string]any{{"path": "main.go", "line": 3, "body": "nit"}, {"path": "main.go", "line": 9, "start_line": 7, "side": "left", "body": "why?"}}), &review)
+	if review.ID != 13 || review.State != "PENDING" {
+		t.Errorf("create_pending_review: %+v", review)
+	}
+	rb := r.api.posted("/api/v3/repos/octo/app/pulls/2/reviews")
+	if _, ok := rb["event"]; ok {
+		t.Errorf("create_pending_review sent an event (it would submit the review): %v", rb)
+	}
+	comments, _ := rb["comments"].([]any)
+	if len(comments) != 2 {
+		t.Fatalf("create_pending_review sent %v", rb)
+	}
+	if c := comments[1].(map[string]any); c["side"] != "LEFT" || c["start_line"] != float64(7) || c["line"] != float64(9) {
+		t.Errorf("create_pending_review comment 2: %v", c)
+	}
+
+	if r.api.unauthorized != 0 {
+		t.Errorf("%d API requests without the token", r.api.unauthorized)
+	}
+
+	// The audit: a start record, then one allowed call record per call.
+	recs := r.records(t)
+	if len(recs) != 13 {
+		t.Fatalf("%d audit records, want 13:\n%s", len(recs), r.audit.String())
+	}
+	if recs[0].Event != EventStart || len(recs[0].Scopes) != 2 || recs[0].Pod != "test" {
+		t.Errorf("start record %+v", recs[0])
+	}
+	for _, rec := range recs[1:] {
+		if rec.Event != EventCall || rec.Decision != DecisionAllow || rec.Error != "" || rec.Kind != KindGator {
+			t.Errorf("record %+v", rec)
+		}
+		if rec.Tool != ToolStatus && (rec.Repo != "octo/app" || rec.Permission == "") {
+			t.Errorf("record %+v: repo or permission missing", rec)
+		}
+	}
+	byTool := map[string]Record{}
+	for _, rec := range recs[1:] {
+		byTool[rec.Tool] = rec
+	}
+	if rec := byTool[ToolAddIssueComment]; rec.Args["body"] != "13 bytes" || rec.Args["number"] != "1" || rec.Result == "" {
+		t.Errorf("comment record %+v: want the body's size, not the body", rec)
+	}
+	if rec := byTool[ToolCreatePendingReview]; rec.Args["comments"] != "2 items" {
+		t.Errorf("review record %+v", rec)
+	}
+	if rec := byTool[ToolPushBranch]; rec.Args["branch"] != "agent/fix" || !strings.Contains(rec.Result, head) {
+		t.Errorf("push record %+v", rec)
+	}
+	if strings.Contains(r.audit.String(), testToken) {
+		t.Errorf("the token is in the audit log:\n%s", r.audit.String())
+	}
+	for _, s := range []string{"Working on it", "Looks fine"} {
+		if strings.Contains(r.audit.String(), s) {
+			t.Errorf("the audit log holds the body %q", s)
+		}
+	}
+}
+
+// TestDeniedCallsMakeNoRequests checks that a denied call reaches neither
+// GitHub nor git, and says how to grant it.
+func TestDeniedCallsMakeNoRequests(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app:read")
+	before := gitRun(t, r.bare, "for-each-ref")
+	cases := []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{ToolCreateDraftPullRequest, repoArgs("title", "x", "head", "agent/x"), "denied: create_draft_pull_request on octo/app needs scope create-draft; grant it with `devaipod up ... --gator github:octo/app:read,create-draft`"},
+		{ToolAddIssueComment, repoArgs("number", 1, "body", "hi"), "needs scope comment"},
+		{ToolPushBranch, repoArgs("branch", "agent/x"), "needs scope push-branch"},
+		{ToolCreatePendingReview, repoArgs("number", 2, "body", "x"), "needs scope pending-review"},
+		{ToolGetIssue, map[string]any{"owner": "evil", "repo": "app", "number": 1}, "denied: get_issue on evil/app needs scope read"},
+		{ToolGetIssue, map[string]any{"owner": "octo", "repo": "app/../../evil", "number": 1}, "not allowed"},
+		{ToolGetIssue, map[string]any{"number": 1}, "want OWNER/REPO"},
+		{ToolGetIssue, map[string]any{"owner": "octo", "repo": "app", "number": "one"}, "bad arguments"},
+	}
+	for _, c := range cases {
+		text, isErr := r.call(t, c.tool, c.args)
+		if !isErr || !strings.Contains(text, c.want) {
+			t.Errorf("%s %v: %q (error %v), want an error containing %q", c.tool, c.args, text, isErr, c.want)
+		}
+	}
+	if got := r.api.requested(); len(got) != 0 {
+		t.Errorf("denied calls made API requests: %q", got)
+	}
+	if after := gitRun(t, r.bare, "for-each-ref"); after != before {
+		t.Errorf("denied push changed the bare repository:\n%s\n->\n%s", before, after)
+	}
+	// An unknown tool is refused by the SDK, and audited all the same.
+	if res, err := r.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "delete_repository", Arguments: repoArgs()}); err == nil && !res.IsError {
+		t.Errorf("unknown tool: %+v", res)
+	}
+	recs := r.records(t)
+	if len(recs) != len(cases)+2 {
+		t.Fatalf("%d audit records, want %d:\n%s", len(recs), len(cases)+2, r.audit.String())
+	}
+	for _, rec := range recs[1:] {
+		if rec.Decision != DecisionDeny || !strings.HasPrefix(rec.Reason, "denied: ") {
+			t.Errorf("record %+v, want a deny with its reason", rec)
+		}
+	}
+	if last := recs[len(recs)-1]; last.Tool != "delete_repository" {
+		t.Errorf("last record %+v, want the unknown tool", last)
+	}
+}
+
+func TestPushBranchRefusals(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app:push-branch", "github:octo/agentdefault:push-branch")
+	mainBefore := gitRun(t, r.bare, "rev-parse", "refs/heads/main")
+	commit(t, r.workspace, "a.txt", "a\n")
+
+	for _, branch := range []string{"main", "refs/heads/main", "feature/x", "agent/", "agent/../main"} {
+		text, isErr := r.call(t, ToolPushBranch, repoArgs("branch", branch))
+		if !isErr || !strings.HasPrefix(text, "denied: ") {
+			t.Errorf("push to %q: %q, want a denial", branch, text)
+		}
+	}
+	if got := gitRun(t, r.bare, "rev-parse", "refs/heads/main"); got != mainBefore {
+		t.Errorf("main moved from %s to %s", mainBefore, got)
+	}
+
+	// A default branch named agent/... is still the default branch.
+	text, isErr := r.call(t, ToolPushBranch, map[string]any{"owner": "octo", "repo": "agentdefault", "branch": "agent/main"})
+	if !isErr || !strings.Contains(text, "is the default branch") {
+		t.Errorf("push to the default branch: %q", text)
+	}
+
+	// Someone else's history on an agent/ branch: never overwritten.
+	theirs := commit(t, r.other, "theirs.txt", "theirs\n")
+	gitRun(t, r.other, "push", "-q", r.bare, "HEAD:refs/heads/agent/shared")
+	text, isErr = r.call(t, ToolPushBranch, repoArgs("branch", "agent/shared"))
+	if !isErr || !strings.Contains(text, "never force-pushes") {
+		t.Errorf("push over someone else's commits: %q", text)
+	}
+	if got := gitRun(t, r.bare, "rev-parse", "refs/heads/agent/shared"); got != theirs {
+		t.Errorf("agent/shared is %s, want their %s", got, theirs)
+	}
+
+	// Fast-forwards and repeats are fine.
+	var res pushResult
+	r.mustCall(t, ToolPushBranch, repoArgs("branch", "agent/mine"), &res)
+	if res.Action != "created" {
+		t.Errorf("first push: %+v", res)
+	}
+	first := res.Commit
+	second := commit(t, r.workspace, "b.txt", "b\n")
+	r.mustCall(t, ToolPushBranch, repoArgs("branch", "agent/mine"), &res)
+	if res.Action != "updated" || res.Commit != second || res.PreviousCommit != first {
+		t.Errorf("fast-forward push: %+v", res)
+	}
+	r.mustCall(t, ToolPushBranch, repoArgs("branch", "agent/mine"), &res)
+	if res.Action != "up-to-date" {
+		t.Errorf("repeated push: %+v", res)
+	}
+	if got := gitRun(t, r.bare, "rev-parse", "refs/heads/agent/mine"); got != second {
+		t.Errorf("agent/mine is %s, want %s", got, second)
+	}
+
+	// History rewritten in the workspace (amend): refused, not forced.
+	gitRun(t, r.workspace, "commit", "-q", "--amend", "-m", "rewritten")
+	text, isErr = r.call(t, ToolPushBranch, repoArgs("branch", "agent/mine"))
+	if !isErr || !strings.Contains(text, "never force-pushes") {
+		t.Errorf("push of rewritten history: %q", text)
+	}
+	if got := gitRun(t, r.bare, "rev-parse", "refs/heads/agent/mine"); got != second {
+		t.Errorf("agent/mine moved to %s after a refused push", got)
+	}
+
+	for _, rec := range r.records(t)[1:] {
+		if rec.Tool != ToolPushBranch {
+			t.Errorf("record %+v", rec)
+		}
+	}
+	if strings.Contains(r.audit.String(), testToken) {
+		t.Error("the token is in the audit log")
+	}
+}
+
+// TestPushWorkspaceSymlinks checks that the workspace's repository is read
+// through a filesystem bound to the workspace: symlinks the agent plants
+// (.git itself, or HEAD, refs and objects inside it) do not lead the gator
+// to a repository, or any file, outside.
+func TestPushWorkspaceSymlinks(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app:push-branch")
+	outside := filepath.Join(t.TempDir(), "outside")
+	gitRun(t, filepath.Dir(outside), "init", "-q", outside)
+	commit(t, outside, "x.txt", "x\n")
+	dotgit := filepath.Join(r.workspace, ".git")
+	if err := os.Rename(dotgit, filepath.Join(r.workspace, "moved.git")); err != nil {
+		t.Fatal(err)
+	}
+
+	// .git itself a symlink.
+	if err := os.Symlink(filepath.Join(outside, ".git"), dotgit); err != nil {
+		t.Fatal(err)
+	}
+	text, isErr := r.call(t, ToolPushBranch, repoArgs("branch", "agent/x"))
+	if !isErr || !strings.Contains(text, ".git is not a directory") {
+		t.Errorf("push from a workspace whose .git is a symlink: %q", text)
+	}
+
+	// A real .git whose contents are symlinks to the outside repository:
+	// unbounded, go-git would push the outside commit.
+	if err := os.Remove(dotgit); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dotgit, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"HEAD", "refs", "objects", "config"} {
+		if err := os.Symlink(filepath.Join(outside, ".git", name), filepath.Join(dotgit, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text, isErr = r.call(t, ToolPushBranch, repoArgs("branch", "agent/x"))
+	if !isErr || !strings.Contains(text, "resolve the workspace's HEAD") {
+		t.Errorf("push from a .git of symlinks to outside: %q", text)
+	}
+	if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {
+		t.Errorf("something was pushed: %s", out)
+	}
+}
+
+func TestNewOptions(t *testing.T) {
+	t.Parallel()
+	base := Options{Token: testToken, Audit: io.Discard}
+	cases := []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"no token", func(o *Options) { o.Token = "" }, "no GitHub token"},
+		{"short token", func(o *Options) { o.Token = "abc" }, "no GitHub token"},
+		{"token with newline", func(o *Options) { o.Token = "ghp_abcdefgh\nX" }, "white space"},
+		{"no audit", func(o *Options) { o.Audit = nil }, "no audit writer"},
+		{"bad API URL", func(o *Options) { o.APIURL = "ftp://x/" }, "want https://HOST/"},
+		{"API URL with credentials", func(o *Options) { o.APIURL = "https://u:p@ghe.test/api/v3/" }, "no user"},
+		{"underivable git URL", func(o *Options) { o.APIURL = "https://ghe.test/api/"; o.Workspace = "/w" }, "give the git URL"},
+		{"git URL with credentials", func(o *Options) { o.GitURL = "https://u:p@ghe.test/"; o.Workspace = "/w" }, "without credentials"},
+	}
+	for _, c := range cases {
+		o := base
+		c.edit(&o)
+		if _, err := New(o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+	for _, c := range []struct{ api, git string }{
+		{"https://api.github.com/", "https://github.com/"},
+		{"https://api.github.com", "https://github.com/"},
+		{"https://ghe.example.test/api/v3", "https://ghe.example.test/"},
+		{"http://ghe.example.test:8080/prefix/api/v3/", "http://ghe.example.test:8080/prefix/"},
+	} {
+		api, err := parseAPIURL(c.api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := gitURLFor(api)
+		if err != nil || got.String() != c.git {
+			t.Errorf("gitURLFor(%s) = %v, %v; want %s", c.api, got, err, c.git)
+		}
+	}
+}
+
+// TestAuthTransport checks that the token goes to the API's host only.
+func TestAuthTransport(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]string{}
+	record := func(name string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen[name] = r.Header.Get("Authorization")
+			mu.Unlock()
+		})
+	}
+	elsewhere := httptest.NewServer(record("elsewhere"))
+	defer elsewhere.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		record("api").ServeHTTP(w, r)
+		http.Redirect(w, r, elsewhere.URL+"/x", http.StatusFound)
+	}))
+	defer api.Close()
+	u, err := parseAPIURL(api.URL + "/api/v3/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newGitHubClient(u, testToken, nil, "test")
+	req, err := c.NewRequest("GET", "repos/octo/app", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Do(context.Background(), req, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["api"] != "Bearer "+testToken {
+		t.Errorf("API got Authorization %q", seen["api"])
+	}
+	if a, ok := seen["elsewhere"]; !ok || a != "" {
+		t.Errorf("the redirect target got Authorization %q (reached: %v), want none", a, ok)
+	}
+}
+
+func TestSummarizeArgs(t *testing.T) {
+	t.Parallel()
+	got := summarizeArgs(map[string]any{
+		"owner": "octo", "repo": "app", "number": float64(7), "body": "hello", "title": strings.Repeat("é", 100),
+		"comments": []any{1, 2, 3}, "draft": false, "ref": "", "labels": []any{},
+	})
+	want := map[string]string{"number": "7", "body": "5 bytes", "title": strings.Repeat("é", 60) + "...", "comments": "3 items", "draft": "false"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("summarizeArgs = %v, want %v", got, want)
+	}
+}
+
+func TestParseRecord(t *testing.T) {
+	t.Parallel()
+	if _, err := ParseRecord([]byte(`{"time":"t","pod":"p","event":"request","host":"x"}`)); err == nil {
+		t.Error("a proxy record parsed as a gator record")
+	}
+	rec, err := ParseRecord([]byte(`{"time":"t","kind":"gator","event":"call","tool":"get_issue","decision":"deny","duration_ms":1}`))
+	if err != nil || rec.Tool != "get_issue" || rec.Decision != "deny" {
+		t.Errorf("ParseRecord = %+v, %v", rec, err)
+	}
+}

@@ -1,0 +1,168 @@
+package pod
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/devaipod/devaipod/pod/devcontainer"
+)
+
+// Lifecycle holds a devcontainer's lifecycle commands, which run in the
+// workspace as the remote user. up creates a fresh workspace volume every
+// time, so onCreate, updateContent and postCreate run once per volume by
+// running in up only; postStart runs in up and in every start, postAttach
+// in attach.
+type Lifecycle struct {
+	User          string                         `json:"user,omitempty"`
+	Workdir       string                         `json:"workdir"`
+	Env           []string                       `json:"env,omitempty"`
+	OnCreate      *devcontainer.LifecycleCommand `json:"onCreate,omitempty"`
+	UpdateContent *devcontainer.LifecycleCommand `json:"updateContent,omitempty"`
+	PostCreate    *devcontainer.LifecycleCommand `json:"postCreate,omitempty"`
+	PostStart     *devcontainer.LifecycleCommand `json:"postStart,omitempty"`
+	PostAttach    *devcontainer.LifecycleCommand `json:"postAttach,omitempty"`
+}
+
+// Lifecycle stages.
+const (
+	StageCreate = "create" // onCreate, updateContent, postCreate, postStart
+	StageStart  = "start"  // postStart
+	StageAttach = "attach" // postAttach
+)
+
+// stage is one named command of a stage.
+type stage struct {
+	name string
+	cmd  *devcontainer.LifecycleCommand
+}
+
+func (l *Lifecycle) stages(which string) []stage {
+	if l == nil {
+		return nil
+	}
+	switch which {
+	case StageCreate:
+		return []stage{{"onCreateCommand", l.OnCreate}, {"updateContentCommand", l.UpdateContent},
+			{"postCreateCommand", l.PostCreate}, {"postStartCommand", l.PostStart}}
+	case StageStart:
+		return []stage{{"postStartCommand", l.PostStart}}
+	case StageAttach:
+		return []stage{{"postAttachCommand", l.PostAttach}}
+	}
+	return nil
+}
+
+// Empty tells whether there is nothing to run at all.
+func (l *Lifecycle) Empty() bool {
+	for _, w := range []string{StageCreate, StageAttach} {
+		for _, s := range l.stages(w) {
+			if s.cmd != nil && len(s.cmd.Steps) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// LifecycleError is a lifecycle command that failed, with its output.
+type LifecycleError struct {
+	Command string // e.g. "postCreateCommand" or "postCreateCommand.npm"
+	Code    int
+	Output  string
+}
+
+func (e *LifecycleError) Error() string {
+	return fmt.Sprintf("%s failed (exit %d):\n%s", e.Command, e.Code, strings.TrimRight(e.Output, "\n"))
+}
+
+// RunLifecycle runs a stage's commands in order in the workspace; the
+// steps of an object-form command run in parallel. out hears the output.
+func RunLifecycle(ctx context.Context, eng Engine, short string, l *Lifecycle, which string, out io.Writer) error {
+	ws := ContainerName(short, RoleWorkspace)
+	for _, s := range l.stages(which) {
+		if s.cmd == nil {
+			continue
+		}
+		errs := make([]error, len(s.cmd.Steps))
+		var wg sync.WaitGroup
+		for i, step := range s.cmd.Steps {
+			name := s.name
+			if step.Name != "" {
+				name += "." + step.Name
+			}
+			run := func() {
+				if out != nil {
+					fmt.Fprintf(out, "running %s: %s\n", name, step)
+				}
+				spec := ExecSpec{Cmd: step.Args, User: l.User, Env: l.Env, Workdir: l.Workdir, Output: out}
+				code, output, err := eng.Exec(ctx, ws, spec)
+				if err == nil && code != 0 {
+					err = &LifecycleError{Command: name, Code: code, Output: output}
+				} else if err != nil {
+					err = fmt.Errorf("%s: %w", name, err)
+				}
+				errs[i] = err
+			}
+			if !s.cmd.Parallel {
+				run()
+				continue
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); run() }()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lifecycleLabel keeps what start and attach need (user, env, postStart,
+// postAttach) on the pod, so that they need no plan.
+func lifecycleLabel(l *Lifecycle) (string, error) {
+	kept := Lifecycle{User: l.User, Workdir: l.Workdir, Env: l.Env, PostStart: l.PostStart, PostAttach: l.PostAttach}
+	if kept.PostStart == nil && kept.PostAttach == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(kept)
+	return string(b), err
+}
+
+// RunPodLifecycle runs a stage (StageStart or StageAttach) of a pod's
+// devcontainer, from what up stored in the pod's label.
+func RunPodLifecycle(ctx context.Context, eng Engine, short, which string, out io.Writer) error {
+	objs, err := eng.Objects(ctx, short)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if o.Kind != KindPod {
+			continue
+		}
+		l, err := lifecycleFromLabels(o.Labels)
+		if err != nil || l == nil {
+			return err
+		}
+		return RunLifecycle(ctx, eng, short, l, which, out)
+	}
+	return nil
+}
+
+// lifecycleFromLabels reads what lifecycleLabel stored; nil when nothing.
+func lifecycleFromLabels(labels map[string]string) (*Lifecycle, error) {
+	v := labels[LabelLifecycle]
+	if v == "" {
+		return nil, nil
+	}
+	var l Lifecycle
+	if err := json.Unmarshal([]byte(v), &l); err != nil {
+		return nil, fmt.Errorf("pod label %s: %w", LabelLifecycle, err)
+	}
+	return &l, nil
+}
