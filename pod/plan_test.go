@@ -6,8 +6,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/devaipod/devaipod/pod/devcontainer"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -62,6 +65,7 @@ func TestBuildGolden(t *testing.T) {
 				{Source: "/home/u/.gitconfig", Target: "/etc/gitconfig", Containers: []string{RoleWorkspace}},
 			}
 		}},
+		{"devcontainer", func(in *PlanInput) { withDevcontainer(t, in) }},
 		{"workspace-ro", func(in *PlanInput) {
 			in.Config.Agent.WorkspaceAccess = AccessRO
 			in.Config.Agent.Limits.Timeout = "8h"
@@ -204,5 +208,78 @@ func TestRedacted(t *testing.T) {
 	}
 	if plan.Containers[1].Env["ANTHROPIC_API_KEY"] != "sk-ant" {
 		t.Error("Redacted changed the original plan")
+	}
+}
+
+// withDevcontainer loads the corpus's every-field devcontainer.json into
+// the input, as up does (without touching the host for the bind mount).
+func withDevcontainer(t *testing.T, in *PlanInput) {
+	t.Helper()
+	dc, err := devcontainer.Load(filepath.Join("devcontainer", "testdata", "good", "full-image.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc.File = "/src/demo/.devcontainer/devcontainer.json"
+	err = dc.Substitute(devcontainer.Vars{LocalEnv: map[string]string{"HOME": "/home/u", "HOST_VALUE": "from-host"},
+		LocalWorkspaceFolder: "/src/demo", ContainerWorkspaceFolder: "/workspaces/demo", DevcontainerID: "0123456789abcdefghijklmnopqrstuv0123456789abcdefghij"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dc.SubstituteContainerEnv(map[string]string{"PATH": "/usr/bin:/bin"}); err != nil {
+		t.Fatal(err)
+	}
+	ra, err := devcontainer.ParseRunArgs(dc.RunArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Devcontainer, in.RunArgs = dc, ra
+	in.DevcontainerBinds = []HostMount{{Source: "/home/u/.cache/go", Target: "/home/dev/.cache/go", RW: true, Containers: []string{RoleWorkspace}}}
+	in.HostEnv["GOFLAGS"] = "-mod=mod"
+	in.Config.Agent = AgentConfig{}
+}
+
+// TestDevcontainerNeverReachesTheAgent checks that no privilege setting,
+// variable or mount of devcontainer.json reaches the agent, whatever it
+// asks for; only customizations.devaipod does, and up says so.
+func TestDevcontainerNeverReachesTheAgent(t *testing.T) {
+	in := planInput()
+	withDevcontainer(t, &in)
+	plan, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, agent := plan.Containers[0], plan.Containers[1]
+	if !ws.Privileged || len(ws.CapAdd) == 0 || len(ws.SecurityOpt) == 0 || ws.Env["FROM_HOST"] != "from-host" || len(ws.Binds) == 0 {
+		t.Fatalf("the workspace did not get the devcontainer's settings: %+v", ws)
+	}
+	if agent.Privileged || len(agent.CapAdd) != 0 || len(agent.SecurityOpt) != 0 || len(agent.Devices) != 0 || agent.ShmSize != "" {
+		t.Errorf("agent got privilege settings: privileged %v caps %v secopt %v devices %v", agent.Privileged, agent.CapAdd, agent.SecurityOpt, agent.Devices)
+	}
+	for _, k := range []string{"PROJECT_DIR", "FROM_HOST", "RUN_ARG"} {
+		if _, ok := agent.Env[k]; ok {
+			t.Errorf("agent got the devcontainer's variable %s", k)
+		}
+	}
+	for _, m := range agent.Mounts {
+		if strings.Contains(m.Volume, "-dc-") {
+			t.Errorf("agent mounts the devcontainer's volume %s", m.Volume)
+		}
+	}
+	for _, b := range agent.Binds {
+		if b.HostPath != "" && b.HostPath != "/dev/null" {
+			t.Errorf("agent binds host path %s", b.HostPath)
+		}
+	}
+	if agent.Env["GOFLAGS"] != "-mod=mod" || agent.Image != "localhost/agent:2" || plan.AgentHealth != "/health" {
+		t.Errorf("customizations.devaipod did not reach the agent: env %v image %s health %s", agent.Env["GOFLAGS"], agent.Image, plan.AgentHealth)
+	}
+	warned := strings.Join(plan.Warnings, "\n")
+	for _, want := range []string{"GOFLAGS", "proxy.golang.example", "not supported, ignored"} {
+		if !strings.Contains(warned, want) {
+			t.Errorf("no warning names %q:\n%s", want, warned)
+		}
+	}
+	if !slices.Contains(plan.Pod.Ports, 3000) || !slices.Contains(plan.Pod.Ports, 8080) {
+		t.Errorf("forwardPorts = %v", plan.Pod.Ports)
 	}
 }

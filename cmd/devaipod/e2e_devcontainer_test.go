@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freePort is a TCP port free on the host's loopback right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestE2EDevcontainer ups a repository whose devcontainer.json builds its
+// image, sets variables with ${...}, asks for privileges, forwards a port
+// and has every lifecycle command; then checks each took effect in the
+// workspace and none reached the agent, and the once-only semantics across
+// stop/start and attach.
+func TestE2EDevcontainer(t *testing.T) {
+	e2e(t)
+	repo := fixtureRepo(t)
+	port := freePort(t)
+	initMarker := filepath.Join(t.TempDir(), "initialized")
+	commitFiles(t, repo, map[string]string{
+		".devcontainer/Dockerfile": "FROM localhost/devaipod-default:latest\nARG GREETING\nRUN echo \"$GREETING\" > /built-marker\n",
+		".devcontainer/devcontainer.json": `{
+  // JSONC: comments and trailing commas, as the spec allows.
+  "name": "e2e",
+  "build": {"dockerfile": "Dockerfile", "args": {"GREETING": "built-${localEnv:E2E_GREETING}"},},
+  "containerEnv": {"FROM_HOST": "${localEnv:E2E_HOST_VALUE}", "WS_FOLDER": "${containerWorkspaceFolder}", "BASENAME": "${localWorkspaceFolderBasename}"},
+  "remoteEnv": {"REMOTE": "remote-${containerEnv:FROM_HOST}"},
+  "capAdd": ["SYS_PTRACE"],
+  "runArgs": ["--cap-add=NET_ADMIN", "-e", "RUNARG=1"],
+  "initializeCommand": "touch \"$E2E_INIT_MARKER\"",
+  "onCreateCommand": "echo onCreate >> /var/tmp/lifecycle.log",
+  "updateContentCommand": ["sh", "-c", "echo updateContent >> /var/tmp/lifecycle.log"],
+  "postCreateCommand": {"a": "echo a > /var/tmp/postcreate-a", "b": ["sh", "-c", "echo $REMOTE > /var/tmp/postcreate-b"]},
+  "postStartCommand": "echo postStart >> /var/tmp/lifecycle.log && (busybox httpd -p 0.0.0.0:` + fmt.Sprint(port) + ` -h /workspaces/fixture &)",
+  "postAttachCommand": "echo postAttach >> /var/tmp/lifecycle.log",
+  "forwardPorts": [` + fmt.Sprint(port) + `],
+}
+`,
+		".devcontainer/features/devcontainer.json": `{"image": "localhost/devaipod-default:latest", "features": {"ghcr.io/devcontainers/features/go:1": {}}}`,
+		".devcontainer/failing/devcontainer.json":  `{"image": "localhost/devaipod-default:latest", "postCreateCommand": "echo boom-output; exit 7"}`,
+	})
+	env := []string{"E2E_GREETING=hello", "E2E_HOST_VALUE=from-host", "E2E_INIT_MARKER=" + initMarker,
+		"DEVAIPOD_DEVCONTAINER_CLI=devcontainer-cli-not-installed"}
+	cfg := standInConfig(t, "")
+	name := uniqueName("e2e-dc")
+	cleanup(t, name)
+
+	// initializeCommand runs on the host: refused unless allowed.
+	r := devaipod(t, env, "--config", cfg, "up", repo, "--name", name)
+	if r.code == 0 || !strings.Contains(r.stderr, "initializeCommand") || !strings.Contains(r.stderr, "--allow-host-commands") {
+		t.Fatalf("up ran a repository's initializeCommand without --allow-host-commands:\n%s", r)
+	}
+	if _, err := os.Stat(initMarker); err == nil {
+		t.Fatal("initializeCommand ran on the host although refused")
+	}
+	// features need the devcontainer CLI: a clear message, nothing created.
+	r = devaipod(t, env, "--config", cfg, "up", repo, "--name", name, "--devcontainer", ".devcontainer/features/devcontainer.json")
+	if r.code == 0 || !strings.Contains(r.stderr, "features") || !strings.Contains(r.stderr, "devcontainer CLI") {
+		t.Errorf("features without the devcontainer CLI: %s", r)
+	}
+	// A failing lifecycle command stops up, with its output, and up
+	// removes what it created.
+	r = devaipod(t, env, "--config", cfg, "up", repo, "--name", name, "--devcontainer", ".devcontainer/failing/devcontainer.json")
+	if r.code == 0 || !strings.Contains(r.stderr, "postCreateCommand failed (exit 7)") || !strings.Contains(r.stderr, "boom-output") {
+		t.Errorf("a failing postCreateCommand: %s", r)
+	}
+	if left := labelled(t, name); len(left) > 0 {
+		t.Fatalf("refused or failed ups left %v", left)
+	}
+
+	up := mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", name, "--allow-host-commands")
+	if _, err := os.Stat(initMarker); err != nil {
+		t.Errorf("initializeCommand did not run on the host with --allow-host-commands: %v", err)
+	}
+	if !strings.Contains(up.stderr, "building the devcontainer's image") {
+		t.Errorf("up did not say it built the image:\n%s", up.stderr)
+	}
+	inWorkspace := func(script string) string {
+		t.Helper()
+		r := devaipod(t, nil, "exec", name, "--", "sh", "-c", script)
+		if r.code != 0 {
+			t.Errorf("workspace %q: %s", script, r)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	if got := inWorkspace("cat /built-marker"); got != "built-hello" {
+		t.Errorf("the workspace does not run the built image (build arg from ${localEnv}): %q", got)
+	}
+	if got := inWorkspace(`echo "$FROM_HOST $WS_FOLDER $BASENAME $RUNARG"`); got != "from-host /workspaces/fixture fixture 1" {
+		t.Errorf("containerEnv / runArgs in the workspace: %q", got)
+	}
+	if got := inWorkspace("cat /var/tmp/lifecycle.log; cat /var/tmp/postcreate-a /var/tmp/postcreate-b"); got != "onCreate\nupdateContent\npostStart\na\nremote-from-host" {
+		t.Errorf("lifecycle after up:\n%s", got)
+	}
+	if got := inWorkspace("grep CapEff /proc/self/status"); strings.HasSuffix(got, "0000000000000000") {
+		t.Errorf("the workspace lacks the devcontainer's capabilities: %s", got)
+	}
+
+	t.Run("nothing of it reaches the agent", func(t *testing.T) {
+		r := devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", `grep CapEff /proc/self/status; echo "[$FROM_HOST$RUNARG$REMOTE]"`)
+		if !strings.Contains(r.stdout, "0000000000000000") || !strings.Contains(r.stdout, "[]") {
+			t.Errorf("agent has the devcontainer's capabilities or variables:\n%s", r)
+		}
+	})
+
+	t.Run("forwardPorts are published on the host's loopback", func(t *testing.T) {
+		var body string
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/README.md", port))
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if body = string(b); strings.Contains(body, "fixture") {
+					break
+				}
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		if !strings.Contains(body, "fixture") {
+			t.Errorf("no answer from the forwarded port %d: %q", port, body)
+		}
+		if r := podmanPort(t, name); !strings.Contains(r, `"HostIp":"127.0.0.1","HostPort":"`+fmt.Sprint(port)+`"`) || strings.Contains(r, `"HostIp":""`) || strings.Contains(r, "0.0.0.0") {
+			t.Errorf("the port is not published on 127.0.0.1 only: %s", r)
+		}
+	})
+
+	t.Run("onCreate once, postStart on every start, postAttach on attach", func(t *testing.T) {
+		mustDevaipod(t, nil, "stop", name)
+		mustDevaipod(t, nil, "start", name)
+		mustDevaipod(t, nil, "attach", name, "--no-ui")
+		if got := inWorkspace("cat /var/tmp/lifecycle.log"); got != "onCreate\nupdateContent\npostStart\npostStart\npostAttach" {
+			t.Errorf("lifecycle after stop, start, attach:\n%s", got)
+		}
+	})
+}
+
+// podmanPort lists the pod's published ports.
+func podmanPort(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("podman", "pod", "inspect", "--format", "{{json .InfraConfig.PortBindings}}", "devaipod-"+name).CombinedOutput()
+	if err != nil {
+		t.Errorf("podman pod inspect: %v %s", err, out)
+	}
+	return string(out)
+}
