@@ -33,6 +33,32 @@ type Config struct {
 	Network NetworkConfig `toml:"network"`
 	// Mounts are extra host paths bind-mounted into the pod's containers.
 	Mounts []MountConfig `toml:"mounts"`
+	// Forge is the GitHub (or GitHub Enterprise) server: pull request
+	// sources and the gator's API.
+	Forge ForgeConfig `toml:"forge"`
+	// Gator grants the agent scoped forge access.
+	Gator GatorConfig `toml:"gator"`
+}
+
+// ForgeConfig names the forge's web and API addresses.
+type ForgeConfig struct {
+	// URL is the web address whose pull request URLs up accepts
+	// (default https://github.com).
+	URL string `toml:"url"`
+	// APIURL is its REST API (default https://api.github.com/ for
+	// github.com); the gator uses it, and up to find a fork's branch.
+	APIURL string `toml:"api_url"`
+}
+
+// GatorConfig is [gator].
+type GatorConfig struct {
+	GitHub GatorGitHubConfig `toml:"github"`
+}
+
+// GatorGitHubConfig grants permissions per repository:
+// repos = { "OWNER/REPO" = ["read", "create-draft"], "OWNER/*" = ["read"] }.
+type GatorGitHubConfig struct {
+	Repos map[string][]string `toml:"repos"`
 }
 
 // MountConfig is one [[mounts]] entry: a host path for the workspace (and,
@@ -392,6 +418,14 @@ func (c *Config) validate() error {
 		if d, err := time.ParseDuration(t); err != nil || d < time.Second {
 			return bad("agent.limits.timeout", "%q is not a duration of at least 1s (such as \"8h\")", t)
 		}
+	}
+	if c.Forge.URL != "" {
+		if err := ValidateForgeURL(c.Forge.URL); err != nil {
+			return bad("forge.url", "%v", err)
+		}
+	}
+	if u := c.Forge.APIURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		return bad("forge.api_url", "%q must be an http(s) URL", u)
 	}
 	for i, m := range c.Mounts {
 		if err := m.check(); err != nil {

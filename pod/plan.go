@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/devaipod/devaipod/pod/devcontainer"
@@ -320,7 +321,10 @@ type builder struct {
 func (b *builder) labels(extra ...string) map[string]string {
 	l := map[string]string{LabelPod: b.short, LabelVersion: Version}
 	if src := b.in.Source; src != nil {
-		l[LabelRepo] = firstNonEmpty(src.Remote, src.Display)
+		l[LabelRepo] = firstNonEmpty(src.Upstream, src.Remote, src.Display)
+		if src.PR > 0 {
+			l[LabelPR] = strconv.Itoa(src.PR)
+		}
 		if src.Commit != "" {
 			l[LabelCommit] = src.Commit
 		}

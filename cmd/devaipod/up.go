@@ -31,12 +31,13 @@ type upFlags struct {
 	devcontainer      string
 	allowHostCommands bool
 	noVerify          bool
+	forgeURL          string
 }
 
 func newUpCommand(g *globalFlags) *cobra.Command {
 	f := &upFlags{}
 	cmd := &cobra.Command{
-		Use:   "up PATH|GIT-URL [TASK]",
+		Use:   "up PATH|GIT-URL|PR-URL [TASK]",
 		Short: "Create a pod for a repository and start its agent",
 		Long: `Create a pod for a repository and wait until its agent's server answers.
 With a TASK, the agent starts working on it at once (opencode: the first
@@ -44,8 +45,10 @@ message of a new session; a custom agent: $DEVAIPOD_TASK); status shows it.
 
 The source is a local git checkout (its committed HEAD, with history; origin
 points at the checkout's real remote; uncommitted changes are left out and
-listed) or a git URL (https, ssh, git, file, or user@host:path), cloned on
-this host with your own git credentials.
+listed), a git URL (https, ssh, git, file, or user@host:path), cloned on
+this host with your own git credentials, or a pull request URL
+(https://github.com/OWNER/REPO/pull/N, or on --forge-url): its head is
+checked out on branch pr-N, with the base repository as upstream.
 
 up is all or nothing: if a step fails, or you press Ctrl-C, everything it
 created is removed again (unless --keep-on-failure).`,
@@ -53,10 +56,11 @@ created is removed again (unless --keep-on-failure).`,
   devaipod up ./myproject --name myproject
   devaipod up https://git.example.test/org/repo.git --ref main
   devaipod up . --dry-run --output json
-  devaipod up . "fix the flaky test in pkg/cache"`,
+  devaipod up . "fix the flaky test in pkg/cache"
+  devaipod up https://github.com/org/repo/pull/42 "review this change"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
-				return errors.New("up takes a local git checkout or a git URL, and optionally a task in quotes")
+				return errors.New("up takes a local git checkout, a git URL or a pull request URL, and optionally a task in quotes")
 			}
 			if len(args) == 2 && strings.TrimSpace(args[1]) == "" {
 				return errors.New("the task is empty")
@@ -79,6 +83,7 @@ created is removed again (unless --keep-on-failure).`,
 	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for the agent's server")
 	fl.StringVar(&f.devcontainer, "devcontainer", "", "the devcontainer.json to use, as a path in the repository (default: .devcontainer/devcontainer.json, .devcontainer.json, or the only .devcontainer/*/devcontainer.json)")
+	fl.StringVar(&f.forgeURL, "forge-url", "", "web address of the GitHub Enterprise (or other) server whose pull request URLs up accepts (default: [forge] url, else https://github.com)")
 	fl.BoolVar(&f.noVerify, "no-verify", false, "skip the fast containment battery (devaipod verify --fast) that up runs in the agent before it reports ready")
 	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
@@ -99,12 +104,22 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 			return err
 		}
 	}
-	src, err := pod.ResolveSource(ctx, input, f.ref)
+	forge := cfg.Forge.URL
+	if f.forgeURL != "" {
+		forge = f.forgeURL
+		if err := pod.ValidateForgeURL(f.forgeURL); err != nil {
+			return fmt.Errorf("--forge-url: %w", err)
+		}
+	}
+	src, err := pod.ResolveSourceWith(ctx, input, pod.SourceOptions{Ref: f.ref, ForgeURL: forge, APIURL: cfg.Forge.APIURL})
 	if err != nil {
 		return err
 	}
+	for _, w := range src.Warnings {
+		g.warnf(cmd, "%s", w)
+	}
 	if name == "" {
-		name = pod.DeriveName(src.Project)
+		name = pod.DeriveNameFor(src)
 	}
 	if a := f.workspaceAccess; a != "" && a != pod.AccessRW && a != pod.AccessRO {
 		return fmt.Errorf("--workspace-access %q: use rw or ro", a)
