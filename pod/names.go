@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -28,6 +29,8 @@ const (
 	LabelLifecycle = "io.devaipod.lifecycle"
 	// LabelVerify keeps the arguments of the pod's verify battery (JSON).
 	LabelVerify = "io.devaipod.verify"
+	// LabelPR is the number of the pull request the pod works on.
+	LabelPR = "io.devaipod.pr"
 )
 
 // Container roles; a container is named Prefix+NAME+"-"+role.
@@ -82,6 +85,26 @@ func DeriveName(project string) string {
 		base = strings.TrimRight(base[:maxNameLen-7], "-")
 	}
 	return base + "-" + randomSuffix()
+}
+
+// DeriveNameFor makes a pod name for src: REPO-prN-xxxxxx for a pull
+// request, else what DeriveName makes of the project name. The repository
+// part is shortened so that -prN always survives.
+func DeriveNameFor(src *Source) string {
+	if src.PR <= 0 {
+		return DeriveName(src.Project)
+	}
+	name := DeriveName(src.Project)
+	cut := strings.LastIndexByte(name, '-')
+	base, suffix := name[:cut], name[cut:]
+	pr := "-pr" + strconv.Itoa(src.PR)
+	if room := maxNameLen - len(pr) - len(suffix); len(base) > room {
+		base = strings.TrimRight(base[:room], "-")
+	}
+	if base == "" {
+		base = "project"
+	}
+	return base + pr + suffix
 }
 
 func randomSuffix() string {

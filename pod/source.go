@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -34,7 +35,8 @@ type Source struct {
 	// Remote becomes origin in the workspace ("" when the checkout has
 	// none), without credentials.
 	Remote string `json:"remote,omitempty"`
-	// Branch is the local checkout's branch ("" when detached).
+	// Branch is the local checkout's branch ("" when detached); for a pull
+	// request, the workspace's branch (pr-N).
 	Branch string `json:"branch,omitempty"`
 	// Ref is the branch or tag to clone from a URL ("" for the default).
 	Ref string `json:"ref,omitempty"`
@@ -44,6 +46,49 @@ type Source struct {
 	// LeftOut lists uncommitted paths of a local checkout that the
 	// workspace will not have.
 	LeftOut []string `json:"left_out,omitempty"`
+
+	// PR is the number of the pull request the source is (0 for none).
+	// Its head is checked out on Branch; Remote (origin) is the head
+	// repository when the forge's API named it, else the base repository.
+	PR int `json:"pr,omitempty"`
+	// PRURL is the pull request's web address, without credentials.
+	PRURL string `json:"pr_url,omitempty"`
+	// PRTitle is the pull request's title (known only through the API).
+	PRTitle string `json:"pr_title,omitempty"`
+	// Upstream is the pull request's base repository, which becomes remote
+	// upstream in the workspace, without credentials.
+	Upstream string `json:"upstream,omitempty"`
+	// HeadBranch is the pull request's branch in the head repository (known
+	// only through the API); a plain `git push` of Branch goes there.
+	HeadBranch string `json:"head_branch,omitempty"`
+	// Warnings are things the user should know about the source, such as
+	// an API lookup that failed.
+	Warnings []string `json:"warnings,omitempty"`
+
+	// fetchURL is the base repository's URL for the clone on the host,
+	// with the credentials the input URL carried.
+	fetchURL string
+}
+
+// SourceOptions tune ResolveSourceWith.
+type SourceOptions struct {
+	// Ref is the branch or tag to clone from a git URL.
+	Ref string
+	// ForgeURL is the forge's web base (DefaultForgeURL when ""): pull
+	// request URLs are recognised on it, and their repositories cloned
+	// from it.
+	ForgeURL string
+	// APIURL is the forge's REST API, e.g. https://api.github.com or
+	// https://HOST/api/v3 for GitHub Enterprise. Optional: when set,
+	// resolving a pull request asks it for the head repository and branch,
+	// so that origin is the fork and `git push` updates the pull request;
+	// when unset or unreachable, git alone is enough.
+	APIURL string
+	// APIToken authenticates API requests (optional; public repositories
+	// need none). It is used on the host only.
+	APIToken string
+	// HTTPClient makes the API requests (http.DefaultClient when nil).
+	HTTPClient *http.Client
 }
 
 // scpLike matches git's scp-like syntax: [user@]host:path.
@@ -60,22 +105,51 @@ func IsGitURL(input string) bool {
 	return scpLike.MatchString(input)
 }
 
-// ResolveSource checks input and gathers what the plan needs. It runs git on
-// the host but changes nothing.
+// ResolveSource is ResolveSourceWith with only a ref, on the default forge.
 func ResolveSource(ctx context.Context, input, ref string) (*Source, error) {
+	return ResolveSourceWith(ctx, input, SourceOptions{Ref: ref})
+}
+
+// ResolveSourceWith checks input (a local checkout, a git URL or a pull
+// request URL on the forge) and gathers what the plan needs. It runs git on
+// the host but changes nothing; for a pull request with o.APIURL set, it
+// also asks the forge's API.
+func ResolveSourceWith(ctx context.Context, input string, o SourceOptions) (*Source, error) {
 	if input == "" {
 		return nil, errors.New("no repository given")
 	}
 	// git's "transport::address" syntax (ext::, fd::) runs commands or
 	// reaches file descriptors; only plain URLs and paths are sources.
 	if strings.Contains(input, "::") {
-		return nil, fmt.Errorf("unsupported git source %q: transport syntax (X::...) is not allowed", input)
+		return nil, fmt.Errorf("unsupported git source %q: transport syntax (X::...) is not allowed", redactURL(input))
+	}
+	forge := o.ForgeURL
+	if forge == "" {
+		forge = DefaultForgeURL
+	}
+	fu, err := parseForgeURL(forge)
+	if err != nil {
+		return nil, err
 	}
 	if IsGitURL(input) {
-		return resolveURL(input, ref)
+		pr, err := ParsePRURL(input, forge)
+		if err == nil {
+			return resolvePR(ctx, input, pr, o)
+		}
+		if !errors.Is(err, ErrNotPullRequest) {
+			return nil, err
+		}
+		return resolveURL(input, o.Ref)
 	}
-	if ref != "" {
+	if o.Ref != "" {
 		return nil, errors.New("--ref applies to git URLs; for a local checkout, check the ref out first")
+	}
+	// "github.com/o/r/pull/7" is a path to git; say what was meant.
+	if _, err := os.Stat(input); errors.Is(err, fs.ErrNotExist) {
+		if pr, err := ParsePRURL(fu.Scheme+"://"+input, forge); err == nil {
+			return nil, fmt.Errorf("%s is not a local directory; for pull request #%d of %s/%s, pass its full URL: %s",
+				input, pr.Number, pr.Owner, pr.Repo, redactURL(pr.URL()))
+		}
 	}
 	return resolveLocal(ctx, input)
 }
@@ -120,7 +194,12 @@ var validProject = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
 // and it is not a secret), unless it looks like a token (no password).
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		// Unparsable (a bad %-escape) but perhaps with a password: drop
+		// whatever sits between "://" and the first "@" of the authority.
+		return unparsedUserinfo.ReplaceAllString(raw, "$1")
+	}
+	if u.User == nil {
 		return raw
 	}
 	if _, hasPassword := u.User.Password(); hasPassword || u.Scheme == "https" || u.Scheme == "http" {
@@ -128,6 +207,8 @@ func redactURL(raw string) string {
 	}
 	return u.String()
 }
+
+var unparsedUserinfo = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@`)
 
 func redactErr(err error, raw string) error {
 	if r := redactURL(raw); r != raw {
@@ -188,7 +269,13 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 // Checkout makes the workspace's copy of the source in dir (which must not
 // exist): a clone with history, origin pointing at the real remote. It uses
 // the host's git and so the user's own credentials.
+//
+// A pull request is cloned from its base repository (remote upstream) with
+// its head checked out on branch pr-N; see Source.PR.
 func (s *Source) Checkout(ctx context.Context, dir string) error {
+	if s.PR > 0 {
+		return s.checkoutPR(ctx, dir)
+	}
 	// --no-checkout: the files go into the workspace straight from the
 	// object store (see TarTree), not through the host's disk first.
 	if s.Local {
