@@ -38,6 +38,7 @@ const (
 	RoleWorkspace = "workspace"
 	RoleAgent     = "agent"
 	RoleProxy     = "proxy"
+	RoleGator     = "gator"
 )
 
 // maxNameLen keeps derived object names (devaipod-NAME-agent-home) well under

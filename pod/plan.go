@@ -25,6 +25,15 @@ const (
 	ProxySocket    = ProxySocketDir + "/proxy.sock"
 	ProxyStateDir  = "/var/lib/devaipod/proxy"
 	ProxyPolicy    = ProxyStateDir + "/policy.json"
+	GatorSocketDir = "/run/devaipod/gator"
+	GatorSocket    = GatorSocketDir + "/gator.sock"
+	GatorStateDir  = "/var/lib/devaipod/gator"
+	// GatorAddr is where the agent reaches the gator's MCP server (its
+	// init bridges it to GatorSocket).
+	GatorAddr = "127.0.0.1:8765"
+	// GatorOpencodeConfig is an opencode config file in the helper image
+	// that names the gator as an MCP server.
+	GatorOpencodeConfig = HelperMount + "/opencode-gator.json"
 	// ProxyAddr is where the agent reaches the proxy (its init bridges it
 	// to ProxySocket).
 	ProxyAddr = "127.0.0.1:3128"
@@ -48,6 +57,8 @@ const (
 	AgentGID = 1000
 	// ProxyUID runs the proxy: not root, and not the agent's uid.
 	ProxyUID = 1100
+	// GatorUID runs the gator, which alone can read the forge token.
+	GatorUID = 1200
 )
 
 // Plan lists every podman object an up creates, in creation order, with the
@@ -150,8 +161,9 @@ type ContainerSpec struct {
 	Env        map[string]string `json:"env,omitempty"`
 	// SecretEnv maps variable names to podman secret names. They are
 	// mounted as files under SecretDir, so values never appear in podman
-	// inspect.
+	// inspect; readable by SecretUID only (root by default).
 	SecretEnv map[string]string `json:"secret_env,omitempty"`
+	SecretUID int               `json:"secret_uid,omitempty"`
 	Labels    map[string]string `json:"labels"`
 
 	Network         string   `json:"network"`
@@ -249,6 +261,14 @@ type PlanInput struct {
 	Task string
 	// NoVerify leaves the fast verify battery out of up's checks.
 	NoVerify bool
+	// GatorScopes are the gator's scopes in canonical form
+	// ("github:OWNER/REPO:read,create-draft"); none means no gator.
+	GatorScopes []string
+	// GatorAPIURL is the forge's REST API for the gator ("" for
+	// api.github.com), GatorGitURL its git server for pushes ("" to
+	// derive it from the API's).
+	GatorAPIURL string
+	GatorGitURL string
 }
 
 // Images lists the images the plan's containers need, without repeats.
@@ -397,8 +417,22 @@ func (b *builder) build() (*Plan, error) {
 	p.Secrets = secrets
 	agent := b.agent(shared, ws.SecretEnv)
 	b.applyProjectAgentSide(p, &agent, ws.SecretEnv)
+	var gator *ContainerSpec
+	if len(b.in.GatorScopes) > 0 {
+		g, err := b.gator(ws.SecretEnv)
+		if err != nil {
+			return nil, err
+		}
+		gator = &g
+		b.connectGator(&agent)
+	}
 	p.Containers = []ContainerSpec{ws, agent}
-
+	if gator != nil {
+		p.Volumes = append(p.Volumes, b.volume("gator-sock", GatorUID), b.volume("gator-state", GatorUID))
+		p.Containers = append(p.Containers, *gator)
+		p.Checks = append(p.Checks, Check{Container: agent.Name, What: "the gator answers the agent",
+			Command: []string{HelperBin, "wait-http", "--timeout", "30s", "--status", "2xx", "http://" + GatorAddr + "/healthz"}})
+	}
 	egressCheck := []string{HelperBin, "egress-check", "--canary", CanaryAddr}
 	switch b.mode {
 	case NetworkAllowlist:
@@ -417,12 +451,12 @@ func (b *builder) build() (*Plan, error) {
 	}
 	if b.mode != NetworkOpen {
 		ws, agent := ContainerName(b.short, RoleWorkspace), ContainerName(b.short, RoleAgent)
-		p.Checks = []Check{
+		p.Checks = append(p.Checks, []Check{
 			{Container: ws, What: "the canary answers in the pod's network namespace",
 				Command: []string{HelperBin, "egress-check", "--expect-canary", CanaryAddr}},
 			{Container: agent, What: "the agent has no direct way out" + map[bool]string{true: " and the proxy answers"}[b.mode == NetworkAllowlist],
 				Command: egressCheck},
-		}
+		}...)
 	}
 	if cfg.Agent.WorkspaceAccess != AccessRO {
 		dirs, files := PlaceHolders(ProtectedPaths(cfg), b.in.Tree)

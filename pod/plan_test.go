@@ -3,6 +3,7 @@ package pod
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -66,6 +67,11 @@ func TestBuildGolden(t *testing.T) {
 			}
 		}},
 		{"devcontainer", func(in *PlanInput) { withDevcontainer(t, in) }},
+		{"gator", func(in *PlanInput) {
+			in.GatorScopes = []string{"github:org/demo:read,create-draft", "github:org/*:read"}
+			in.GatorAPIURL, in.GatorGitURL = "https://ghe.example.test/api/v3/", "https://ghe.example.test"
+			in.AgentPassword = "agent-password"
+		}},
 		{"workspace-ro", func(in *PlanInput) {
 			in.Config.Agent.WorkspaceAccess = AccessRO
 			in.Config.Agent.Limits.Timeout = "8h"
@@ -281,5 +287,14 @@ func TestDevcontainerNeverReachesTheAgent(t *testing.T) {
 	}
 	if !slices.Contains(plan.Pod.Ports, 3000) || !slices.Contains(plan.Pod.Ports, 8080) {
 		t.Errorf("forwardPorts = %v", plan.Pod.Ports)
+	}
+}
+
+func TestGatorNeedsAToken(t *testing.T) {
+	in := planInput()
+	in.Config.Trusted = TrustedConfig{}
+	in.GatorScopes = []string{"github:org/demo:read"}
+	if _, err := Build(in); !errors.Is(err, ErrNoToken) {
+		t.Errorf("a gator without a token: err %v", err)
 	}
 }

@@ -376,7 +376,8 @@ func containerSpec(pod string, c ContainerSpec, host hostSide) (*specgen.SpecGen
 	// Not EnvSecrets: podman 4.3's inspect shows their values. Root-only
 	// files instead, which `devaipod exec` turns into environment.
 	for _, v := range slices.Sorted(maps.Keys(c.SecretEnv)) {
-		s.Secrets = append(s.Secrets, specgen.Secret{Source: c.SecretEnv[v], Target: SecretDir + "/" + v, Mode: 0o400})
+		s.Secrets = append(s.Secrets, specgen.Secret{Source: c.SecretEnv[v], Target: SecretDir + "/" + v, Mode: 0o400,
+			UID: uint32(c.SecretUID), GID: uint32(c.SecretUID)})
 	}
 	s.Labels = c.Labels
 	s.CapDrop = c.CapDrop

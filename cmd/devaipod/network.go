@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/devaipod/devaipod/gator"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/proxy"
 	"github.com/spf13/cobra"
@@ -43,10 +45,12 @@ func newAuditCommand(g *globalFlags) *cobra.Command {
 	var denied, follow bool
 	cmd := &cobra.Command{
 		Use:   "audit NAME",
-		Short: "Show every egress decision of a pod's proxy",
+		Short: "Show every egress decision and forge call of a pod",
 		Long: `Show the proxy's decisions for the pod: time, method, host and port,
 allow or deny, the rule that allowed or the reason that denied, bytes each way
-and duration. --output json prints the raw JSON lines.`,
+and duration; and the gator's calls (method "mcp"): the tool and repository,
+the permission it needed, or why it was denied. --output json prints the raw
+JSON lines (gator records carry "kind":"gator").`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,9 +71,20 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string,
 		fmt.Fprintln(tw, "TIME\tDECISION\tMETHOD\tHOST\tRULE/REASON\tUP\tDOWN\tMS")
 	}
 	lines := &lineWriter{fn: func(line string) {
+		if !strings.HasPrefix(line, "{") {
+			return // the proxy's or gator's own diagnostics
+		}
+		var kind struct{ Kind string }
+		if json.Unmarshal([]byte(line), &kind) == nil && kind.Kind == gator.KindGator {
+			printGatorRecord(tw, g, out, line, denied)
+			if follow {
+				tw.Flush()
+			}
+			return
+		}
 		var r proxy.Record
-		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &r) != nil || r.Event != proxy.EventRequest {
-			return // the proxy's own diagnostics, or a policy event
+		if json.Unmarshal([]byte(line), &r) != nil || r.Event != proxy.EventRequest {
+			return // a policy event
 		}
 		if denied && r.Decision != "deny" {
 			return
@@ -96,6 +111,38 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string,
 	lines.flush()
 	tw.Flush()
 	return err
+}
+
+// printGatorRecord prints one gator call: METHOD is "mcp", HOST the tool
+// and repository, RULE/REASON the permission it needed or why it was
+// denied.
+func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, denied bool) {
+	r, err := gator.ParseRecord([]byte(line))
+	if err != nil || r.Event != gator.EventCall || (denied && r.Decision != gator.DecisionDeny) {
+		return
+	}
+	if g.json() {
+		fmt.Fprintln(out, line)
+		return
+	}
+	why := r.Permission
+	if r.Decision == gator.DecisionDeny || r.Error != "" {
+		why = firstNonEmptyString(r.Reason, r.Error)
+	}
+	when := r.Time
+	if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
+		when = t.Local().Format("15:04:05")
+	}
+	fmt.Fprintf(tw, "%s\t%s\tmcp\t%s %s\t%s\t-\t-\t%d\n", when, r.Decision, r.Tool, r.Repo, why, r.DurationMS)
+}
+
+func firstNonEmptyString(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // lineWriter calls fn for every complete line written to it.

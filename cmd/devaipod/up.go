@@ -32,6 +32,7 @@ type upFlags struct {
 	allowHostCommands bool
 	noVerify          bool
 	forgeURL          string
+	gator             []string
 }
 
 func newUpCommand(g *globalFlags) *cobra.Command {
@@ -84,6 +85,7 @@ created is removed again (unless --keep-on-failure).`,
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for the agent's server")
 	fl.StringVar(&f.devcontainer, "devcontainer", "", "the devcontainer.json to use, as a path in the repository (default: .devcontainer/devcontainer.json, .devcontainer.json, or the only .devcontainer/*/devcontainer.json)")
 	fl.StringVar(&f.forgeURL, "forge-url", "", "web address of the GitHub Enterprise (or other) server whose pull request URLs up accepts (default: [forge] url, else https://github.com)")
+	fl.StringArrayVar(&f.gator, "gator", nil, "grant the agent scoped GitHub access through the gator: github:OWNER/REPO[:PERMS], github:OWNER/*, github:readonly-all (repeatable; PERMS: read, comment, create-draft, push-branch, pending-review; see docs/gator.md)")
 	fl.BoolVar(&f.noVerify, "no-verify", false, "skip the fast containment battery (devaipod verify --fast) that up runs in the agent before it reports ready")
 	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
@@ -142,12 +144,17 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	if f.workspaceAccess != "" {
 		cfg.Agent.WorkspaceAccess = f.workspaceAccess
 	}
+	scopes, err := gatorScopes(f.gator, cfg, src, forge, hostEnv())
+	if err != nil {
+		return err
+	}
 	password, err := randomPassword()
 	if err != nil {
 		return err
 	}
 	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv(), Allow: f.allow,
-		Mounts: mounts, AgentPassword: password, Task: task, NoVerify: f.noVerify}
+		Mounts: mounts, AgentPassword: password, Task: task, NoVerify: f.noVerify,
+		GatorScopes: scopes, GatorAPIURL: cfg.Forge.APIURL, GatorGitURL: forge}
 	if len(src.LeftOut) > 0 {
 		g.warnf(cmd, "%d uncommitted path(s) in %s are not copied into the workspace: %s",
 			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5))

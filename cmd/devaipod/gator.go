@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/devaipod/devaipod/gator"
+	"github.com/devaipod/devaipod/pod"
+)
+
+// gatorScopes decides the gator's scopes for an up: --gator flags and
+// [gator.github] repos; without either, read and create-draft on the
+// source's own repository when it is on the forge and a token is there.
+// Malformed scopes fail here, before anything is created.
+func gatorScopes(flags []string, cfg *pod.Config, src *pod.Source, forge string, hostEnv map[string]string) ([]string, error) {
+	explicit, err := gator.ParseScopes(flags)
+	if err != nil {
+		return nil, fmt.Errorf("--gator: %w", err)
+	}
+	configured, err := gator.ScopesFromConfig(cfg.Gator.GitHub.Repos)
+	if err != nil {
+		return nil, fmt.Errorf("[gator.github] repos: %w", err)
+	}
+	scopes := append(explicit, configured...)
+	if len(scopes) == 0 && hasForgeToken(cfg, hostEnv) {
+		if owner, repo, ok := forgeRepo(src, forge); ok {
+			scopes = gator.DefaultScopes(owner, repo)
+		}
+	}
+	out := make([]string, len(scopes))
+	for i, s := range scopes {
+		out[i] = s.String()
+	}
+	return out, nil
+}
+
+// hasForgeToken tells whether [trusted.env] gives the gator a token.
+func hasForgeToken(cfg *pod.Config, hostEnv map[string]string) bool {
+	t := cfg.Trusted.Env
+	for _, v := range pod.TokenVars {
+		if _, ok := t.Vars[v]; ok {
+			return true
+		}
+		for _, a := range t.Allowlist {
+			if a == v && hostEnv[v] != "" {
+				return true
+			}
+		}
+		for _, s := range t.Secrets {
+			if strings.HasPrefix(s, v+"=") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// forgeRepo finds OWNER/REPO of a source on the forge: a pull request's
+// base, or a remote on the forge's host (https or scp-like ssh).
+func forgeRepo(src *pod.Source, forge string) (owner, repo string, ok bool) {
+	if forge == "" {
+		forge = pod.DefaultForgeURL
+	}
+	if src.PR > 0 {
+		pr, err := pod.ParsePRURL(src.PRURL, forge)
+		return pr.Owner, pr.Repo, err == nil
+	}
+	f, err := url.Parse(forge)
+	if err != nil || src.Remote == "" {
+		return "", "", false
+	}
+	host, path := "", ""
+	if u, err := url.Parse(src.Remote); err == nil && u.Host != "" {
+		host, path = u.Hostname(), u.Path
+	} else if at, rest, found := strings.Cut(src.Remote, "@"); found && !strings.Contains(at, "/") {
+		host, path, _ = strings.Cut(rest, ":")
+	}
+	if !strings.EqualFold(host, f.Hostname()) {
+		return "", "", false
+	}
+	path = strings.TrimPrefix(strings.TrimPrefix(path, f.Path), "/")
+	owner, repo, found := strings.Cut(strings.TrimSuffix(path, ".git"), "/")
+	if !found || owner == "" || repo == "" || strings.Contains(repo, "/") {
+		return "", "", false
+	}
+	return owner, repo, true
+}

@@ -1,0 +1,83 @@
+package pod
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The gator holds the forge token and gives the agent scoped forge access
+// over MCP (package gator, run by the helper). It runs in the pod's network
+// namespace, as its own user, with the token as a secret file only it can
+// read; the agent reaches it through a socket on a pod volume that it
+// mounts read-only, bridged to GatorAddr by its init.
+
+// TokenVars are the trusted variables the gator takes its token from, in
+// order of preference.
+var TokenVars = []string{"GH_TOKEN", "GITHUB_TOKEN"}
+
+// ErrNoToken says the gator has no token to work with.
+var ErrNoToken = errors.New("no forge token")
+
+// gator is the gator's container. secretEnv is the workspace's trusted
+// variables (name -> podman secret), where the token comes from.
+func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
+	entrypoint := []string{"/devaipod-helper", "gator", "--listen", "unix:" + GatorSocket, "--pod", b.short,
+		"--workspace", b.workdir}
+	if b.in.GatorAPIURL != "" {
+		entrypoint = append(entrypoint, "--api-url", b.in.GatorAPIURL)
+	}
+	if b.in.GatorGitURL != "" {
+		entrypoint = append(entrypoint, "--git-url", b.in.GatorGitURL)
+	}
+	for _, s := range b.in.GatorScopes {
+		entrypoint = append(entrypoint, "--scope", s)
+	}
+	secrets := map[string]string{}
+	for _, v := range TokenVars {
+		if name, ok := secretEnv[v]; ok {
+			secrets[v] = name
+			entrypoint = append(entrypoint, "--token-file", SecretDir+"/"+v)
+			break
+		}
+	}
+	if len(secrets) == 0 {
+		return ContainerSpec{}, fmt.Errorf("the gator needs %s in [trusted.env] (allowlist, vars or secrets): %w",
+			strings.Join(TokenVars, " or "), ErrNoToken)
+	}
+	return ContainerSpec{
+		Name:            ContainerName(b.short, RoleGator),
+		Role:            RoleGator,
+		Image:           b.helper,
+		Entrypoint:      entrypoint,
+		User:            fmt.Sprintf("%d:%d", GatorUID, GatorUID),
+		SecretEnv:       secrets,
+		SecretUID:       GatorUID,
+		Labels:          b.labels(LabelRole, RoleGator),
+		Network:         NetworkPod,
+		PrivateIPC:      true,
+		CapDrop:         []string{"ALL"},
+		NoNewPrivileges: true,
+		ReadOnlyRoot:    true,
+		Mounts: []Mount{
+			{Volume: ObjectName(b.short, "gator-sock"), Dest: GatorSocketDir},
+			{Volume: ObjectName(b.short, "gator-state"), Dest: GatorStateDir},
+			// Read-only: the gator pushes the workspace's commits, it
+			// never changes them.
+			{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir, ReadOnly: true},
+		},
+		StopTimeout: 5,
+	}, nil
+}
+
+// connectGator gives the agent its way to the gator, and tells opencode
+// about it.
+func (b *builder) connectGator(agent *ContainerSpec) {
+	agent.Entrypoint = append(agent.Entrypoint[:len(agent.Entrypoint)-1], // before the "--"
+		"--forward", "tcp:"+GatorAddr+"=unix:"+GatorSocket, "--")
+	agent.Mounts = append(agent.Mounts, Mount{Volume: ObjectName(b.short, "gator-sock"), Dest: GatorSocketDir, ReadOnly: true})
+	agent.Env["DEVAIPOD_GATOR_URL"] = "http://" + GatorAddr + "/mcp"
+	if _, set := agent.Env["OPENCODE_CONFIG"]; !set && b.cfg.Agent.Kind != AgentCustom {
+		agent.Env["OPENCODE_CONFIG"] = GatorOpencodeConfig
+	}
+}
