@@ -156,6 +156,9 @@ type AgentConfig struct {
 // WorkspaceConfig configures the workspace container.
 type WorkspaceConfig struct {
 	Image string `toml:"image"`
+	// Limits caps the workspace like [agent.limits] caps the agent; none
+	// by default (a devcontainer's runArgs may set them too).
+	Limits Limits `toml:"limits"`
 }
 
 // Limits caps the agent's resources. Zero values mean podman's defaults
@@ -414,11 +417,6 @@ func (c *Config) validate() error {
 			return bad("agent.mask", "%q is not a file name pattern (such as \"*.pem\")", m)
 		}
 	}
-	if t := c.Agent.Limits.Timeout; t != "" {
-		if d, err := time.ParseDuration(t); err != nil || d < time.Second {
-			return bad("agent.limits.timeout", "%q is not a duration of at least 1s (such as \"8h\")", t)
-		}
-	}
 	if c.Forge.URL != "" {
 		if err := ValidateForgeURL(c.Forge.URL); err != nil {
 			return bad("forge.url", "%v", err)
@@ -432,18 +430,33 @@ func (c *Config) validate() error {
 			return bad(fmt.Sprintf("mounts[%d]", i), "%v", err)
 		}
 	}
-	l := c.Agent.Limits
-	if l.Memory != "" && !sizeExpr.MatchString(l.Memory) {
-		return bad("agent.limits.memory", "%q is not a size such as \"4g\" or \"512m\"", l.Memory)
+	for key, l := range map[string]Limits{"agent.limits": c.Agent.Limits, "workspace.limits": c.Workspace.Limits} {
+		if err := l.check(key); err != nil {
+			return err
+		}
 	}
-	if l.TmpSize != "" && !sizeExpr.MatchString(l.TmpSize) {
-		return bad("agent.limits.tmp_size", "%q is not a size such as \"1g\" or \"512m\"", l.TmpSize)
+	return nil
+}
+
+// check validates limits; key names their table in errors.
+func (l Limits) check(key string) error {
+	bad := func(k, format string, args ...any) error {
+		return &ConfigError{Key: key + "." + k, Msg: fmt.Sprintf(format, args...)}
 	}
-	if l.CPUs < 0 {
-		return bad("agent.limits.cpus", "must not be negative")
+	switch {
+	case l.Memory != "" && !sizeExpr.MatchString(l.Memory):
+		return bad("memory", "%q is not a size such as \"4g\" or \"512m\"", l.Memory)
+	case l.TmpSize != "" && !sizeExpr.MatchString(l.TmpSize):
+		return bad("tmp_size", "%q is not a size such as \"1g\" or \"512m\"", l.TmpSize)
+	case l.CPUs < 0:
+		return bad("cpus", "must not be negative")
+	case l.Pids < 0:
+		return bad("pids", "must not be negative")
 	}
-	if l.Pids < 0 {
-		return bad("agent.limits.pids", "must not be negative")
+	if l.Timeout != "" {
+		if d, err := time.ParseDuration(l.Timeout); err != nil || d < time.Second {
+			return bad("timeout", "%q is not a duration of at least 1s (such as \"8h\")", l.Timeout)
+		}
 	}
 	return nil
 }

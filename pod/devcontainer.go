@@ -106,7 +106,12 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 	ws.Ulimits = ra.Ulimits
 	maps.Copy(ws.Labels, ra.Labels)
 	if ra.Memory != "" || ra.CPUs != "" || ra.PidsLimit != nil {
-		l := &Limits{Memory: ra.Memory}
+		// runArgs' limits, over [workspace.limits]
+		l := &Limits{}
+		if ws.Limits != nil {
+			*l = *ws.Limits
+		}
+		l.Memory = firstNonEmpty(ra.Memory, l.Memory)
 		if ra.CPUs != "" {
 			cpus, err := strconv.ParseFloat(ra.CPUs, 64)
 			if err != nil {

@@ -487,8 +487,8 @@ func (b *builder) build() (*Plan, error) {
 		b.warnings = append(b.warnings, "--no-verify: up does not attack the agent's containment before it reports ready; run `devaipod verify "+b.short+"`")
 	}
 	p.Warnings = append(p.Warnings, b.warnings...)
-	if l := cfg.Agent.Limits; b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() && l.Enforceable() {
-		p.Warnings = append(p.Warnings, "agent resource limits (memory, cpus, pids) are not enforced on this host: "+
+	if b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() && (cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable()) {
+		p.Warnings = append(p.Warnings, "resource limits (memory, cpus, pids) are not enforced on this host: "+
 			"rootless podman on cgroup v1 ignores them (the /tmp size limit still holds)")
 	}
 	return p, nil
@@ -538,9 +538,18 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 			{Volume: ObjectName(b.short, "agent-sock"), Dest: AgentSocketDir, ReadOnly: true},
 		},
 		Binds:       b.hostBinds(RoleWorkspace),
+		Limits:      workspaceLimits(cfg.Workspace.Limits),
 		ImageMounts: []ImageMount{{Image: b.helper, Dest: HelperMount}},
 		StopTimeout: 5,
 	}, secrets
+}
+
+// workspaceLimits is nil unless [workspace.limits] sets something.
+func workspaceLimits(l Limits) *Limits {
+	if l == (Limits{}) {
+		return nil
+	}
+	return &l
 }
 
 // workspaceInit bridges the agent's server into the pod's network, except

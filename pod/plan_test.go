@@ -45,6 +45,7 @@ func TestBuildGolden(t *testing.T) {
 			in.Image = "localhost/custom:1"
 			in.Config.Agent.Command = Command{"/bin/sh", "-c", "my-agent"}
 			in.Config.Agent.Port = 5000
+			in.Config.Workspace.Limits = Limits{Memory: "2g", Pids: 2048, Timeout: "24h"}
 		}},
 		{"rootless-cgroupv1", func(in *PlanInput) { in.Host = HostInfo{Version: "4.3.1", Rootless: true, CgroupVersion: "v1"} }},
 		{"network-none", func(in *PlanInput) { in.Config.Network.Mode = NetworkModeNone }},

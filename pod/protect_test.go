@@ -139,6 +139,7 @@ func TestConfigProtectKeys(t *testing.T) {
 		{"[agent]\nkind = \"custom\"\n", "agent.command"},
 		{"[agent]\nhealth = \"health\"\n", "agent.health"},
 		{"[agent.limits]\ntimeout = \"soon\"\n", "agent.limits.timeout"},
+		{"[workspace.limits]\npids = -1\n", "c.toml:2: workspace.limits.pids"},
 		{"[[mounts]]\nsource = \"rel\"\ntarget = \"/x\"\n", "mounts[0]"},
 		{"[[mounts]]\nsource = \"/a\"\ntarget = \"/x/../y\"\n", "mounts[0]"},
 		{"[[mounts]]\nsource = \"/a\"\ntarget = \"/x\"\n\n[[mounts]]\nsource = \"/a\"\ntarget = \"/x\"\ncontainers = [\"proxy\"]\n", "c.toml:5: mounts[1]"},

@@ -218,7 +218,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		printPlan(cmd.OutOrStdout(), plan)
 		return nil
 	}
-	if l := cfg.Agent.Limits; l.Enforceable() {
+	if cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable() {
 		if in.Host, err = hostInfo(); err != nil {
 			return err
 		}
