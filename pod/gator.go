@@ -45,29 +45,14 @@ func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 		return ContainerSpec{}, fmt.Errorf("the gator needs %s in [trusted.env] (allowlist, vars or secrets): %w",
 			strings.Join(TokenVars, " or "), ErrNoToken)
 	}
-	return ContainerSpec{
-		Name:            ContainerName(b.short, RoleGator),
-		Role:            RoleGator,
-		Image:           b.helper,
-		Entrypoint:      entrypoint,
-		User:            fmt.Sprintf("%d:%d", GatorUID, GatorUID),
-		SecretEnv:       secrets,
-		SecretUID:       GatorUID,
-		Labels:          b.labels(LabelRole, RoleGator),
-		Network:         NetworkPod,
-		PrivateIPC:      true,
-		CapDrop:         []string{"ALL"},
-		NoNewPrivileges: true,
-		ReadOnlyRoot:    true,
-		Mounts: []Mount{
-			{Volume: ObjectName(b.short, "gator-sock"), Dest: GatorSocketDir},
-			{Volume: ObjectName(b.short, "gator-state"), Dest: GatorStateDir},
-			// Read-only: the gator pushes the workspace's commits, it
-			// never changes them.
-			{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir, ReadOnly: true},
-		},
-		StopTimeout: 5,
-	}, nil
+	c := b.sidecar(RoleGator, GatorUID, entrypoint,
+		Mount{Volume: ObjectName(b.short, "gator-sock"), Dest: GatorSocketDir},
+		Mount{Volume: ObjectName(b.short, "gator-state"), Dest: GatorStateDir},
+		// Read-only: the gator pushes the workspace's commits, it never
+		// changes them.
+		Mount{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir, ReadOnly: true})
+	c.SecretEnv, c.SecretUID = secrets, GatorUID
+	return c, nil
 }
 
 // connectGator gives the agent its way to the gator, and tells opencode

@@ -725,23 +725,28 @@ func (b *builder) proxy(allow []string) ContainerSpec {
 	for _, r := range allow {
 		entrypoint = append(entrypoint, "--allow", r)
 	}
+	return b.sidecar(RoleProxy, ProxyUID, entrypoint,
+		Mount{Volume: ObjectName(b.short, "proxy-sock"), Dest: ProxySocketDir},
+		Mount{Volume: ObjectName(b.short, "proxy-state"), Dest: ProxyStateDir})
+}
+
+// sidecar is a trusted helper container of the pod (proxy, gator): the
+// helper image, its own non-root user, no capabilities, a read-only root.
+func (b *builder) sidecar(role string, uid int, entrypoint []string, mounts ...Mount) ContainerSpec {
 	return ContainerSpec{
-		Name:            ContainerName(b.short, RoleProxy),
-		Role:            RoleProxy,
+		Name:            ContainerName(b.short, role),
+		Role:            role,
 		Image:           b.helper,
 		Entrypoint:      entrypoint,
-		User:            fmt.Sprintf("%d:%d", ProxyUID, ProxyUID),
-		Labels:          b.labels(LabelRole, RoleProxy),
+		User:            fmt.Sprintf("%d:%d", uid, uid),
+		Labels:          b.labels(LabelRole, role),
 		Network:         NetworkPod,
 		PrivateIPC:      true,
 		CapDrop:         []string{"ALL"},
 		NoNewPrivileges: true,
 		ReadOnlyRoot:    true,
-		Mounts: []Mount{
-			{Volume: ObjectName(b.short, "proxy-sock"), Dest: ProxySocketDir},
-			{Volume: ObjectName(b.short, "proxy-state"), Dest: ProxyStateDir},
-		},
-		StopTimeout: 5,
+		Mounts:          mounts,
+		StopTimeout:     5,
 	}
 }
 
