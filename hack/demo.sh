@@ -45,8 +45,9 @@ cat <<MSG
 The example runs in pod '$name' ($who).
 Get in:
   $prefix exec $name              # a shell in the workspace (git, your trusted env)
-  $prefix exec $name -- oc        # opencode's UI, attached to the sandboxed agent
+  $prefix attach $name            # opencode's UI, attached to the sandboxed agent
   $prefix exec $name -c agent     # look around inside the agent's sandbox
+  $prefix verify $name            # attack the sandbox from inside: which protections hold here
   $prefix status $name
   $prefix delete $name            # remove everything it created
 MSG

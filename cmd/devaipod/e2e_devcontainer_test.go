@@ -75,6 +75,25 @@ func TestE2EDevcontainer(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "features") || !strings.Contains(r.stderr, "devcontainer CLI") {
 		t.Errorf("features without the devcontainer CLI: %s", r)
 	}
+	// With the devcontainer CLI, up has it build the image with the
+	// features. The real CLI fetches a manifest from the internet on every
+	// build, so a stand-in checks devaipod's arguments and builds with
+	// podman, as the CLI does with --docker-path podman.
+	cli := filepath.Join(t.TempDir(), "devcontainer")
+	os.WriteFile(cli, []byte(`#!/bin/sh
+[ "$1" = build ] || exit 64
+while [ $# -gt 0 ]; do case $1 in --image-name) tag=$2; shift;; --config) cfg=$2; shift;; --workspace-folder) ws=$2; shift;; --docker-path) dp=$2; shift;; esac; shift; done
+[ "$dp" = podman ] && [ -f "$cfg" ] && [ -f "$ws/README.md" ] || { echo "bad arguments: $dp $cfg $ws" >&2; exit 65; }
+printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /feature-marker\n' | podman build -q -t "$tag" -f - "$ws" >/dev/null
+`), 0o755)
+	features := uniqueName("e2e-dcf")
+	cleanup(t, features)
+	mustDevaipod(t, append(env, "DEVAIPOD_DEVCONTAINER_CLI="+cli), "--config", cfg, "up", repo, "--name", features,
+		"--devcontainer", ".devcontainer/features/devcontainer.json")
+	if r := devaipod(t, nil, "exec", features, "--", "cat", "/feature-marker"); strings.TrimSpace(r.stdout) != "with-features" {
+		t.Errorf("the image built by the devcontainer CLI is not the workspace's: %s", r)
+	}
+
 	// A failing lifecycle command stops up, with its output, and up
 	// removes what it created.
 	r = devaipod(t, env, "--config", cfg, "up", repo, "--name", name, "--devcontainer", ".devcontainer/failing/devcontainer.json")
