@@ -242,8 +242,10 @@ type DevcontainerOptions struct {
 	// Name is the pod's short name (for ${devcontainerId}).
 	Name string
 	// LocalFolder is ${localWorkspaceFolder}: the user's checkout, or the
-	// clone of a URL.
+	// clone of a URL. Project is the repository's name (the folder under
+	// /workspaces unless workspaceFolder says otherwise).
 	LocalFolder string
+	Project     string
 	HostEnv     map[string]string
 	// Forbidden are host paths no bind mount may be or contain (see
 	// ForbiddenMounts).
@@ -284,7 +286,7 @@ func LoadDevcontainer(ctx context.Context, tree string, o DevcontainerOptions) (
 			return nil, err
 		}
 	}
-	project := firstNonEmpty(devcontainerProject(dc), filepath.Base(o.LocalFolder))
+	project := firstNonEmpty(devcontainerProject(dc), o.Project, filepath.Base(o.LocalFolder))
 	err = dc.Substitute(devcontainer.Vars{
 		LocalEnv:                 o.HostEnv,
 		LocalWorkspaceFolder:     o.LocalFolder,

@@ -170,6 +170,12 @@ func TestAgentSeccompProfile(t *testing.T) {
 	if strings.Count(s, `"unshare"`) != 1 || strings.Count(s, `"clone"`) != 1 {
 		t.Errorf("unshare or clone is still allowed unconditionally somewhere")
 	}
+	// ptrace and process_vm_* appear once: in the rule that refuses them.
+	for _, name := range []string{`"ptrace"`, `"process_vm_readv"`, `"process_vm_writev"`} {
+		if strings.Count(s, name) != 1 {
+			t.Errorf("%s appears %d times; want only in its refusing rule", name, strings.Count(s, name))
+		}
+	}
 }
 
 func TestTaskLabel(t *testing.T) {

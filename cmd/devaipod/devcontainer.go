@@ -23,8 +23,17 @@ func prepareDevcontainer(cmd *cobra.Command, g *globalFlags, f *upFlags, p *pod.
 	if src.Local {
 		local = src.Dir
 	}
-	loaded, err := pod.LoadDevcontainer(ctx, tree, pod.DevcontainerOptions{Explicit: f.devcontainer, Name: in.Name,
-		LocalFolder: local, HostEnv: in.HostEnv, Forbidden: forbidden})
+	explicit := f.devcontainer
+	if filepath.IsAbs(explicit) && src.Local {
+		// A path in the user's checkout names the same path in the clone.
+		rel, err := filepath.Rel(src.Dir, explicit)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("--devcontainer %s is not inside the repository %s", explicit, src.Dir)
+		}
+		explicit = rel
+	}
+	loaded, err := pod.LoadDevcontainer(ctx, tree, pod.DevcontainerOptions{Explicit: explicit, Name: in.Name,
+		LocalFolder: local, Project: src.Project, HostEnv: in.HostEnv, Forbidden: forbidden})
 	if err != nil || loaded == nil {
 		return err
 	}
@@ -39,6 +48,11 @@ func prepareDevcontainer(cmd *cobra.Command, g *globalFlags, f *upFlags, p *pod.
 				hint: "read it, then pass --allow-host-commands to run it (a repository must not run code on your host by default)"}
 		}
 		if !f.dryRun {
+			if !src.Local { // it runs in the clone, which has the whole tree then
+				if err := pod.CheckoutAll(ctx, tree); err != nil {
+					return err
+				}
+			}
 			for _, step := range c.Steps {
 				g.infof(cmd, "running initializeCommand on this host: %s", step)
 				run := exec.CommandContext(ctx, step.Args[0], step.Args[1:]...)

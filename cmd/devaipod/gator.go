@@ -20,7 +20,7 @@ func gatorScopes(flags []string, cfg *pod.Config, src *pod.Source, forge string,
 	}
 	configured, err := gator.ScopesFromConfig(cfg.Gator.GitHub.Repos)
 	if err != nil {
-		return nil, fmt.Errorf("[gator.github] repos: %w", err)
+		return nil, err // it names [gator.github] repos
 	}
 	scopes := append(explicit, configured...)
 	if len(scopes) == 0 && hasForgeToken(cfg, hostEnv) {
@@ -35,11 +35,21 @@ func gatorScopes(flags []string, cfg *pod.Config, src *pod.Source, forge string,
 	return out, nil
 }
 
+// forgeAPIURL is the forge's REST API: [forge] api_url, else
+// HOST/api/v3/ for a GitHub Enterprise forge (so that its token never goes
+// to api.github.com), else "" (api.github.com).
+func forgeAPIURL(configured, forge string) string {
+	if configured != "" || forge == "" || strings.TrimSuffix(forge, "/") == pod.DefaultForgeURL {
+		return configured
+	}
+	return strings.TrimSuffix(forge, "/") + "/api/v3/"
+}
+
 // hasForgeToken tells whether [trusted.env] gives the gator a token.
 func hasForgeToken(cfg *pod.Config, hostEnv map[string]string) bool {
 	t := cfg.Trusted.Env
 	for _, v := range pod.TokenVars {
-		if _, ok := t.Vars[v]; ok {
+		if t.Vars[v] != "" {
 			return true
 		}
 		for _, a := range t.Allowlist {

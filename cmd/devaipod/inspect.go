@@ -134,14 +134,14 @@ func newLogsCommand(g *globalFlags) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleAgent, "container: workspace, agent or proxy")
+	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleAgent, "container: workspace, agent, proxy or gator")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
 	cmd.Flags().IntVar(&tail, "tail", -1, "print only the last N lines")
 	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-var roles = []string{pod.RoleWorkspace, pod.RoleAgent, pod.RoleProxy}
+var roles = []string{pod.RoleWorkspace, pod.RoleAgent, pod.RoleProxy, pod.RoleGator}
 
 func checkRole(role string) error {
 	for _, r := range roles {

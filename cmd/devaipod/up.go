@@ -89,7 +89,7 @@ created is removed again (unless --keep-on-failure).`,
 	fl.BoolVar(&f.noVerify, "no-verify", false, "skip the fast containment battery (devaipod verify --fast) that up runs in the agent before it reports ready")
 	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
-	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; see `devaipod allow --help` for the rule syntax)")
+	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
 	return cmd
 }
 
@@ -154,7 +154,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	}
 	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv(), Allow: f.allow,
 		Mounts: mounts, AgentPassword: password, Task: task, NoVerify: f.noVerify,
-		GatorScopes: scopes, GatorAPIURL: cfg.Forge.APIURL, GatorGitURL: forge}
+		GatorScopes: scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
 	if len(src.LeftOut) > 0 {
 		g.warnf(cmd, "%d uncommitted path(s) in %s are not copied into the workspace: %s",
 			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5))

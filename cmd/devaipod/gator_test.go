@@ -1,0 +1,52 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/devaipod/devaipod/pod"
+)
+
+func TestForgeAPIURL(t *testing.T) {
+	for _, tt := range []struct{ configured, forge, want string }{
+		{"", "", ""},
+		{"", "https://github.com", ""},
+		{"", "https://ghe.example.test/", "https://ghe.example.test/api/v3/"},
+		{"https://api.ghe.example.test/", "https://ghe.example.test", "https://api.ghe.example.test/"},
+	} {
+		if got := forgeAPIURL(tt.configured, tt.forge); got != tt.want {
+			t.Errorf("forgeAPIURL(%q, %q) = %q; want %q (an Enterprise token must never go to api.github.com)", tt.configured, tt.forge, got, tt.want)
+		}
+	}
+}
+
+func TestGatorScopes(t *testing.T) {
+	withToken := &pod.Config{Trusted: pod.TrustedConfig{Env: pod.TrustedEnvConfig{Vars: map[string]string{"GH_TOKEN": "ghp_x"}}}}
+	emptyToken := &pod.Config{Trusted: pod.TrustedConfig{Env: pod.TrustedEnvConfig{Vars: map[string]string{"GH_TOKEN": ""}}}}
+	onGitHub := &pod.Source{Remote: "https://github.com/org/app.git"}
+	for _, tt := range []struct {
+		name  string
+		flags []string
+		cfg   *pod.Config
+		src   *pod.Source
+		want  string
+	}{
+		{"default scope on the source's repository", nil, withToken, onGitHub, "github:org/app:read,create-draft"},
+		{"ssh remote", nil, withToken, &pod.Source{Remote: "git@github.com:org/app.git"}, "github:org/app:read,create-draft"},
+		{"no token, no gator", nil, &pod.Config{}, onGitHub, ""},
+		{"an empty token is none", nil, emptyToken, onGitHub, ""},
+		{"not on the forge", nil, withToken, &pod.Source{Remote: "https://git.example.test/org/app.git"}, ""},
+		{"flags win", []string{"github:org/*:read"}, withToken, onGitHub, "github:org/*:read"},
+	} {
+		got, err := gatorScopes(tt.flags, tt.cfg, tt.src, "", map[string]string{})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if s := strings.Join(got, " "); s != tt.want {
+			t.Errorf("%s: scopes %q; want %q", tt.name, s, tt.want)
+		}
+	}
+	if _, err := gatorScopes([]string{"github:org"}, withToken, onGitHub, "", nil); err == nil {
+		t.Error("a malformed --gator scope was accepted")
+	}
+}
