@@ -59,9 +59,13 @@ func TestProc(t *testing.T) {
 	if statusInt(pid, "Threads") < 1 {
 		t.Error("no threads")
 	}
+	// Spin until both clocks move (they tick every 10 ms of CPU, which
+	// a loaded machine may take a while to give this process).
 	busy := cpuBusy()
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && (cpuSeconds(pid) <= 0 || cpuBusy() <= busy) {
+		for spin := time.Now().Add(10 * time.Millisecond); time.Now().Before(spin); {
+		}
 	}
 	if cpuSeconds(pid) <= 0 || cpuBusy() <= busy {
 		t.Error("CPU time does not advance")
