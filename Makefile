@@ -35,7 +35,9 @@ test:
 	hack/setup-host.sh
 	$(MAKE) build
 	hack/as-test-user $(MAKE) images
-	DEVAIPOD_BIN=$(CURDIR)/bin/devaipod go test -v -count=1 -timeout 60m -exec $(CURDIR)/hack/as-test-user ./...
+	hack/as-test-user hack/extract-opencode.sh /tmp/devaipod-test-opencode/opencode
+	DEVAIPOD_BIN=$(CURDIR)/bin/devaipod DEVAIPOD_OPENCODE_BIN=/tmp/devaipod-test-opencode/opencode \
+		go test -v -count=1 -timeout 60m -exec $(CURDIR)/hack/as-test-user ./...
 	@# Resource limits hold only on rootful podman here (rootless on cgroup v1 ignores them): as
 	@# root, prove them there too. A non-root run says so instead.
 	@if [ "$$(id -u)" -eq 0 ]; then \

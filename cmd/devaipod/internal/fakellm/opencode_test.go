@@ -44,6 +44,9 @@ const deniedHost = "denied.invalid"
 // the end of the session.
 func TestOpencodeDrivenByScript(t *testing.T) {
 	bin := os.Getenv(opencodeBinEnv)
+	if bin == "" && os.Getenv("CI") != "" {
+		t.Fatalf("%s is unset under CI: make test extracts opencode from the default image for this test", opencodeBinEnv)
+	}
 	if bin == "" {
 		t.Skipf("%s is unset: set it to an opencode 1.18 executable (the native binary from the npm package opencode-ai) to run this research test", opencodeBinEnv)
 	}
