@@ -438,7 +438,7 @@ measure() {
 	if "$BIN" --config "$BENCH_WORK/probe.toml" up --dry-run --name "$DP" "$BENCH_FIXTURE" >/dev/null 2>&1; then
 		net=$(cat "$BENCH_WORK/probe.toml")
 	fi
-	printf '[agent]\ncommand = ["busybox", "httpd", "-f", "-p", "127.0.0.1:4096", "-h", "/tmp"]\n\n%s\n' "$net" >"$BENCH_WORK/standin.toml"
+	printf '[agent]\nkind = "custom"\ncommand = ["busybox", "httpd", "-f", "-p", "127.0.0.1:4096", "-h", "/tmp"]\n\n%s\n' "$net" >"$BENCH_WORK/standin.toml"
 	printf '%s\n' "$net" >"$BENCH_WORK/default.toml"
 	"$BIN" --config "$BENCH_WORK/standin.toml" up --dry-run --name "$DP" "$BENCH_FIXTURE" >/dev/null ||
 		die "devaipod rejects the benchmark's configuration (see above)"
@@ -728,6 +728,11 @@ $(noise_note)
   \`--cap-drop ALL\`, \`no-new-privileges\`, \`--read-only\`, a 512 MB tmpfs on /tmp, user 1000:1000 and
   the helper as init (\`--expose\`); both mount the helper image at /opt/devaipod.
   $(fact dp_network)
+  devaipod's pod does more than the script's, and pays for it in the same run: the agent's
+  protected paths and masked files are bind mounts, the agent runs under devaipod's seccomp
+  profile, the repository is scanned for them first, \`up\` runs its containment checks (egress and
+  the fast verify battery) in the agent before it reports ready, and the opencode rows give the
+  agent's server a password that \`up\` uses to wait for \`/global/health\`.
 - **The repository gets in each tool's own way.** devaipod clones the checkout on the host and
   streams a tar archive into the workspace volume through the API. cli-pod.sh does what the Rust
   devaipod does: \`podman volume create\`, then an init container (\`podman run --rm\` of the default

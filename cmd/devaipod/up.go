@@ -197,6 +197,23 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 			return r.host, r.err
 		})
 	}
+	// The images of the plan without the repository's devcontainer.json
+	// (usually all of them) are looked up while the clone runs.
+	type lookup struct {
+		envs map[string][]string
+		err  error
+	}
+	early := make(chan lookup, 1)
+	if p != nil {
+		go func(in pod.PlanInput) { // a copy: in changes once the clone is there
+			envs := map[string][]string{}
+			probe, err := pod.Build(in)
+			if err == nil {
+				err = imageEnvs(ctx, p, probe.Images(), envs)
+			}
+			early <- lookup{envs, err}
+		}(in)
+	}
 	if err := <-cloned; err != nil {
 		return err
 	}
@@ -229,17 +246,15 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	if err != nil {
 		return err
 	}
-	for _, img := range probe.Images() {
-		env, err := p.ImageEnv(ctx, img)
-		if errors.Is(err, pod.ErrNotFound) {
-			return fmt.Errorf("image %s is not in podman's storage: build the images with `make images` (or pass --image)", img)
-		} else if err != nil {
-			return err
-		}
-		if img == probe.Containers[0].Image {
-			in.ImageEnv = env
-		}
+	looked := <-early
+	envs := looked.envs
+	if looked.err != nil && in.Devcontainer == nil {
+		return looked.err // else the devcontainer may not need that image
 	}
+	if err := imageEnvs(ctx, p, probe.Images(), envs); err != nil {
+		return err
+	}
+	in.ImageEnv = envs[probe.Containers[0].Image]
 	if dc := in.Devcontainer; dc != nil {
 		if err := dc.SubstituteContainerEnv(containerEnv(in.ImageEnv, probe.Containers[0].Env)); err != nil {
 			return err
@@ -275,6 +290,24 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		fmt.Fprintf(out, "  shell in the workspace:  devaipod exec %s\n", plan.Name)
 		fmt.Fprintf(out, "  talk to the agent:       devaipod attach %s\n", plan.Name)
 		fmt.Fprintf(out, "  remove it:               devaipod delete %s\n", plan.Name)
+	}
+	return nil
+}
+
+// imageEnvs looks up the environment of each image not in envs yet; a
+// missing image is better reported now than as a create failure.
+func imageEnvs(ctx context.Context, p *pod.Podman, images []string, envs map[string][]string) error {
+	for _, img := range images {
+		if _, ok := envs[img]; ok {
+			continue
+		}
+		env, err := p.ImageEnv(ctx, img)
+		if errors.Is(err, pod.ErrNotFound) {
+			return fmt.Errorf("image %s is not in podman's storage: build the images with `make images` (or pass --image)", img)
+		} else if err != nil {
+			return err
+		}
+		envs[img] = env
 	}
 	return nil
 }
