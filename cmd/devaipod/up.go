@@ -144,7 +144,8 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	if f.workspaceAccess != "" {
 		cfg.Agent.WorkspaceAccess = f.workspaceAccess
 	}
-	scopes, err := gatorScopes(f.gator, cfg, src, forge, hostEnv())
+	env := hostEnv()
+	scopes, err := gatorScopes(f.gator, cfg, src, forge, env)
 	if err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	if err != nil {
 		return err
 	}
-	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: hostEnv(), Allow: f.allow,
+	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: env, Allow: f.allow,
 		Mounts: mounts, AgentPassword: password, Task: task, NoVerify: f.noVerify,
 		GatorScopes: scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
 	if len(src.LeftOut) > 0 {
