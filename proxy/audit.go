@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // The events of audit records.
@@ -134,11 +136,123 @@ func (a *auditor) write(r Record) {
 		a.log.Error("audit: encode record", "err", err)
 		return
 	}
-	b = append(b, '\n')
+	a.writeLine(append(b, '\n'))
+}
+
+// writeRequest writes a request record, encoded by hand: this is once per
+// request, and encoding/json's reflection cost a few percent of the
+// proxy's CPU per tunnel. The line is the same as write's, byte for byte.
+func (a *auditor) writeRequest(r *Record) {
+	bp := lineBufs.Get().(*[]byte)
+	b := appendRequestLine((*bp)[:0], time.Now(), a.pod, r)
+	a.writeLine(b)
+	if cap(b) <= 4<<10 {
+		*bp = b
+		lineBufs.Put(bp)
+	}
+}
+
+// lineBufs holds buffers for writeRequest.
+var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+func (a *auditor) writeLine(b []byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, err := a.w.Write(b); err != nil && !a.failed {
 		a.failed = true // say it once; stdout going away is not worth a log line per request
 		a.log.Error("audit: write", "err", err)
 	}
+}
+
+// appendRequestLine appends r as a request record (what Record.MarshalJSON
+// writes for it, with time t in UTC and pod) and a newline.
+func appendRequestLine(b []byte, t time.Time, pod string, r *Record) []byte {
+	b = append(b, `{"time":"`...)
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","pod":`...)
+	b = appendJSONString(b, pod)
+	b = append(b, `,"event":`...)
+	b = appendJSONString(b, r.Event)
+	b = append(b, `,"method":`...)
+	b = appendJSONString(b, r.Method)
+	b = append(b, `,"host":`...)
+	b = appendJSONString(b, r.Host)
+	b = append(b, `,"port":`...)
+	b = strconv.AppendInt(b, int64(r.Port), 10)
+	b = append(b, `,"decision":`...)
+	b = appendJSONString(b, r.Decision)
+	if r.Rule != "" {
+		b = append(b, `,"rule":`...)
+		b = appendJSONString(b, r.Rule)
+	}
+	if r.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, r.Reason)
+	}
+	if r.Detail != "" {
+		b = append(b, `,"detail":`...)
+		b = appendJSONString(b, r.Detail)
+	}
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(r.Status), 10)
+	b = append(b, `,"bytes_up":`...)
+	b = strconv.AppendInt(b, r.BytesUp, 10)
+	b = append(b, `,"bytes_down":`...)
+	b = strconv.AppendInt(b, r.BytesDown, 10)
+	b = append(b, `,"duration_ms":`...)
+	b = strconv.AppendInt(b, r.DurationMS, 10)
+	return append(b, "}\n"...)
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// writes it: HTML-sensitive characters, control characters, U+2028 and
+// U+2029 escaped, invalid UTF-8 replaced by \ufffd.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

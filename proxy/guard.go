@@ -152,6 +152,20 @@ func (g *guard) control(host string) func(ctx context.Context, network, address 
 // address and connects to the first that is allowed and answers. If no
 // address is allowed, the error is a *BlockedError.
 func (g *guard) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return g.dial(ctx, network, addr, 0)
+}
+
+// dialTunnel is dialContext for a CONNECT tunnel's server, without TCP
+// keep-alive: the tunnel's idle timeout already closes a tunnel whose
+// server went silent, and most tunnels are short, so the four setsockopt
+// calls and the kernel timer are spent for nothing.
+func (g *guard) dialTunnel(ctx context.Context, addr string) (net.Conn, error) {
+	return g.dial(ctx, "tcp", addr, -1)
+}
+
+// dial is dialContext with the dialer's KeepAlive (0 the default, negative
+// none).
+func (g *guard) dial(ctx context.Context, network, addr string, keepAlive time.Duration) (net.Conn, error) {
 	switch network {
 	case "tcp", "tcp4", "tcp6":
 	default:
@@ -181,7 +195,7 @@ func (g *guard) dialContext(ctx context.Context, network, addr string) (net.Conn
 		}
 	}
 
-	d := net.Dialer{ControlContext: g.control(host)}
+	d := net.Dialer{ControlContext: g.control(host), KeepAlive: keepAlive}
 	var blocked, firstErr error
 	for _, a := range addrs {
 		if err := g.check(host, a, port); err != nil {

@@ -125,15 +125,19 @@ type Server struct {
 	policy *policySource
 	guard  *guard
 	gp     *goproxy.ProxyHttpServer
+	// acceptTunnel is allowConnect's answer to an allowed CONNECT: goproxy
+	// hijacks the connection and hands it to serveTunnel.
+	acceptTunnel *goproxy.ConnectAction
 
 	openTunnels atomic.Int64 // reserved tunnel slots
 
 	mu       sync.Mutex
 	serving  bool
 	closing  bool
-	tunnels  map[*tunnelConn]struct{}
-	handlers sync.WaitGroup // ServeHTTP calls in progress
-	tunnelWG sync.WaitGroup // tunnels not yet ended
+	tunnels  map[*tunnel]struct{}
+	conns    map[net.Conn]struct{} // connections whose CONNECT request serveConn reads
+	handlers sync.WaitGroup        // ServeHTTP calls in progress
+	tunnelWG sync.WaitGroup        // tunnels not yet ended
 }
 
 // New checks opts, reads the policy file and returns a server. A bad rule or
@@ -154,7 +158,8 @@ func New(opts Options) (*Server, error) {
 		opts:    opts,
 		log:     opts.Logger,
 		audit:   &auditor{pod: opts.Pod, log: opts.Logger, w: opts.Audit},
-		tunnels: make(map[*tunnelConn]struct{}),
+		tunnels: make(map[*tunnel]struct{}),
+		conns:   make(map[net.Conn]struct{}),
 	}
 	s.policy, err = newPolicySource(base, opts.PolicyFile, opts.PolicyCheckInterval, s.policyChanged)
 	if err != nil {
@@ -165,6 +170,7 @@ func New(opts Options) (*Server, error) {
 		timeout:  opts.DialTimeout,
 		exempt:   func(a netip.Addr, port int) bool { return s.policy.current().allowsAddr(a, port) },
 	}
+	s.acceptTunnel = &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: s.serveTunnel}
 	s.gp = s.newGoproxy()
 	return s, nil
 }
@@ -196,10 +202,14 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 		MaxIdleConnsPerHost:   8,
 		DisableCompression:    true,
 	}
-	// ConnectDialWithReq takes precedence; ConnectDial (by default chained
-	// through $HTTPS_PROXY) is replaced by one that refuses, so that no
-	// path dials without a decision.
-	gp.ConnectDialWithReq = s.dialConnect
+	// goproxy dials no CONNECT itself: an allowed one is hijacked to
+	// serveTunnel, which dials through the guard. Both of goproxy's CONNECT
+	// dialers (ConnectDialWithReq takes precedence; ConnectDial is by
+	// default chained through $HTTPS_PROXY) refuse, so that no path dials
+	// without a decision.
+	gp.ConnectDialWithReq = func(*http.Request, string, string) (net.Conn, error) {
+		return nil, errors.New("CONNECT dial outside serveTunnel")
+	}
 	gp.ConnectDial = func(string, string) (net.Conn, error) {
 		return nil, errors.New("CONNECT dial without a request")
 	}
@@ -229,7 +239,12 @@ type exchange struct {
 	status  int
 	suggest string // the rule that would allow the address, for private-address
 	slot    bool   // holds a tunnel slot
-	tunnel  *tunnelConn
+	tunnel  *tunnel
+	// fast: serveConn read the request (a CONNECT); early are the bytes
+	// the client sent after it without waiting for the answer, which the
+	// tunnel sends first.
+	fast  bool
+	early []byte
 }
 
 type exchangeKey struct{}
@@ -258,13 +273,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.handlers.Done()
 
-	x := &exchange{start: time.Now(), method: shorten(r.Method, 32)}
-	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
+	x := exchangeOf(r) // serveConn's
+	if x == nil {
+		x = &exchange{start: time.Now(), method: shorten(r.Method, 32)}
+		r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
+	}
 
 	if r.Method == http.MethodConnect {
 		s.gp.ServeHTTP(w, r)
 		if x.tunnel != nil {
-			return // audited when the tunnel ends
+			return // audited by the tunnel when it ends
 		}
 		if x.slot {
 			s.openTunnels.Add(-1)
@@ -364,7 +382,7 @@ func (s *Server) allowConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 		return nil, ""
 	}
 	x.slot = true
-	return &goproxy.ConnectAction{Action: goproxy.ConnectAccept}, net.JoinHostPort(x.host, strconv.Itoa(port))
+	return s.acceptTunnel, net.JoinHostPort(x.host, strconv.Itoa(port))
 }
 
 // rejectConnect is the last CONNECT handler: it refuses whatever reaches it.
@@ -394,44 +412,15 @@ func (s *Server) reserveTunnel() bool {
 
 var errShuttingDown = errors.New("the proxy is shutting down")
 
-// dialConnect dials an allowed CONNECT's target through the guard and wraps
-// the connection to count, time out and audit the tunnel.
-func (s *Server) dialConnect(req *http.Request, network, _ string) (net.Conn, error) {
-	x := exchangeOf(req)
-	if x == nil || !x.allow {
-		return nil, errors.New("CONNECT dial without an allow decision")
-	}
-	conn, err := s.guard.dialContext(req.Context(), network, net.JoinHostPort(x.host, strconv.Itoa(x.port)))
-	if err != nil {
-		return nil, err
-	}
-	c := &tunnelConn{Conn: conn, s: s, x: x, idle: s.opts.IdleTimeout}
-	c.last.Store(time.Now().UnixNano())
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		conn.Close()
-		return nil, errShuttingDown
-	}
-	s.tunnels[c] = struct{}{}
-	s.tunnelWG.Add(1)
-	s.mu.Unlock()
-	if c.idle > 0 {
-		c.mu.Lock()
-		c.timer = time.AfterFunc(c.idle, c.checkIdle)
-		c.mu.Unlock()
-	}
-	x.tunnel, x.status = c, http.StatusOK
-	return c, nil
-}
-
-// connectError answers a CONNECT whose dial failed: 403 if the guard
-// refused the address, 502 otherwise.
+// connectError answers a CONNECT that goproxy failed to dial: 403 if the
+// guard refused the address, 502 otherwise. goproxy's dialers refuse
+// everything (serveTunnel dials), so only a CONNECT that reached goproxy's
+// own tunnel path gets here.
 func (s *Server) connectError(w io.Writer, ctx *goproxy.ProxyCtx, err error) {
 	x := exchangeOf(ctx.Req)
 	if x == nil || x.tunnel != nil {
-		// goproxy also calls this for copy errors inside a tunnel (when a
-		// side cannot half-close); never write into a tunnel.
+		// goproxy also calls this for copy errors inside its tunnels;
+		// never write into a tunnel.
 		return
 	}
 	s.upstreamFailed(x, err)
@@ -671,7 +660,7 @@ func (s *Server) record(x *exchange, up, down int64, reason string) {
 	if reason != "" {
 		r.Reason = reason
 	}
-	s.audit.write(r)
+	s.audit.writeRequest(&r)
 }
 
 func (s *Server) policyChanged(p *policy, err error) {
@@ -711,30 +700,40 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	// The http.Server gets the connections that do not start with a
+	// CONNECT (see serveConn).
+	plain := newHandoff(ln.Addr())
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- hs.Serve(plain) }()
+	acceptDone := make(chan error, 1)
+	go func() { acceptDone <- s.accept(ctx, ln, plain) }()
 
 	var err error
 	select {
 	case <-ctx.Done():
-	case err = <-served:
+	case err = <-acceptDone:
 		err = fmt.Errorf("serve: %w", err)
+		acceptDone = nil
 	}
 
 	// Stop: the listener and plain connections, then the requests in
-	// progress (their context), then the tunnels, which goproxy has
-	// hijacked and the http.Server no longer knows.
-	hs.Close()
+	// progress (their context), then the connections that serveConn
+	// reads and the tunnels, which the http.Server does not know.
 	cancel()
+	ln.Close()
+	hs.Close()
 	s.mu.Lock()
 	s.closing = true
-	open := make([]*tunnelConn, 0, len(s.tunnels))
-	for c := range s.tunnels {
-		open = append(open, c)
+	open := make([]*tunnel, 0, len(s.tunnels))
+	for t := range s.tunnels {
+		open = append(open, t)
+	}
+	for c := range s.conns {
+		c.Close()
 	}
 	s.mu.Unlock()
-	for _, c := range open {
-		c.end(ReasonShutdown)
+	for _, t := range open {
+		t.end(ReasonShutdown)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -748,99 +747,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("requests still running after shutdown", "wait", shutdownWait)
 	}
 	s.gp.Tr.CloseIdleConnections()
-	if err == nil {
-		<-served // http.ErrServerClosed
+	if acceptDone != nil {
+		<-acceptDone
 	}
+	<-httpDone // http.ErrServerClosed
 	return err
-}
-
-// tunnelConn is the server side of a CONNECT tunnel, as goproxy sees it. It
-// counts bytes, closes the tunnel when idle and audits it when goproxy (or
-// the idle timer, or shutdown) closes it. It keeps CloseRead and CloseWrite,
-// so that goproxy half-closes instead of taking its path that writes
-// errors into the tunnel.
-type tunnelConn struct {
-	net.Conn
-	s    *Server
-	x    *exchange
-	idle time.Duration
-
-	up, down atomic.Int64
-	last     atomic.Int64 // UnixNano of the last byte in either direction
-
-	mu    sync.Mutex
-	timer *time.Timer
-
-	once     sync.Once
-	closeErr error
-}
-
-func (c *tunnelConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.down.Add(int64(n))
-		c.last.Store(time.Now().UnixNano())
-	}
-	return n, err
-}
-
-func (c *tunnelConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if n > 0 {
-		c.up.Add(int64(n))
-		c.last.Store(time.Now().UnixNano())
-	}
-	return n, err
-}
-
-func (c *tunnelConn) CloseRead() error {
-	if hc, ok := c.Conn.(interface{ CloseRead() error }); ok {
-		return hc.CloseRead()
-	}
-	return nil
-}
-
-func (c *tunnelConn) CloseWrite() error {
-	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return hc.CloseWrite()
-	}
-	return nil
-}
-
-func (c *tunnelConn) Close() error {
-	c.end("")
-	return c.closeErr
-}
-
-// end closes the connection, which makes goproxy close the client side too,
-// and audits the tunnel, once.
-func (c *tunnelConn) end(reason string) {
-	c.once.Do(func() {
-		c.mu.Lock()
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-		c.mu.Unlock()
-		c.closeErr = c.Conn.Close()
-		s := c.s
-		s.mu.Lock()
-		delete(s.tunnels, c)
-		s.mu.Unlock()
-		s.openTunnels.Add(-1)
-		s.record(c.x, c.up.Load(), c.down.Load(), reason)
-		s.tunnelWG.Done()
-	})
-}
-
-func (c *tunnelConn) checkIdle() {
-	quiet := time.Since(time.Unix(0, c.last.Load()))
-	if quiet >= c.idle {
-		c.end(ReasonIdleTimeout)
-		return
-	}
-	c.mu.Lock()
-	c.timer.Reset(c.idle - quiet)
-	c.mu.Unlock()
 }
 
 // statusWriter records the status and counts the body bytes of a plain-HTTP

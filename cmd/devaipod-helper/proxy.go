@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -146,6 +147,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		level = slog.LevelDebug
 	}
 	logger := slog.New(&lineHandler{w: stderr, prefix: logPrefix + "proxy: ", level: level, mu: &sync.Mutex{}})
+	// One P and GOGC 50 unless the environment says otherwise: see
+	// proxy.TuneRuntime.
+	defer proxy.TuneRuntime(os.Getenv)()
 
 	srv, err := proxy.New(proxy.Options{
 		Pod:         o.pod,
@@ -164,7 +168,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if o.listen.network == "unix" {
 		ln, err = listenUnix(o.listen.address)
 	} else {
-		ln, err = net.Listen("tcp", o.listen.address)
+		// No TCP keep-alive towards the clients (four setsockopt calls per
+		// connection): the proxy's idle timeouts close quiet tunnels and
+		// connections.
+		lc := net.ListenConfig{KeepAlive: -1}
+		ln, err = lc.Listen(ctx, "tcp", o.listen.address)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%sproxy: listen on %s: %v\n", logPrefix, o.listen, err)

@@ -17,8 +17,9 @@ import (
 // the kernel cost without goproxy, audit, policy or guard. It allows
 // CONNECT to the --allow host:port list and nothing else. With --splice
 // (the default) the copy is io.Copy between *net.TCPConn, which Linux does
-// with splice(2); without it, a wrapper hides the TCP connections, as
-// proxy.tunnelConn does, and io.Copy copies through a 32 KiB buffer.
+// with splice(2); without it, a wrapper hides the TCP connections and
+// io.Copy copies through a 32 KiB buffer, as devaipod's proxy copies
+// through a pooled one.
 
 func cmdBare(args []string) error {
 	fs := flag.NewFlagSet("bare", flag.ContinueOnError)

@@ -509,42 +509,65 @@ func humanBytes(n int64) string {
 // analysisNotes are the findings of the profiling that went with this
 // benchmark; the numbers above are regenerated each run, these notes are
 // not. Update them when proxy/ changes what they describe.
-const analysisNotes = `Findings from profiling (pprof of the proxy alone, perf, strace -c) and from trying
-changes on a scratch copy of proxy/, as of the benchmark's first version (numbers from quiet
-runs on the machine above; proxy CPU per tunnel at concurrency 1 / 16 / 128):
+const analysisNotes = `Findings from profiling (pprof of the proxy alone, perf, strace -c) and from A/B runs
+against squid (` + "`proxybench run`" + ` with two builds of the helper and squid, interleaved), as of the
+CONNECT fast path (proxy CPU per tunnel at concurrency 1 / 16 / 128):
 
-- **Memory: the copy buffers.** Under 128 concurrent tunnels about 90% of the proxy's live heap
-  is ` + "`io.copyBuffer`" + `. goproxy copies each direction of a tunnel with ` + "`io.Copy`" + `; because
-  ` + "`proxy.tunnelConn`" + ` wraps the upstream ` + "`*net.TCPConn`" + ` and implements neither ` + "`ReaderFrom`" + `
-  nor ` + "`WriterTo`" + `, io.Copy cannot use splice(2) and allocates a fresh 32 KiB buffer per
-  direction per tunnel (64 KiB for every short request), which also drives most GC cycles; peak
-  RSS follows at about twice the live heap. Giving ` + "`tunnelConn`" + ` a ` + "`ReadFrom`" + ` and a
-  ` + "`WriteTo`" + ` that hand the copy to the sockets (` + "`tcp.ReadFrom(&io.LimitedReader{R: client, N: 1<<20})`" + `
-  in a loop, and ` + "`client.(io.ReaderFrom).ReadFrom(&io.LimitedReader{R: tcp, N: 1<<20})`" + `,
-  counting bytes and touching the idle clock after each MiB; the client side may be a
-  ` + "`*net.UnixConn`" + `, which splice also takes) brought peak RSS from 26.3 to 16.1 MiB (squid:
-  31.6), the proxy's CPU per GB of bulk from 0.43 to 0.31 s, and CPU per tunnel from
-  624/413/367 to 586/377/356 µs. With GOGC=50 on top, peak RSS was 14.3 MiB. Note that a tunnel
-  blocked in splice does not move the idle clock until a chunk completes, so a slow stream
-  (under 1 MiB per idle timeout) would need the idle check to look at the socket (e.g. TCP_INFO
-  byte counters) before closing it.
-- **CPU per tunnel.** About half of the proxy's CPU is in the kernel (socket, connect, read,
-  write, shutdown, close on loopback: the work squid does too), the rest in Go: net/http's
-  connection setup and request parsing, goproxy's three goroutines per tunnel, the scheduler
-  waking threads (futex; with GOMAXPROCS=1 the proxy used 539 instead of 624 µs per tunnel at
-  concurrency 1 and about 10% less at 16 and 128), stack growth (` + "`runtime.newstack`" + `, ~4%),
-  the audit record (` + "`tunnelConn.end`" + ` → ` + "`record`" + `: reflection-based JSON and one write(2) per
-  record, ~4–5%; a hand-written encoder into a reused buffer would do), GC (~3%, from the copy
-  buffers). strace -c counts about 50 system calls per tunnel, 10 of them setsockopt: TCP
-  keep-alive (4 per connection) and TCP_NODELAY on both connections. ` + "`net.Dialer{KeepAlive: -1}`" + `
-  in the guard (the idle timer already closes idle tunnels) saves 4; with a unix socket towards
-  the agent, as in a pod, the client side sets none. Splice plus no keep-alive: 601/373/346 µs
-  against squid's 434/324/296 µs, still about 7% fewer tunnels/s than squid. A bare Go CONNECT
-  tunnel (` + "`proxybench bare`" + `) spends about what squid does per tunnel, so the remaining gap is
-  in the layers (net/http + goproxy + audit), not in Go: answering CONNECT on the hijacked
-  connection directly (read the request line and headers with a small bufio.Reader, decide,
-  dial, write the 200, copy in the accepting goroutine plus one other) would remove most of it.
-- **Bulk.** On a quiet machine bulk through either proxy is as fast as direct or faster (the
-  proxy adds a pipeline stage on a second core); with other load on the 2 cores, the proxy's CPU
-  per GB (0.45 s for devaipod's proxy, 0.47–0.56 for squid's) is taken from the client and the
-  server, so the ratio to direct drops. Splice lowers that cost (above).`
+- **Where it started.** The benchmark's first version measured 516/277/230 µs against squid's
+  298/166/150 and a peak RSS of 28.7 MiB against 32. Half of the proxy's CPU was in Go: net/http's
+  connection handling, goproxy's three goroutines per tunnel copying through fresh 32 KiB
+  buffers (90% of the live heap, most of the GC), the scheduler waking a second thread for
+  nearly every event (futex), reflection-based JSON for the audit, TCP keep-alive set-up.
+- **What an allowed CONNECT costs now.** ` + "`serveConn`" + ` peeks (recv MSG_PEEK) whether a new
+  connection starts with ` + "`CONNECT `" + `; if not, the http.Server gets it untouched. If so, it reads
+  the request itself with net/http's limits and checks (the answers to bad requests are
+  net/http's, byte for byte) and hands it to goproxy through a hijackable ResponseWriter:
+  net/http's server cost more per tunnel than the rest of the user-space work (a goroutine
+  that reads in the background until the hijack, 8 KiB of buffers that a hijacked connection
+  never returns to its pool, half of all garbage, contexts, tracking). goproxy's handlers
+  decide; an allowed CONNECT is answered with ConnectHijack, and ` + "`serveTunnel`" + ` dials through
+  the guard (no TCP keep-alive: the idle timeout covers it), answers 200 and copies in two
+  goroutines, the request's and one more. Each direction waits for data without a buffer and
+  takes a pooled 32 KiB one only to move what has arrived, with read(2) and write(2) as raw
+  system calls on the non-blocking sockets (so the runtime's monitor thread is not woken after
+  every quiet moment). The audit line is encoded by hand (0.25 µs instead of 2.2 µs), still one
+  write(2) per record. The helper runs the proxy with GOMAXPROCS=1 and GOGC=50
+  (` + "`proxy.TuneRuntime`" + `). strace -c counts about 43 system calls per tunnel (squid: about 80, many of
+  them epoll_ctl).
+- **What each step bought** (A/B runs, CPU per tunnel; squid's in brackets, which moves with the
+  machine): own tunnel path, pooled buffers, no keep-alive: 502/262/221 µs (351/221/182);
+  GOMAXPROCS=1 on top: 395/220/207; raw reads and writes and the CONNECT fast path:
+  367/197/189 (353/192/174); answering 200 before starting the copy, the copy in the request's
+  goroutine, raw shutdown and answer: 311/177/161 (313/184/153). GOGC=50 costs no measurable CPU
+  now that little garbage is left; it and one P take peak RSS from about 15.5 to 13.5 MiB.
+- **Memory is mostly the binary.** Most of the proxy's RSS is the helper binary's own pages
+  (RssFile: the kernel maps the binary in 64 KiB runs around each page touched, and every
+  linked package's init runs at start), which grows with everything the helper carries: with an
+  8.4 MB helper the proxy idled at 8 MiB (6.8 MiB of it file pages) and peaked at 13.3–14.4
+  MiB; the 13.4 MB helper of this revision (gator, verify) idles at about 13 MiB (10.3 MiB file
+  pages, 2.8 anonymous) before the proxy does anything. The load adds about 4.5 MiB of
+  anonymous memory at most (goroutine stacks, 2 per tunnel; the heap, whose goal is 2 MiB at
+  GOGC=50; a lower GOGC saves little more). A proxy binary of its own (or a helper without the
+  gator's dependencies) would take the file pages back to what the proxy uses.
+- **Where the rest goes.** About 60% of the proxy's CPU is system calls on loopback TCP (connect,
+  read, write, shutdown, close, epoll: the work squid does too), then the scheduler (~12%),
+  allocation and GC (~6%, more at concurrency 128: 256 goroutine stacks to scan per cycle) and
+  name resolution with its stack growth (~8%: net.Resolver starts a goroutine per lookup, even
+  for /etc/hosts; squid caches). Caching the resolution (tried, not kept: it would change how
+  fresh the addresses are) cut the proxy's CPU per tunnel by 8% but tunnels/s by only 1%.
+- **Client and server work more behind devaipod's proxy.** At concurrency 16 and above tunnels/s
+  is set by the CPU of client, server and proxy together (about 950 µs per tunnel, the proxy's
+  share about 160), and client plus server spend 15–30 µs more per tunnel through devaipod's
+  proxy than through squid. The likely cause is the close: devaipod's proxy passes
+  half-closes on (as goproxy did), so the client's TLS close_notify still reaches the server,
+  which reads it; squid closes both sides at the server's FIN. Closing on the first FIN risks
+  an RST that cuts off the client's unread data, so the half-close stays.
+- **Splice, tried and dropped.** io.Copy between the sockets (splice(2), with TCP_INFO for the idle
+  clock) cut the proxy's CPU per GB of bulk to about 0.3 s, but on loopback it raised the
+  client's and the server's by about 0.4 s per GB (the pages travel by reference and the
+  sender's buffers lose cache locality): bulk fell from about 1100 to 750 MB/s.
+- **Bulk.** Three processes share two cores: through either proxy, bulk is bounded by the CPU all
+  three spend per GB, so its ratio to direct depends on how fast direct is. On a quiet machine
+  direct reached 1.6–2.3 GB/s, devaipod's proxy 1.2–1.6 GB/s (0.3–0.45 s of proxy CPU per GB),
+  squid 1.2–1.3 GB/s (0.55 s per GB); when direct ran at about 1 GB/s (a busier machine), both
+  proxies kept up with it.`

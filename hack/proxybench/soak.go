@@ -534,6 +534,8 @@ func cmdProxy(args []string) error {
 		runtime.MemProfileRate = 4096
 		go http.ListenAndServe(*pprofAddr, nil)
 	}
+	// The runtime settings of "devaipod-helper proxy".
+	defer proxy.TuneRuntime(os.Getenv)()
 	dir, err := os.MkdirTemp("", "proxybench-proxy-")
 	if err != nil {
 		return err
@@ -543,7 +545,9 @@ func cmdProxy(args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	// As "devaipod-helper proxy" listens on TCP: no keep-alive.
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", *listen)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// marshalLine is what auditor.write makes of r: the reference that
+// appendRequestLine must match byte for byte.
+func marshalLine(t testing.TB, when time.Time, pod string, r Record) []byte {
+	t.Helper()
+	r.Time = when.UTC().Format(time.RFC3339Nano)
+	r.Pod = pod
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+// oddStrings need escaping in JSON, or are invalid UTF-8.
+var oddStrings = []string{
+	"", "plain", `quote " and \ backslash`, "<script>&amp;</script>", "tab\tnew\nline\rcr\bbs\fff",
+	"\x00\x01\x1f\x7f", "b\xc3\xbccher", "\u2028line\u2029para", "bad \xff\xfe utf8", "cut \xe2\x82",
+	"emoji \U0001F600", "\xed\xa0\x80 surrogate", "é\u00a0\ufeff", strings.Repeat("ab<", 300),
+}
+
+func TestAppendRequestLine(t *testing.T) {
+	t.Parallel()
+	when := time.Date(2026, 11, 22, 4, 3, 2, 123456789, time.FixedZone("x", 3600))
+	records := []Record{
+		{Event: EventRequest},
+		{Event: EventRequest, Method: "CONNECT", Host: "api.example.test", Port: 443, Decision: DecisionAllow,
+			Rule: "api.example.test", Status: 200, BytesUp: 1234, BytesDown: 1 << 40, DurationMS: 98765},
+		{Event: EventRequest, Method: "GET", Host: "x.test", Port: 80, Decision: DecisionDeny,
+			Reason: ReasonNotAllowed, Detail: "no rule allows it", Status: 403, DurationMS: 0},
+		{Event: EventRequest, Method: "PUT", Host: "10.0.0.1", Port: 65535, Decision: DecisionDeny, Rule: "r",
+			Reason: ReasonDenied, Detail: "denied by rule r", Status: 403, BytesUp: -1, BytesDown: -2, DurationMS: -3},
+	}
+	for _, s := range oddStrings {
+		records = append(records, Record{Event: EventRequest, Method: s, Host: s, Decision: s, Rule: s, Reason: s, Detail: s, Port: 1, Status: 599})
+	}
+	for _, when := range []time.Time{when, when.Truncate(time.Second), when.Truncate(time.Millisecond), time.Now()} {
+		for _, pod := range []string{"demo", "", "p\"o<d>"} {
+			for _, r := range records {
+				want := marshalLine(t, when, pod, r)
+				got := appendRequestLine([]byte("prefix"), when, pod, &r)
+				if !bytes.Equal(got, append([]byte("prefix"), want...)) {
+					t.Errorf("appendRequestLine(%+v)\n got %s\nwant %s", r, got[len("prefix"):], want)
+				}
+			}
+		}
+	}
+}
+
+func TestAppendJSONString(t *testing.T) {
+	t.Parallel()
+	check := func(s string) {
+		t.Helper()
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+			t.Errorf("appendJSONString(%q) = %s; want %s", s, got, want)
+		}
+	}
+	for c := range 256 {
+		check(string([]byte{byte(c)}))
+		check("a" + string([]byte{byte(c)}) + "z")
+	}
+	for _, s := range oddStrings {
+		check(s)
+	}
+}
+
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range oddStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("appendJSONString(%q) = %s; want %s", s, got, want)
+		}
+	})
+}
+
+// TestAuditorWriteRequest: the line a request record becomes is one whole
+// Write, and reads back as the record.
+func TestAuditorWriteRequest(t *testing.T) {
+	t.Parallel()
+	buf := &auditBuffer{}
+	a := &auditor{pod: "demo", w: buf}
+	in := Record{Event: EventRequest, Method: "CONNECT", Host: "h.test", Port: 443, Decision: DecisionAllow,
+		Rule: "h.test", Status: 200, BytesUp: 5, BytesDown: 7, DurationMS: 9}
+	a.writeRequest(&in)
+	a.writeRequest(&in)
+	rs := buf.records(t)
+	if len(rs) != 2 {
+		t.Fatalf("%d records; want 2", len(rs))
+	}
+	got := rs[0]
+	if _, err := time.Parse(time.RFC3339Nano, got.Time); err != nil || !strings.HasSuffix(got.Time, "Z") {
+		t.Errorf("time %q: want RFC 3339 in UTC (%v)", got.Time, err)
+	}
+	in.Time, in.Pod = got.Time, "demo"
+	if !equalRecords(got, in) {
+		t.Errorf("record %+v; want %+v", got, in)
+	}
+}
+
+func BenchmarkAuditRecord(b *testing.B) {
+	r := Record{Event: EventRequest, Method: "CONNECT", Host: "api.example.test", Port: 443, Decision: DecisionAllow,
+		Rule: "api.example.test", Status: 200, BytesUp: 1234, BytesDown: 56789, DurationMS: 12}
+	b.Run("hand", func(b *testing.B) {
+		a := &auditor{pod: "demo", w: discard{}}
+		b.ReportAllocs()
+		for b.Loop() {
+			a.writeRequest(&r)
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		a := &auditor{pod: "demo", w: discard{}}
+		b.ReportAllocs()
+		for b.Loop() {
+			a.write(r)
+		}
+	})
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
