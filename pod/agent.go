@@ -55,9 +55,6 @@ func (a AgentConfig) preset() agentPreset {
 	return agentPresets[a.Kind]
 }
 
-// DefaultAgentCommand starts opencode's server on the agent's loopback.
-func DefaultAgentCommand(port int) Command { return agentPresets[AgentOpencode].command(port) }
-
 // PasswordVar holds the agent's password in the workspace (a secret file,
 // see SecretDir) for the shims and devaipod's own requests.
 const PasswordVar = "DEVAIPOD_AGENT_PASSWORD"

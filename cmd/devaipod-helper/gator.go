@@ -109,25 +109,19 @@ Flags:
 
 func parseGatorFlags(args []string, output io.Writer) (*gatorOptions, error) {
 	o := &gatorOptions{}
-	fs := newGatorFlagSet(o)
-	fs.SetOutput(output)
-	if err := fs.Parse(args); err != nil {
+	err := parseFlags("gator", newGatorFlagSet(o), args, output, func() string {
+		switch {
+		case o.listen.network == "":
+			return "missing --listen"
+		case len(o.scopes) == 0:
+			return "missing --scope: without one the gator would deny every call"
+		case o.workspace != "" && !filepath.IsAbs(o.workspace):
+			return fmt.Sprintf("--workspace %q is not absolute", o.workspace)
+		}
+		return ""
+	})
+	if err != nil {
 		return nil, err
-	}
-	var problem string
-	switch {
-	case fs.NArg() > 0:
-		problem = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
-	case o.listen.network == "":
-		problem = "missing --listen"
-	case len(o.scopes) == 0:
-		problem = "missing --scope: without one the gator would deny every call"
-	case o.workspace != "" && !filepath.IsAbs(o.workspace):
-		problem = fmt.Sprintf("--workspace %q is not absolute", o.workspace)
-	}
-	if problem != "" {
-		fmt.Fprintf(output, "%sgator: %s\n", logPrefix, problem)
-		return nil, errors.New(problem)
 	}
 	return o, nil
 }

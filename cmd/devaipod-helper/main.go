@@ -128,6 +128,27 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// parseFlags parses a command's flags with fs, refuses extra arguments and
+// asks check what else is wrong ("" when nothing). A problem is printed as
+// "devaipod-helper: NAME: PROBLEM" and returned.
+func parseFlags(name string, fs *flag.FlagSet, args []string, output io.Writer, check func() string) error {
+	fs.SetOutput(output)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	problem := ""
+	if fs.NArg() > 0 {
+		problem = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
+	} else {
+		problem = check()
+	}
+	if problem != "" {
+		fmt.Fprintf(output, "%s%s: %s\n", logPrefix, name, problem)
+		return errors.New(problem)
+	}
+	return nil
+}
+
 func newVersionFlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.Usage = func() {

@@ -110,29 +110,23 @@ Flags:
 
 func parseProxyFlags(args []string, output io.Writer) (*proxyOptions, error) {
 	o := &proxyOptions{}
-	fs := newProxyFlagSet(o)
-	fs.SetOutput(output)
-	if err := fs.Parse(args); err != nil {
+	err := parseFlags("proxy", newProxyFlagSet(o), args, output, func() string {
+		switch {
+		case o.listen.network == "":
+			return "missing --listen"
+		case o.pod == "":
+			return "missing --pod"
+		case o.policyFile == "":
+			return "missing --policy-file"
+		case o.maxTunnels < 1:
+			return fmt.Sprintf("--max-tunnels %d: want at least 1", o.maxTunnels)
+		case o.idleTimeout <= 0:
+			return fmt.Sprintf("--idle-timeout %v: want a positive duration", o.idleTimeout)
+		}
+		return ""
+	})
+	if err != nil {
 		return nil, err
-	}
-	var problem string
-	switch {
-	case fs.NArg() > 0:
-		problem = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
-	case o.listen.network == "":
-		problem = "missing --listen"
-	case o.pod == "":
-		problem = "missing --pod"
-	case o.policyFile == "":
-		problem = "missing --policy-file"
-	case o.maxTunnels < 1:
-		problem = fmt.Sprintf("--max-tunnels %d: want at least 1", o.maxTunnels)
-	case o.idleTimeout <= 0:
-		problem = fmt.Sprintf("--idle-timeout %v: want a positive duration", o.idleTimeout)
-	}
-	if problem != "" {
-		fmt.Fprintf(output, "%sproxy: %s\n", logPrefix, problem)
-		return nil, errors.New(problem)
 	}
 	return o, nil
 }

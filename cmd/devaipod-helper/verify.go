@@ -297,37 +297,42 @@ func readHashes(name string) ([]string, error) {
 
 func parseVerifyFlags(args []string, output io.Writer) (*verifyOptions, error) {
 	o := &verifyOptions{}
-	fs := newVerifyFlagSet(o)
-	fs.SetOutput(output)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags("verify", newVerifyFlagSet(o), args, output, o.complete); err != nil {
 		return nil, err
 	}
-	var problem string
+	o.workspace = path.Clean(o.workspace)
+	if o.workspace == "." {
+		o.workspace = ""
+	}
+	return o, nil
+}
+
+// complete checks the parsed flags, reads --secret-hashes-file and fills in
+// the defaults; it returns what is wrong, or "".
+func (o *verifyOptions) complete() string {
 	switch {
-	case fs.NArg() > 0:
-		problem = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
 	case o.output != "text" && o.output != "json":
-		problem = fmt.Sprintf("--output %q: want text or json", o.output)
+		return fmt.Sprintf("--output %q: want text or json", o.output)
 	case o.timeout <= 0:
-		problem = fmt.Sprintf("--timeout %v: want a positive duration", o.timeout)
+		return fmt.Sprintf("--timeout %v: want a positive duration", o.timeout)
 	}
-	if problem == "" && o.proxy != "" {
+	if o.proxy != "" {
 		if u, err := url.Parse(o.proxy); err != nil || u.Scheme != "http" || u.Port() == "" {
-			problem = fmt.Sprintf("--proxy %q: want http://HOST:PORT", o.proxy)
+			return fmt.Sprintf("--proxy %q: want http://HOST:PORT", o.proxy)
 		}
 	}
-	if problem == "" && o.canary != "" {
+	if o.canary != "" {
 		if _, _, err := net.SplitHostPort(o.canary); err != nil {
-			problem = fmt.Sprintf("--canary %q: want HOST:PORT", o.canary)
+			return fmt.Sprintf("--canary %q: want HOST:PORT", o.canary)
 		}
 	}
-	if problem == "" && o.workspace != "" && !path.IsAbs(o.workspace) {
-		problem = fmt.Sprintf("--workspace %q: want an absolute path", o.workspace)
+	if o.workspace != "" && !path.IsAbs(o.workspace) {
+		return fmt.Sprintf("--workspace %q: want an absolute path", o.workspace)
 	}
-	if problem == "" && o.hashesFile != "" {
+	if o.hashesFile != "" {
 		hashes, err := readHashes(o.hashesFile)
 		if err != nil {
-			problem = fmt.Sprintf("--secret-hashes-file: %v", err)
+			return fmt.Sprintf("--secret-hashes-file: %v", err)
 		}
 		o.secretHashes = append(o.secretHashes, hashes...)
 	}
@@ -337,24 +342,13 @@ func parseVerifyFlags(args []string, output io.Writer) (*verifyOptions, error) {
 	if o.podmanSockets == nil {
 		o.podmanSockets = defaultPodmanSockets
 	}
-	if problem == "" {
-		known := verifyProbeIDs(o)
-		for _, id := range o.only {
-			if !slices.ContainsFunc(known, func(k string) bool { return k == id || strings.HasPrefix(k, id+":") }) {
-				problem = fmt.Sprintf("--only %q: no such probe (probes: %s)", id, strings.Join(known, " "))
-				break
-			}
+	known := verifyProbeIDs(o)
+	for _, id := range o.only {
+		if !slices.ContainsFunc(known, func(k string) bool { return k == id || strings.HasPrefix(k, id+":") }) {
+			return fmt.Sprintf("--only %q: no such probe (probes: %s)", id, strings.Join(known, " "))
 		}
 	}
-	if problem != "" {
-		fmt.Fprintf(output, "%sverify: %s\n", logPrefix, problem)
-		return nil, errors.New(problem)
-	}
-	o.workspace = path.Clean(o.workspace)
-	if o.workspace == "." {
-		o.workspace = ""
-	}
-	return o, nil
+	return ""
 }
 
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -663,6 +663,9 @@ func TestVerifyPodmanAPI(t *testing.T) {
 
 	stale, err := net.Listen("unix", filepath.Join(root, "run/user/1000/podman/podman.sock"))
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("cannot make the stale podman socket under CI: %v", err)
+		}
 		t.Skipf("unix socket path too long for this system: %v", err)
 	}
 	stale.(*net.UnixListener).SetUnlinkOnClose(false)

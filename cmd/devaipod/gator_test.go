@@ -10,7 +10,7 @@ import (
 func TestForgeAPIURL(t *testing.T) {
 	for _, tt := range []struct{ configured, forge, want string }{
 		{"", "", ""},
-		{"", "https://github.com", ""},
+		{"", pod.DefaultForgeURL, ""},
 		{"", "https://ghe.example.test/", "https://ghe.example.test/api/v3/"},
 		{"https://api.ghe.example.test/", "https://ghe.example.test", "https://api.ghe.example.test/"},
 	} {
@@ -23,7 +23,9 @@ func TestForgeAPIURL(t *testing.T) {
 func TestGatorScopes(t *testing.T) {
 	withToken := &pod.Config{Trusted: pod.TrustedConfig{Env: pod.TrustedEnvConfig{Vars: map[string]string{"GH_TOKEN": "ghp_x"}}}}
 	emptyToken := &pod.Config{Trusted: pod.TrustedConfig{Env: pod.TrustedEnvConfig{Vars: map[string]string{"GH_TOKEN": ""}}}}
-	onGitHub := &pod.Source{Remote: "https://github.com/org/app.git"}
+	// Only parsed, never dialled: a forge of the test's own naming.
+	const forge = "https://forge.example.test"
+	onGitHub := &pod.Source{Remote: forge + "/org/app.git"}
 	for _, tt := range []struct {
 		name  string
 		flags []string
@@ -32,13 +34,13 @@ func TestGatorScopes(t *testing.T) {
 		want  string
 	}{
 		{"default scope on the source's repository", nil, withToken, onGitHub, "github:org/app:read,create-draft"},
-		{"ssh remote", nil, withToken, &pod.Source{Remote: "git@github.com:org/app.git"}, "github:org/app:read,create-draft"},
+		{"ssh remote", nil, withToken, &pod.Source{Remote: "git@forge.example.test:org/app.git"}, "github:org/app:read,create-draft"},
 		{"no token, no gator", nil, &pod.Config{}, onGitHub, ""},
 		{"an empty token is none", nil, emptyToken, onGitHub, ""},
 		{"not on the forge", nil, withToken, &pod.Source{Remote: "https://git.example.test/org/app.git"}, ""},
 		{"flags win", []string{"github:org/*:read"}, withToken, onGitHub, "github:org/*:read"},
 	} {
-		got, err := gatorScopes(tt.flags, tt.cfg, tt.src, "", map[string]string{})
+		got, err := gatorScopes(tt.flags, tt.cfg, tt.src, forge, map[string]string{})
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
@@ -46,7 +48,7 @@ func TestGatorScopes(t *testing.T) {
 			t.Errorf("%s: scopes %q; want %q", tt.name, s, tt.want)
 		}
 	}
-	if _, err := gatorScopes([]string{"github:org"}, withToken, onGitHub, "", nil); err == nil {
+	if _, err := gatorScopes([]string{"github:org"}, withToken, onGitHub, forge, nil); err == nil {
 		t.Error("a malformed --gator scope was accepted")
 	}
 }
