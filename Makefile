@@ -12,6 +12,9 @@ export GOFLAGS := -tags=$(subst $(space),$(comma),$(BUILDTAGS)) -buildvcs=false
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/devaipod/devaipod/pod.Version=$(VERSION)
+# The binaries of the helper image (devaipod-helper, devaipod-gator) keep
+# their version in main.Version.
+IMAGE_LDFLAGS := -s -w -X main.Version=$(VERSION)
 
 .PHONY: all build images test unit bench fuzz fmt vet clean demo
 
@@ -19,12 +22,20 @@ all: build
 
 build:
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/devaipod ./cmd/devaipod
-	go build -trimpath -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/devaipod-helper ./cmd/devaipod-helper
+	go build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/devaipod-helper ./cmd/devaipod-helper
+	go build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/devaipod-gator ./cmd/devaipod-gator
+
+# The helper image's binaries, built here only when missing: make build
+# refreshes them, and make test runs `make images` as a user who should not
+# rebuild what root built.
+bin/devaipod-helper bin/devaipod-gator:
+	go build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o $@ ./cmd/$(@F)
 
 # images builds every image devaipod uses into the calling user's podman
-# storage: the helper image (FROM scratch) and the default dev image (a Debian
-# rootfs made from Debian packages; no container registry involved).
-images:
+# storage: the helper image (FROM scratch: devaipod-helper and
+# devaipod-gator) and the default dev image (a Debian rootfs made from Debian
+# packages; no container registry involved).
+images: bin/devaipod-helper bin/devaipod-gator
 	hack/build-images.sh
 
 # test is the one command CI runs. As root on a bare machine it installs
@@ -77,7 +88,7 @@ demo:
 # fuzz runs every fuzz target for FUZZTIME each (go test -fuzz takes one
 # target at a time).
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./pod:FuzzParseConfig ./pod:FuzzNormalizeName ./pod:FuzzResolveURL ./pod:FuzzParsePRURL ./pod/devcontainer:FuzzParse ./cmd/devaipod-helper:FuzzParseBridge ./proxy:FuzzParseRule ./proxy:FuzzMatch ./gator:FuzzParseScope
+FUZZ_TARGETS := ./pod:FuzzParseConfig ./pod:FuzzNormalizeName ./pod:FuzzResolveURL ./pod:FuzzParsePRURL ./pod/devcontainer:FuzzParse ./cmd/devaipod-helper:FuzzParseBridge ./proxy:FuzzParseRule ./proxy:FuzzMatch ./gator:FuzzParseScope ./internal/endpoint:FuzzParse
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $$t for $(FUZZTIME)"; \

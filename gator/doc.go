@@ -9,12 +9,15 @@
 // written as one JSON [Record] to the audit log. The token is never logged and
 // is scrubbed from everything the agent gets back.
 //
-// The gator runs as "devaipod-helper gator" in its own container of the pod;
-// the agent reaches it over a unix socket bridged to 127.0.0.1:8765. See
-// docs/gator.md for the scopes, the tools and the audit format.
+// The gator runs as devaipod-gator (cmd/devaipod-gator) in its own container
+// of the pod; the agent reaches it over a unix socket bridged to
+// 127.0.0.1:8765. See docs/gator.md for the scopes, the tools and the audit
+// format.
 //
-// Why these dependencies (the helper binary links them, so each must earn
-// its place; none pulls in podman or cobra):
+// Why these dependencies (devaipod-gator links them, so each must earn its
+// place; none pulls in podman or cobra). They are the reason the gator has a
+// binary of its own: devaipod-helper, mapped into every container and the
+// egress proxy's process, must not carry them (its deps_test.go says so):
 //
 //   - github.com/modelcontextprotocol/go-sdk, the official MCP SDK: the
 //     agent side (opencode, Claude Code...) speaks MCP, and the protocol's

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hack/build-images.sh: build devaipod's images into the calling user's podman storage (`make images`).
 #
-#   localhost/devaipod-helper:latest   FROM scratch: bin/devaipod-helper plus images/helper/*
+#   localhost/devaipod-helper:latest   FROM scratch: bin/devaipod-helper, bin/devaipod-gator plus
+#                                      images/helper/*
 #   localhost/devaipod-default:latest  Debian bookworm minbase rootfs (mmdebstrap) with git,
 #                                      ca-certificates, curl, busybox, nodejs, the user agent
 #                                      (1000:1000), /workspaces and opencode from npm
@@ -59,14 +60,22 @@ drop_old_image() {
 # helper image
 # ---------------------------------------------------------------------------------------------
 build_helper() {
-	local bin=$REPO/bin/devaipod-helper src=$REPO/images/helper
-	[ -f "$bin" ] || die "$bin is missing: run 'make build' first"
+	# The helper (mounted into every container; the proxy) and the gator (its own binary, so that
+	# the helper stays small) both go into this image.
+	local -a bins=(devaipod-helper devaipod-gator)
+	local src=$REPO/images/helper b
+	for b in "${bins[@]}"; do
+		[ -f "$REPO/bin/$b" ] || die "$REPO/bin/$b is missing: run 'make build' first"
+	done
 	[ -f "$src/Containerfile" ] || die "$src/Containerfile is missing"
 
 	local hash
 	hash=$({
 		sha <"$SELF"
-		sha <"$bin"
+		for b in "${bins[@]}"; do
+			printf '%s ' "$b"
+			sha <"$REPO/bin/$b"
+		done
 		(cd "$src" && find . -type f -printf '%P %m\n' | LC_ALL=C sort)
 		(cd "$src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum)
 	} | sha)
@@ -79,8 +88,10 @@ build_helper() {
 	ctx=$WORK/helper-context
 	mkdir -p "$ctx"
 	cp -a "$src/." "$ctx/"
-	cp "$bin" "$ctx/devaipod-helper"
-	chmod 0755 "$ctx/devaipod-helper"
+	for b in "${bins[@]}"; do
+		cp "$REPO/bin/$b" "$ctx/$b"
+		chmod 0755 "$ctx/$b"
+	done
 	old=$(image_id "$HELPER_IMAGE")
 	podman build --pull=never --layers=false --label "$LABEL=$hash" -t "$HELPER_IMAGE" \
 		-f "$ctx/Containerfile" "$ctx" >"$log" 2>&1 ||

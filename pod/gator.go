@@ -7,10 +7,10 @@ import (
 )
 
 // The gator holds the forge token and gives the agent scoped forge access
-// over MCP (package gator, run by the helper). It runs in the pod's network
-// namespace, as its own user, with the token as a secret file only it can
-// read; the agent reaches it through a socket on a pod volume that it
-// mounts read-only, bridged to GatorAddr by its init.
+// over MCP (package gator, run by devaipod-gator from the helper image). It
+// runs in the pod's network namespace, as its own user, with the token as a
+// secret file only it can read; the agent reaches it through a socket on a
+// pod volume that it mounts read-only, bridged to GatorAddr by its init.
 
 // TokenVars are the trusted variables the gator takes its token from, in
 // order of preference.
@@ -22,7 +22,7 @@ var ErrNoToken = errors.New("no forge token")
 // gator is the gator's container. secretEnv is the workspace's trusted
 // variables (name -> podman secret), where the token comes from.
 func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
-	entrypoint := []string{"/devaipod-helper", "gator", "--listen", "unix:" + GatorSocket, "--pod", b.short,
+	entrypoint := []string{GatorBin, "--listen", "unix:" + GatorSocket, "--pod", b.short,
 		"--workspace", b.workdir}
 	if b.in.GatorAPIURL != "" {
 		entrypoint = append(entrypoint, "--api-url", b.in.GatorAPIURL)

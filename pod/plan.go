@@ -34,6 +34,11 @@ const (
 	// GatorOpencodeConfig is an opencode config file in the helper image
 	// that names the gator as an MCP server.
 	GatorOpencodeConfig = HelperMount + "/opencode-gator.json"
+	// GatorBin is the gator's entrypoint: a binary of its own in the
+	// helper image (at its root: the gator container runs the image rather
+	// than mounting it), so that the helper, which every container maps
+	// and the proxy runs, does not carry the gator's libraries.
+	GatorBin = "/devaipod-gator"
 	// ProxyAddr is where the agent reaches the proxy (its init bridges it
 	// to ProxySocket).
 	ProxyAddr = "127.0.0.1:3128"

@@ -5,20 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-)
 
-// maxUnixPath is the longest unix socket path the kernel accepts: sun_path
-// is 108 bytes including the terminating NUL.
-const maxUnixPath = 107
+	"github.com/devaipod/devaipod/internal/endpoint"
+)
 
 // defaultDialTimeout is how long a bridge keeps retrying its target for one
 // accepted connection. The target is often a server in the same container
@@ -26,19 +20,11 @@ const maxUnixPath = 107
 // client that connects early waits instead of failing.
 const defaultDialTimeout = 10 * time.Second
 
-// endpoint is one side of a bridge.
-type endpoint struct {
-	network string // "tcp" or "unix"
-	address string // host:port or an absolute path
-}
-
-func (e endpoint) String() string { return e.network + ":" + e.address }
-
 // bridge listens on one endpoint and copies every accepted connection to a
 // new connection to its target.
 type bridge struct {
-	listen      endpoint
-	target      endpoint
+	listen      endpoint.Endpoint
+	target      endpoint.Endpoint
 	dialTimeout time.Duration
 	log         *log.Logger
 }
@@ -54,11 +40,11 @@ func parseExpose(s string) (*bridge, error) {
 	if i < 0 {
 		return nil, fmt.Errorf("missing \"=\", want %s", form)
 	}
-	l, err := parseEndpoint(s[:i], "unix", true)
+	l, err := endpoint.Parse(s[:i], "unix", true)
 	if err != nil {
 		return nil, fmt.Errorf("%w, want %s", err, form)
 	}
-	t, err := parseEndpoint(s[i+1:], "tcp", false)
+	t, err := endpoint.Parse(s[i+1:], "tcp", false)
 	if err != nil {
 		return nil, fmt.Errorf("%w, want %s", err, form)
 	}
@@ -73,97 +59,15 @@ func parseForward(s string) (*bridge, error) {
 	if !ok {
 		return nil, fmt.Errorf("missing \"=\", want %s", form)
 	}
-	le, err := parseEndpoint(l, "tcp", true)
+	le, err := endpoint.Parse(l, "tcp", true)
 	if err != nil {
 		return nil, fmt.Errorf("%w, want %s", err, form)
 	}
-	te, err := parseEndpoint(t, "unix", false)
+	te, err := endpoint.Parse(t, "unix", false)
 	if err != nil {
 		return nil, fmt.Errorf("%w, want %s", err, form)
 	}
 	return &bridge{listen: le, target: te, dialTimeout: defaultDialTimeout}, nil
-}
-
-// parseEndpoint parses "unix:PATH" or "tcp:HOST:PORT", whichever network
-// says. Port 0 (any free port) is allowed only on the listening side, where
-// the startup log shows the port actually chosen.
-func parseEndpoint(s, network string, listening bool) (endpoint, error) {
-	addr, ok := strings.CutPrefix(s, network+":")
-	if !ok {
-		return endpoint{}, fmt.Errorf("%q does not start with %q", s, network+":")
-	}
-	switch network {
-	case "unix":
-		switch {
-		case addr == "":
-			return endpoint{}, errors.New("empty socket path")
-		case !filepath.IsAbs(addr):
-			// A relative path would depend on the working directory of
-			// whoever starts the container.
-			return endpoint{}, fmt.Errorf("socket path %q is not absolute", addr)
-		case len(addr) > maxUnixPath:
-			return endpoint{}, fmt.Errorf("socket path %q is %d bytes, the kernel allows %d", addr, len(addr), maxUnixPath)
-		}
-	case "tcp":
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return endpoint{}, fmt.Errorf("tcp %w", err)
-		}
-		if host == "" {
-			// An empty host listens on every interface; make that a choice
-			// (0.0.0.0) rather than an accident.
-			return endpoint{}, fmt.Errorf("missing host in %q", addr)
-		}
-		n, err := strconv.Atoi(port)
-		lowest := 1
-		if listening {
-			lowest = 0
-		}
-		if err != nil || n < lowest || n > 65535 {
-			return endpoint{}, fmt.Errorf("bad port %q in %q", port, addr)
-		}
-	}
-	return endpoint{network: network, address: addr}, nil
-}
-
-// listenOn opens the bridge's listener.
-func (b *bridge) listenOn() (net.Listener, error) {
-	if b.listen.network == "unix" {
-		return listenUnix(b.listen.address)
-	}
-	return net.Listen(b.listen.network, b.listen.address)
-}
-
-// listenUnix listens on a unix socket at path, replacing a socket left over
-// from an earlier run of the container. Go removes the socket file again when
-// the listener is closed.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create socket directory: %w", err)
-	}
-	fi, err := os.Lstat(path)
-	switch {
-	case err == nil && fi.Mode()&fs.ModeSocket == 0:
-		// Not ours to delete: refuse rather than clobber a file.
-		return nil, fmt.Errorf("%s exists and is not a socket", path)
-	case err == nil:
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove stale socket: %w", err)
-		}
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("stat socket: %w", err)
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	// The clients run as other uids in other containers, and connect(2)
-	// needs write permission on the socket file.
-	if err := os.Chmod(path, 0o666); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod socket: %w", err)
-	}
-	return ln, nil
 }
 
 // serve accepts connections on ln until ctx is done, then closes ln and every
@@ -230,10 +134,10 @@ func (b *bridge) dial(ctx context.Context) (net.Conn, error) {
 	for {
 		var conn net.Conn
 		var err error
-		if b.target.network == "unix" {
-			conn, err = dialUnixNoFollow(ctx, &d, b.target.address)
+		if b.target.Network == "unix" {
+			conn, err = dialUnixNoFollow(ctx, &d, b.target.Address)
 		} else {
-			conn, err = d.DialContext(ctx, b.target.network, b.target.address)
+			conn, err = d.DialContext(ctx, b.target.Network, b.target.Address)
 		}
 		if err == nil {
 			return conn, nil

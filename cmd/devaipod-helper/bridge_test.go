@@ -211,7 +211,7 @@ func startChain(t *testing.T, backend string, dialTimeout time.Duration) (addr, 
 		})
 	}
 	t.Cleanup(stop)
-	return forward.listen.address, sock, stop
+	return forward.listen.Address, sock, stop
 }
 
 // serveRaw runs handle for every connection to a new loopback TCP listener.
@@ -465,7 +465,7 @@ func TestBridgeTargetDown(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer stop()
-		c := dialTCP(t, forward.listen.address)
+		c := dialTCP(t, forward.listen.Address)
 		expectClosed(t, c)
 	})
 }
@@ -486,7 +486,7 @@ func TestBridgeTargetLate(t *testing.T) {
 	}
 	defer stop()
 
-	c := dialTCP(t, forward.listen.address)
+	c := dialTCP(t, forward.listen.Address)
 	time.Sleep(100 * time.Millisecond)
 	ln, err := net.Listen("unix", late)
 	if err != nil {
@@ -505,62 +505,6 @@ func TestBridgeTargetLate(t *testing.T) {
 	if err != nil || string(got) != "late but here" {
 		t.Errorf("read = %q, %v; want %q", got, err, "late but here")
 	}
-}
-
-func TestListenUnix(t *testing.T) {
-	t.Run("creates the directory", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "a", "b", "x.sock")
-		ln, err := listenUnix(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln.Close()
-		if _, err := os.Lstat(path); !os.IsNotExist(err) {
-			t.Errorf("after Close, Lstat(%s) error = %v; want the socket removed", path, err)
-		}
-	})
-
-	t.Run("replaces a stale socket", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "x.sock")
-		// A socket file with nobody listening, as a killed container
-		// leaves behind.
-		old, err := net.Listen("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old.(*net.UnixListener).SetUnlinkOnClose(false)
-		old.Close()
-		ln, err := listenUnix(path)
-		if err != nil {
-			t.Fatalf("listenUnix over a stale socket: %v", err)
-		}
-		ln.Close()
-	})
-
-	t.Run("refuses to remove a regular file", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "x.sock")
-		if err := os.WriteFile(path, []byte("keep me"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, err := listenUnix(path)
-		if err == nil || !strings.Contains(err.Error(), "exists and is not a socket") {
-			t.Errorf("listenUnix over a file error = %v; want %q", err, "exists and is not a socket")
-		}
-		if data, _ := os.ReadFile(path); string(data) != "keep me" {
-			t.Errorf("file content = %q; want it untouched", data)
-		}
-	})
-
-	t.Run("parent is a file", func(t *testing.T) {
-		parent := filepath.Join(t.TempDir(), "file")
-		if err := os.WriteFile(parent, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, err := listenUnix(filepath.Join(parent, "x.sock"))
-		if err == nil || !strings.Contains(err.Error(), "create socket directory") {
-			t.Errorf("listenUnix under a file error = %v; want %q", err, "create socket directory")
-		}
-	})
 }
 
 func TestStartBridgesFailsOnBusyPort(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/devaipod/devaipod/internal/cmdline"
 )
 
 // The canary is a listener in the pod's network namespace (run by the
@@ -85,7 +87,7 @@ func runEgressCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newEgressFlagSet(o)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
-		return parseExitCode(err)
+		return cmdline.ExitCode(err)
 	}
 	failed := false
 	report := func(name string, err error) {

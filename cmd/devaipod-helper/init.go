@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/devaipod/devaipod/internal/cmdline"
 )
 
 // forwardedSignals are passed on to the child's process group.
@@ -107,7 +109,7 @@ func parseInitFlags(args []string, output io.Writer) (*initOptions, error) {
 func runInit(ctx context.Context, logger *log.Logger, args []string, stderr io.Writer) int {
 	o, err := parseInitFlags(args, stderr)
 	if err != nil {
-		return parseExitCode(err)
+		return cmdline.ExitCode(err)
 	}
 	for _, b := range o.bridges {
 		b.log = logger
@@ -169,7 +171,7 @@ func describeStartup(o *initOptions) string {
 func startBridges(ctx context.Context, bridges []*bridge) (stop func(), err error) {
 	lns := make([]net.Listener, 0, len(bridges))
 	for _, b := range bridges {
-		ln, err := b.listenOn()
+		ln, err := b.listen.Listen(ctx, net.ListenConfig{})
 		if err != nil {
 			for _, ln := range lns {
 				ln.Close()
@@ -178,7 +180,7 @@ func startBridges(ctx context.Context, bridges []*bridge) (stop func(), err erro
 		}
 		lns = append(lns, ln)
 		// With port 0 the kernel picked a port; the log should show it.
-		b.listen.address = ln.Addr().String()
+		b.listen.Address = ln.Addr().String()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

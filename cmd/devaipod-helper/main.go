@@ -1,23 +1,26 @@
 // Command devaipod-helper is the small static binary that devaipod mounts
 // read-only at /opt/devaipod into its containers. It is the init of the agent
 // and workspace containers (socket bridges, signal forwarding, zombie
-// reaping), the entrypoint of the proxy and gator containers, the probe
-// battery of `devaipod verify`, and carries small tools that a bare image
-// may lack.
+// reaping), the entrypoint of the proxy container, the probe battery of
+// `devaipod verify`, and carries small tools that a bare image may lack.
 //
-// It must stay free of podman and cobra so that it stays small and static:
-// the standard library, goproxy for the proxy, and the gator's MCP SDK,
-// GitHub client and go-git.
+// It must stay small: it is mapped into every container of every pod, the
+// agent's included, and its pages are most of the egress proxy's memory.
+// So it links the standard library and goproxy for the proxy, never the
+// podman bindings or cobra (the CLI's), nor the gator's MCP SDK, GitHub
+// client and go-git: the gator is a binary of its own, devaipod-gator
+// (cmd/devaipod-gator), in the same image. deps_test.go holds both lines.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"os"
+
+	"github.com/devaipod/devaipod/internal/cmdline"
 )
 
 // Version is set at build time with -ldflags '-X main.Version=...'.
@@ -54,8 +57,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runTask(ctx, rest, stdout, stderr)
 	case "verify":
 		return runVerify(ctx, rest, stdout, stderr)
-	case "gator":
-		return runGator(ctx, rest, stdout, stderr)
 	case "version":
 		return runVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -79,7 +80,6 @@ Commands:
   policy --file PATH OP [RULE]    change or show a proxy's policy file
   task [flags] URL TEXT           start an opencode session with TEXT as its first message
   verify [flags]                  attack this container from inside: one row per attack (devaipod verify)
-  gator [flags]                   run the pod's gator: scoped GitHub access over MCP
   version                         print the version
   help [COMMAND]                  print help for a command
 
@@ -114,9 +114,9 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fs = newVersionFlagSet()
 	case "verify":
 		fs = newVerifyFlagSet(&verifyOptions{})
-	case "task", "gator":
-		// Commands whose flag sets live inside their run function print
-		// their help for -h.
+	case "task":
+		// A command whose flag set lives inside its run function prints
+		// its help for -h.
 		return run(context.Background(), []string{args[0], "-h"}, stdout, stdout)
 	default:
 		fmt.Fprintf(stderr, "%sunknown command %q\n\n", logPrefix, args[0])
@@ -126,27 +126,6 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stdout)
 	fs.Usage()
 	return 0
-}
-
-// parseFlags parses a command's flags with fs, refuses extra arguments and
-// asks check what else is wrong ("" when nothing). A problem is printed as
-// "devaipod-helper: NAME: PROBLEM" and returned.
-func parseFlags(name string, fs *flag.FlagSet, args []string, output io.Writer, check func() string) error {
-	fs.SetOutput(output)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	problem := ""
-	if fs.NArg() > 0 {
-		problem = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
-	} else {
-		problem = check()
-	}
-	if problem != "" {
-		fmt.Fprintf(output, "%s%s: %s\n", logPrefix, name, problem)
-		return errors.New(problem)
-	}
-	return nil
 }
 
 func newVersionFlagSet() *flag.FlagSet {
@@ -161,7 +140,7 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs := newVersionFlagSet()
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
-		return parseExitCode(err)
+		return cmdline.ExitCode(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%sversion takes no arguments\n", logPrefix)
@@ -169,14 +148,4 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, Version)
 	return 0
-}
-
-// parseExitCode maps a FlagSet.Parse error to an exit code: -h is a
-// successful request for help, anything else a usage error (the flag package
-// has already printed the message and the usage).
-func parseExitCode(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	return 2
 }

@@ -32,6 +32,9 @@ func TestRun(t *testing.T) {
 		{name: "version with argument", args: []string{"version", "x"}, wantCode: 2, wantStderr: "no arguments"},
 		{name: "no command", args: nil, wantCode: 2, wantStderr: "Usage: devaipod-helper COMMAND"},
 		{name: "unknown command", args: []string{"frob"}, wantCode: 2, wantStderr: `unknown command "frob"`},
+		// The gator is devaipod-gator's now: the helper must not link it.
+		{name: "gator moved out", args: []string{"gator", "-h"}, wantCode: 2, wantStderr: `unknown command "gator"`},
+		{name: "help gator", args: []string{"help", "gator"}, wantCode: 2, wantStderr: `unknown command "gator"`},
 		{name: "help", args: []string{"help"}, wantCode: 0, wantStdout: "wait-http"},
 		{name: "-h", args: []string{"-h"}, wantCode: 0, wantStdout: "Usage: devaipod-helper COMMAND"},
 		{name: "help init", args: []string{"help", "init"}, wantCode: 0, wantStdout: "-expose unix:PATH=tcp:HOST:PORT"},

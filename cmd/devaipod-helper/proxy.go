@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,46 +9,22 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/devaipod/devaipod/internal/cmdline"
+	"github.com/devaipod/devaipod/internal/endpoint"
 	"github.com/devaipod/devaipod/proxy"
 )
 
 type proxyOptions struct {
-	listen      endpoint
+	listen      endpoint.Endpoint
 	pod         string
 	allow       []string
 	policyFile  string
 	maxTunnels  int
 	idleTimeout time.Duration
 	verbose     bool
-}
-
-// listenFlag parses unix:PATH or tcp:HOST:PORT.
-type listenFlag struct{ e *endpoint }
-
-func (f listenFlag) String() string {
-	if f.e == nil || f.e.network == "" {
-		return ""
-	}
-	return f.e.String()
-}
-
-func (f listenFlag) Set(s string) error {
-	network, _, _ := strings.Cut(s, ":")
-	if network != "unix" && network != "tcp" {
-		return errors.New("want unix:PATH or tcp:HOST:PORT")
-	}
-	e, err := parseEndpoint(s, network, true)
-	if err != nil {
-		return err
-	}
-	*f.e = e
-	return nil
 }
 
 // ruleFlag is a repeatable flag that checks each rule as it is given.
@@ -67,7 +42,7 @@ func (f ruleFlag) Set(s string) error {
 
 func newProxyFlagSet(o *proxyOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
-	fs.Var(listenFlag{&o.listen}, "listen", "listen on `unix:PATH` or tcp:HOST:PORT (required)")
+	fs.Var(endpoint.ListenFlag(&o.listen), "listen", "listen on `unix:PATH` or tcp:HOST:PORT (required)")
 	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit and the 403 text (required)")
 	fs.Var(ruleFlag{&o.allow}, "allow",
 		"allow `RULE` (repeatable): host, *.suffix, host:port, host:*, an IP address; port 443 unless given")
@@ -110,9 +85,9 @@ Flags:
 
 func parseProxyFlags(args []string, output io.Writer) (*proxyOptions, error) {
 	o := &proxyOptions{}
-	err := parseFlags("proxy", newProxyFlagSet(o), args, output, func() string {
+	err := cmdline.ParseFlags(newProxyFlagSet(o), args, output, logPrefix+"proxy: ", func() string {
 		switch {
-		case o.listen.network == "":
+		case o.listen.Network == "":
 			return "missing --listen"
 		case o.pod == "":
 			return "missing --pod"
@@ -134,13 +109,13 @@ func parseProxyFlags(args []string, output io.Writer) (*proxyOptions, error) {
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseProxyFlags(args, stderr)
 	if err != nil {
-		return parseExitCode(err)
+		return cmdline.ExitCode(err)
 	}
 	level := slog.LevelInfo
 	if o.verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(&lineHandler{w: stderr, prefix: logPrefix + "proxy: ", level: level, mu: &sync.Mutex{}})
+	logger := slog.New(cmdline.NewLineHandler(stderr, logPrefix+"proxy: ", level))
 	// One P and GOGC 50 unless the environment says otherwise: see
 	// proxy.TuneRuntime.
 	defer proxy.TuneRuntime(os.Getenv)()
@@ -158,21 +133,15 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
 		return 1
 	}
-	var ln net.Listener
-	if o.listen.network == "unix" {
-		ln, err = listenUnix(o.listen.address)
-	} else {
-		// No TCP keep-alive towards the clients (four setsockopt calls per
-		// connection): the proxy's idle timeouts close quiet tunnels and
-		// connections.
-		lc := net.ListenConfig{KeepAlive: -1}
-		ln, err = lc.Listen(ctx, "tcp", o.listen.address)
-	}
+	// No TCP keep-alive towards the clients (four setsockopt calls per
+	// connection): the proxy's idle timeouts close quiet tunnels and
+	// connections.
+	ln, err := o.listen.Listen(ctx, net.ListenConfig{KeepAlive: -1})
 	if err != nil {
 		fmt.Fprintf(stderr, "%sproxy: listen on %s: %v\n", logPrefix, o.listen, err)
 		return 1
 	}
-	addr := o.listen.network + ":" + ln.Addr().String()
+	addr := o.listen.Network + ":" + ln.Addr().String()
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -215,7 +184,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	fs := newPolicyFlagSet(&file)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
-		return parseExitCode(err)
+		return cmdline.ExitCode(err)
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "%spolicy: %s\n", logPrefix, fmt.Sprintf(format, a...))
@@ -258,54 +227,3 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	stdout.Write(p.JSON())
 	return 0
 }
-
-// lineHandler is a slog.Handler that writes "PREFIX[level: ]message k=v..."
-// lines, in the style of the helper's other messages.
-type lineHandler struct {
-	mu     *sync.Mutex
-	w      io.Writer
-	prefix string
-	level  slog.Level
-	attrs  []slog.Attr
-}
-
-func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
-
-func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(h.prefix)
-	switch {
-	case r.Level >= slog.LevelError:
-		b.WriteString("error: ")
-	case r.Level >= slog.LevelWarn:
-		b.WriteString("warning: ")
-	case r.Level < slog.LevelInfo:
-		b.WriteString("debug: ")
-	}
-	b.WriteString(r.Message)
-	write := func(a slog.Attr) bool {
-		v := a.Value.Resolve().String()
-		if v == "" || strings.ContainsAny(v, " \t\n\"=") {
-			v = strconv.Quote(v)
-		}
-		b.WriteString(" " + a.Key + "=" + v)
-		return true
-	}
-	for _, a := range h.attrs {
-		write(a)
-	}
-	r.Attrs(write)
-	b.WriteString("\n")
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, err := io.WriteString(h.w, b.String())
-	return err
-}
-
-func (h *lineHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	h2 := *h
-	h2.attrs = append(h.attrs[:len(h.attrs):len(h.attrs)], attrs...)
-	return &h2
-}
-
-func (h *lineHandler) WithGroup(string) slog.Handler { return h }

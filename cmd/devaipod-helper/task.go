@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/devaipod/devaipod/internal/cmdline"
 )
 
 // runTask hands a task to an opencode server as the first message of a new
@@ -32,7 +34,7 @@ Flags:
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return parseExitCode(err)
+		return cmdline.ExitCode(err)
 	}
 	if fs.NArg() != 2 || strings.TrimSpace(fs.Arg(1)) == "" {
 		fmt.Fprintf(stderr, "%stask: want a URL and a non-empty task\n", logPrefix)

@@ -29,6 +29,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/devaipod/devaipod/internal/cmdline"
 	"github.com/devaipod/devaipod/proxy"
 )
 
@@ -297,7 +298,7 @@ func readHashes(name string) ([]string, error) {
 
 func parseVerifyFlags(args []string, output io.Writer) (*verifyOptions, error) {
 	o := &verifyOptions{}
-	if err := parseFlags("verify", newVerifyFlagSet(o), args, output, o.complete); err != nil {
+	if err := cmdline.ParseFlags(newVerifyFlagSet(o), args, output, logPrefix+"verify: ", o.complete); err != nil {
 		return nil, err
 	}
 	o.workspace = path.Clean(o.workspace)
@@ -354,7 +355,7 @@ func (o *verifyOptions) complete() string {
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseVerifyFlags(args, stderr)
 	if err != nil {
-		return parseExitCode(err)
+		return cmdline.ExitCode(err)
 	}
 	rep := newVerifier(o).run(ctx, selectProbes(o))
 	if o.output == "json" {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/devaipod/devaipod/internal/cmdline"
 )
 
 type waitOptions struct {
@@ -58,7 +60,7 @@ func runWaitHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := newWaitHTTPFlagSet(&o)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
-		return parseExitCode(err)
+		return cmdline.ExitCode(err)
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintf(stderr, "%swait-http: want exactly one URL, got %d arguments\n", logPrefix, fs.NArg())

@@ -19,7 +19,29 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-const gatorTestToken = "ghp_helperTESTtokenNOTforTHEagent987654"
+const gatorTestToken = "ghp_gatorTESTtokenNOTforTHEagent9876543"
+
+func TestRunVersion(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string // substring
+	}{
+		{[]string{"version"}, 0, "dev\n", ""},
+		{[]string{"version", "x"}, 2, "", `devaipod-gator: version: unexpected argument "x"`},
+		{[]string{"version", "-h"}, 0, "", "Usage: devaipod-gator version"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tt.args, &stdout, &stderr)
+		if code != tt.wantCode || stdout.String() != tt.wantStdout || !strings.Contains(stderr.String(), tt.wantStderr) {
+			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d, %q and %q",
+				tt.args, code, stdout.String(), stderr.String(), tt.wantCode, tt.wantStdout, tt.wantStderr)
+		}
+	}
+}
 
 func TestGatorFlags(t *testing.T) {
 	t.Parallel()
@@ -31,8 +53,9 @@ func TestGatorFlags(t *testing.T) {
 		wantCode   int
 		wantStderr string
 	}{
-		{"help", []string{"-h"}, 0, "Usage: devaipod-helper gator --listen unix:PATH"},
-		{"no flags", nil, 2, "missing --listen"},
+		{"help", []string{"-h"}, 0, "Usage: devaipod-gator --listen unix:PATH --scope SCOPE... [flags]"},
+		{"help lists the scopes", []string{"--help"}, 0, "github:OWNER/*[:PERMS]"},
+		{"no flags", nil, 2, "devaipod-gator: missing --listen"},
 		{"no scope", ok[:2], 2, "missing --scope"},
 		{"bad scope", append(ok, "--scope", "github:octo/app:write"), 2,
 			`invalid value "github:octo/app:write" for flag -scope: scope "github:octo/app:write": unknown permission "write"`},
@@ -45,7 +68,7 @@ func TestGatorFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := runGator(context.Background(), tt.args, &stdout, &stderr)
+			code := run(context.Background(), tt.args, &stdout, &stderr)
 			if code != tt.wantCode || !strings.Contains(stderr.String(), tt.wantStderr) {
 				t.Errorf("gator %q = %d, stderr %q; want %d and %q", tt.args, code, stderr.String(), tt.wantCode, tt.wantStderr)
 			}
@@ -125,7 +148,7 @@ func TestGatorUnixRoundTrip(t *testing.T) {
 	var stdout, stderr syncBuf
 	done := make(chan int, 1)
 	go func() {
-		done <- runGator(ctx, []string{"--listen", "unix:" + sock, "--scope", "github:octo/app:read,create-draft",
+		done <- run(ctx, []string{"--listen", "unix:" + sock, "--scope", "github:octo/app:read,create-draft",
 			"--token-file", writeToken(t, dir), "--api-url", api.URL + "/api/v3/", "--audit-log", auditLog, "--pod", "demo"},
 			&stdout, &stderr)
 	}()
@@ -232,7 +255,7 @@ func TestGatorUnixRoundTrip(t *testing.T) {
 	if stdout.String() != "" {
 		t.Errorf("stdout %q: with --audit-log PATH, nothing goes to stdout", stdout.String())
 	}
-	if !strings.Contains(stderr.String(), "gator: listening on unix:"+sock+"/mcp") {
+	if !strings.Contains(stderr.String(), "devaipod-gator: listening on unix:"+sock+"/mcp") {
 		t.Errorf("stderr %q", stderr.String())
 	}
 }

@@ -1,3 +1,12 @@
+// Command devaipod-gator runs the pod's gator (package gator) as the PID 1
+// of its container: an MCP server that gives the agent scoped GitHub access
+// with a token the agent never sees.
+//
+// It is a binary of its own, next to devaipod-helper in the helper image,
+// because it links the MCP SDK, a GitHub client and go-git: in the helper,
+// which is mapped into every container and runs the egress proxy, they
+// would cost every pod's proxy their pages. It links no podman bindings and
+// no cobra either (deps_test.go).
 package main
 
 import (
@@ -12,10 +21,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/devaipod/devaipod/gator"
+	"github.com/devaipod/devaipod/internal/cmdline"
+	"github.com/devaipod/devaipod/internal/endpoint"
 	// The gator runs in the helper's FROM scratch image, which has no CA
 	// certificates: without these, every HTTPS request to GitHub would fail
 	// verification. They are used only when the system has no roots of its
@@ -24,8 +34,38 @@ import (
 	_ "golang.org/x/crypto/x509roots/fallback"
 )
 
+// Version is set at build time with -ldflags '-X main.Version=...'.
+var Version = "dev"
+
+const logPrefix = "devaipod-gator: "
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs the gator, or prints the version for "version", and returns
+// the process exit code; 2 means a usage error, as with the flag package.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "version" {
+		return runVersion(args[1:], stdout, stderr)
+	}
+	return runGator(ctx, args, stdout, stderr)
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: devaipod-gator version\n\nPrint the version of this binary.\n")
+	}
+	if err := cmdline.ParseFlags(fs, args, stderr, logPrefix+"version: ", nil); err != nil {
+		return cmdline.ExitCode(err)
+	}
+	fmt.Fprintln(stdout, Version)
+	return 0
+}
+
 type gatorOptions struct {
-	listen    endpoint
+	listen    endpoint.Endpoint
 	scopes    []string
 	tokenFile string
 	apiURL    string
@@ -64,7 +104,7 @@ func (f repeatedFlag) Set(s string) error {
 
 func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("gator", flag.ContinueOnError)
-	fs.Var(listenFlag{&o.listen}, "listen", "serve MCP on `unix:PATH` (or tcp:HOST:PORT) (required)")
+	fs.Var(endpoint.ListenFlag(&o.listen), "listen", "serve MCP on `unix:PATH` (or tcp:HOST:PORT) (required)")
 	fs.Var(scopeFlag{&o.scopes}, "scope",
 		"grant `SCOPE` (repeatable, at least one): github:OWNER/REPO[:PERMS], github:OWNER/*[:PERMS], github:readonly-all")
 	fs.StringVar(&o.tokenFile, "token-file", "",
@@ -80,7 +120,8 @@ func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
 	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit records")
 	fs.BoolVar(&o.verbose, "v", false, "log debug messages")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: devaipod-helper gator --listen unix:PATH --scope SCOPE... [flags]
+		fmt.Fprint(fs.Output(), `Usage: devaipod-gator --listen unix:PATH --scope SCOPE... [flags]
+       devaipod-gator version
 
 Run the pod's gator as a container's PID 1, until SIGTERM or SIGINT: an MCP
 server (streamable HTTP at /mcp, health check at /healthz) whose tools read
@@ -109,9 +150,9 @@ Flags:
 
 func parseGatorFlags(args []string, output io.Writer) (*gatorOptions, error) {
 	o := &gatorOptions{}
-	err := parseFlags("gator", newGatorFlagSet(o), args, output, func() string {
+	err := cmdline.ParseFlags(newGatorFlagSet(o), args, output, logPrefix, func() string {
 		switch {
-		case o.listen.network == "":
+		case o.listen.Network == "":
 			return "missing --listen"
 		case len(o.scopes) == 0:
 			return "missing --scope: without one the gator would deny every call"
@@ -184,15 +225,15 @@ func openAuditLogs(paths []string, stdout io.Writer) (io.Writer, func(), error) 
 func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseGatorFlags(args, stderr)
 	if err != nil {
-		return parseExitCode(err)
+		return cmdline.ExitCode(err)
 	}
 	level := slog.LevelInfo
 	if o.verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(&lineHandler{w: stderr, prefix: logPrefix + "gator: ", level: level, mu: &sync.Mutex{}})
+	logger := slog.New(cmdline.NewLineHandler(stderr, logPrefix, level))
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%sgator: %v\n", logPrefix, err)
+		fmt.Fprintf(stderr, "%s%v\n", logPrefix, err)
 		return 1
 	}
 
@@ -224,16 +265,11 @@ func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(err)
 	}
-	var ln net.Listener
-	if o.listen.network == "unix" {
-		ln, err = listenUnix(o.listen.address)
-	} else {
-		ln, err = net.Listen("tcp", o.listen.address)
-	}
+	ln, err := o.listen.Listen(ctx, net.ListenConfig{})
 	if err != nil {
 		return fail(fmt.Errorf("listen on %s: %w", o.listen, err))
 	}
-	addr := o.listen.network + ":" + ln.Addr().String()
+	addr := o.listen.Network + ":" + ln.Addr().String()
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
