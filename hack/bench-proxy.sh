@@ -182,6 +182,9 @@ done
 PIDS+=($!)
 DP_PID=$!
 wait_port "$DP_PORT" "$DP_PID" "devaipod-helper proxy"
+# The proxy restarts itself with proxy.RuntimeGODEBUG (see proxy/runtime.go); measure it as it runs.
+grep -qz '^GODEBUG=.*schedtrace=' "/proc/$DP_PID/environ" ||
+	die "devaipod's proxy runs without its GODEBUG setting (see proxy.RuntimeEnviron)"
 
 mkdir -p "$TMP/squid"
 chmod 777 "$TMP/squid"

@@ -3,6 +3,7 @@ package proxy
 import (
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"testing"
 )
 
@@ -39,4 +40,30 @@ func TestTuneRuntime(t *testing.T) {
 	check("GOGC set", RuntimeMaxProcs, gc)
 	restore()
 	check("restored at last", procs, gc)
+}
+
+func TestRuntimeEnviron(t *testing.T) {
+	tests := []struct {
+		name    string
+		environ []string
+		want    []string
+		changed bool
+	}{
+		{"no GODEBUG", []string{"PATH=/bin"}, []string{"PATH=/bin", "GODEBUG=" + RuntimeGODEBUG}, true},
+		{"other settings kept", []string{"GODEBUG=http2client=0", "A=b"},
+			[]string{"A=b", "GODEBUG=http2client=0," + RuntimeGODEBUG}, true},
+		{"empty GODEBUG", []string{"GODEBUG="}, []string{"GODEBUG=" + RuntimeGODEBUG}, true},
+		{"already set", []string{"GODEBUG=" + RuntimeGODEBUG}, []string{"GODEBUG=" + RuntimeGODEBUG}, false},
+		{"chosen by the user", []string{"GODEBUG=gctrace=1,schedtrace=0"}, []string{"GODEBUG=gctrace=1,schedtrace=0"}, false},
+		{"the first GODEBUG counts", []string{"GODEBUG=gctrace=1", "GODEBUG=schedtrace=5"},
+			[]string{"GODEBUG=gctrace=1," + RuntimeGODEBUG}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, changed := RuntimeEnviron(tt.environ)
+			if changed != tt.changed || !slices.Equal(got, tt.want) {
+				t.Errorf("RuntimeEnviron(%q) = %q, %v; want %q, %v", tt.environ, got, changed, tt.want, tt.changed)
+			}
+		})
+	}
 }

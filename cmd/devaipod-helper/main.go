@@ -29,6 +29,9 @@ var Version = "dev"
 const logPrefix = "devaipod-helper: "
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "proxy" {
+		restartForProxy(os.Stderr)
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 

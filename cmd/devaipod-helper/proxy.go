@@ -154,6 +154,22 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
+// restartForProxy makes this process start again, as itself and with the
+// same arguments, with proxy.RuntimeGODEBUG, which the Go runtime reads
+// only at start; main calls it for the proxy command (tests call run, and
+// must not be replaced). It returns only if GODEBUG already names the
+// setting (the second start) or the restart failed; then the proxy runs as
+// it is, a little slower.
+func restartForProxy(stderr io.Writer) {
+	env, changed := proxy.RuntimeEnviron(os.Environ())
+	if !changed {
+		return
+	}
+	err := syscall.Exec("/proc/self/exe", os.Args, env)
+	fmt.Fprintf(stderr, "%sproxy: warning: cannot restart with GODEBUG=%s, running without it: %v\n",
+		logPrefix, proxy.RuntimeGODEBUG, err)
+}
+
 func newPolicyFlagSet(file *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("policy", flag.ContinueOnError)
 	fs.StringVar(file, "file", "", "the policy file `PATH` (required)")
