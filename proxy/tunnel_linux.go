@@ -10,8 +10,8 @@ import (
 // On Linux a tunnel reads and writes its sockets itself, through their
 // syscall.RawConn, rather than with net.Conn's Read and Write:
 //
-//   - A read waits for data without holding a buffer and takes one from
-//     copyBuffers only once there is something to read. An open tunnel
+//   - A read waits for data without holding a buffer and takes one
+//     (getBuffer) only once there is something to read. An open tunnel
 //     spends most of its life waiting; with a buffer held meanwhile, every
 //     tunnel would pin two of them.
 //   - The sockets are non-blocking, so the read(2), write(2) and
@@ -25,8 +25,9 @@ import (
 // Read and Write.
 
 // readReady returns a read function for c that waits until c has data (or
-// its end, or an error) and then reads it into a buffer from copyBuffers;
-// the caller puts the buffer back. It returns io.EOF at the end of c.
+// its end, or an error) and then reads it into a buffer from getBuffer, a
+// bulk one after a read that brought a small buffer's worth; the caller
+// puts the buffer back (putBuffer). It returns io.EOF at the end of c.
 func readReady(c net.Conn) func() (*[]byte, int, error) {
 	rc := rawConnOf(c)
 	if rc == nil {
@@ -36,27 +37,29 @@ func readReady(c net.Conn) func() (*[]byte, int, error) {
 		bp   *[]byte
 		k    int
 		rerr error
+		bulk bool
 	)
 	// Called by rc.Read with the socket, first at once and then each time
 	// the poller says it is readable, until it returns true.
 	try := func(fd uintptr) bool {
-		buf := copyBuffers.Get().(*[]byte)
+		buf := getBuffer(bulk)
 		for {
 			n, errno := rawIO(syscall.SYS_READ, fd, *buf)
 			switch {
 			case errno == syscall.EINTR:
 				continue
 			case errno == syscall.EAGAIN:
-				copyBuffers.Put(buf)
+				putBuffer(buf)
 				return false
 			case errno != 0:
-				copyBuffers.Put(buf)
+				putBuffer(buf)
 				bp, k, rerr = nil, 0, errno
 			case n == 0:
-				copyBuffers.Put(buf)
+				putBuffer(buf)
 				bp, k, rerr = nil, 0, io.EOF
 			default:
 				bp, k, rerr = buf, n, nil
+				bulk = n >= copyBufferSize
 			}
 			return true
 		}

@@ -361,3 +361,46 @@ func TestGoproxyDialsNoConnect(t *testing.T) {
 		t.Error("goproxy's ConnectDial dialled")
 	}
 }
+
+// TestBulkBuffers: a direction that moves a lot reads into bulk buffers, at
+// most maxBulkBuffers of them are out at a time, and a finished tunnel
+// gives them all back. Not parallel: it counts shared buffers.
+func TestBulkBuffers(t *testing.T) {
+	var taken []*[]byte
+	bulk := 0
+	for range maxBulkBuffers + 3 {
+		bp := getBuffer(true)
+		if len(*bp) == bulkBufferSize {
+			bulk++
+		}
+		taken = append(taken, bp)
+	}
+	if bulk != maxBulkBuffers || bulkBuffersOut.Load() != maxBulkBuffers {
+		t.Errorf("%d bulk buffers taken, %d counted out; want %d", bulk, bulkBuffersOut.Load(), maxBulkBuffers)
+	}
+	if bp := getBuffer(false); len(*bp) != copyBufferSize {
+		t.Errorf("a small buffer of %d bytes", len(*bp))
+	} else {
+		putBuffer(bp)
+	}
+	for _, bp := range taken {
+		putBuffer(bp)
+	}
+	if n := bulkBuffersOut.Load(); n != 0 {
+		t.Fatalf("%d bulk buffers out after all were given back", n)
+	}
+
+	target := "127.0.0.1:" + strconv.Itoa(newTunnelServer(t))
+	p := startProxy(t, Options{Allow: []string{target}})
+	before := bulkBuffersTaken.Load()
+	conn, br := tunnelTo(t, "tcp", p.addr, target)
+	exchangeThrough(t, conn, br, 8<<20, 16<<20, 0)
+	conn.Close()
+	p.audit.waitRecord(t, "for the bulk tunnel", func(r Record) bool { return r.BytesDown == 16<<20+sha256.Size })
+	if bulkBuffersTaken.Load() == before {
+		t.Error("24 MiB went through a tunnel in small buffers only")
+	}
+	if n := bulkBuffersOut.Load(); n != 0 {
+		t.Errorf("%d bulk buffers out after the tunnel ended", n)
+	}
+}
