@@ -528,46 +528,65 @@ CONNECT fast path (proxy CPU per tunnel at concurrency 1 / 16 / 128):
   decide; an allowed CONNECT is answered with ConnectHijack, and ` + "`serveTunnel`" + ` dials through
   the guard (no TCP keep-alive: the idle timeout covers it), answers 200 and copies in two
   goroutines, the request's and one more. Each direction waits for data without a buffer and
-  takes a pooled 32 KiB one only to move what has arrived, with read(2) and write(2) as raw
-  system calls on the non-blocking sockets (so the runtime's monitor thread is not woken after
-  every quiet moment). The audit line is encoded by hand (0.25 µs instead of 2.2 µs), still one
-  write(2) per record. The helper runs the proxy with GOMAXPROCS=1 and GOGC=50
-  (` + "`proxy.TuneRuntime`" + `). strace -c counts about 43 system calls per tunnel (squid: about 80, many of
-  them epoll_ctl).
+  takes a pooled 32 KiB one only to move what has arrived (a 512 KiB one once a read fills a
+  small one, at most 8 of those out at a time), with read(2) and write(2) as raw system calls
+  on the non-blocking sockets. The audit line is encoded by hand (0.25 µs instead of 2.2 µs),
+  still one write(2) per record. The helper runs the proxy with GOMAXPROCS=1 and GOGC=50
+  (` + "`proxy.TuneRuntime`" + `) and restarts itself once at start with
+  ` + "`GODEBUG=schedtrace=2147483647`" + ` (` + "`proxy.RuntimeGODEBUG`" + `, below). strace -c counts about 40
+  system calls per tunnel (squid: about 65, a third of them epoll_ctl).
 - **What each step bought** (A/B runs, CPU per tunnel; squid's in brackets, which moves with the
   machine): own tunnel path, pooled buffers, no keep-alive: 502/262/221 µs (351/221/182);
   GOMAXPROCS=1 on top: 395/220/207; raw reads and writes and the CONNECT fast path:
   367/197/189 (353/192/174); answering 200 before starting the copy, the copy in the request's
-  goroutine, raw shutdown and answer: 311/177/161 (313/184/153). GOGC=50 costs no measurable CPU
-  now that little garbage is left; it and one P take peak RSS from about 15.5 to 13.5 MiB.
+  goroutine, raw shutdown and answer: 311/177/161 (313/184/153); sysmon kept awake
+  (GODEBUG): 274/154/148 (301/171/155), against 311/169/158 without it in the same run.
+  GOGC=50 costs no measurable CPU now that little garbage is left; it and one P take peak RSS
+  from about 15.5 to 13.5 MiB.
+- **The runtime's monitor thread.** perf showed Go's sysmon thread at about 8% of the proxy's
+  CPU and a third of its context switches (about 2,000 wake-ups a second under load): whenever
+  the proxy's one P has gone idle and sysmon has gone into its deep sleep, the next system call
+  the scheduler is told of (accept, connect and close go through the net package) wakes it
+  and resets its tick to 20 µs, from which it backs off only after 50 quiet ticks
+  (golang/go#18236). Raw system calls cannot cover close or accept, so the proxy sets a
+  schedtrace period instead, which keeps sysmon out of the deep sleep (its tick then backs off
+  to 10 ms and stays there; the period, about 24.8 days, means the trace line is in practice
+  never printed). It cut the proxy's CPU per tunnel by about 10% at every concurrency and the
+  client's and server's at concurrency 16 by about 10 µs (fewer preemptions); the price is
+  100 wake-ups a second of an idle proxy, about 0.2% of a CPU.
 - **Memory is mostly the binary.** Most of the proxy's RSS is the helper binary's own pages
   (RssFile: the kernel maps the binary in 64 KiB runs around each page touched, and every
-  linked package's init runs at start), which grows with everything the helper carries: with an
-  8.4 MB helper the proxy idled at 8 MiB (6.8 MiB of it file pages) and peaked at 13.3–14.4
-  MiB; the 13.4 MB helper of this revision (gator, verify) idles at about 13 MiB (10.3 MiB file
-  pages, 2.8 anonymous) before the proxy does anything. The load adds about 4.5 MiB of
-  anonymous memory at most (goroutine stacks, 2 per tunnel; the heap, whose goal is 2 MiB at
-  GOGC=50; a lower GOGC saves little more). A proxy binary of its own (or a helper without the
-  gator's dependencies) would take the file pages back to what the proxy uses.
+  linked package's init runs at start). The gator (MCP SDK, go-github, go-git) had grown the
+  helper from 8.4 to 13.4 MB and the proxy's idle RSS to 13 MiB; it is now a binary of its
+  own (` + "`devaipod-gator`" + `), and the 8.6 MB helper's proxy idles at about 8 MiB. The load adds
+  about 4.5–6 MiB at most (goroutine stacks, 2 per tunnel; the heap, whose goal is 2 MiB at
+  GOGC=50; two bulk buffers during the bulk transfer), while squid grows from about 27 to 32
+  MiB.
 - **Where the rest goes.** About 60% of the proxy's CPU is system calls on loopback TCP (connect,
-  read, write, shutdown, close, epoll: the work squid does too), then the scheduler (~12%),
-  allocation and GC (~6%, more at concurrency 128: 256 goroutine stacks to scan per cycle) and
-  name resolution with its stack growth (~8%: net.Resolver starts a goroutine per lookup, even
-  for /etc/hosts; squid caches). Caching the resolution (tried, not kept: it would change how
-  fresh the addresses are) cut the proxy's CPU per tunnel by 8% but tunnels/s by only 1%.
-- **Client and server work more behind devaipod's proxy.** At concurrency 16 and above tunnels/s
-  is set by the CPU of client, server and proxy together (about 950 µs per tunnel, the proxy's
-  share about 160), and client plus server spend 15–30 µs more per tunnel through devaipod's
-  proxy than through squid. The likely cause is the close: devaipod's proxy passes
-  half-closes on (as goproxy did), so the client's TLS close_notify still reaches the server,
-  which reads it; squid closes both sides at the server's FIN. Closing on the first FIN risks
-  an RST that cuts off the client's unread data, so the half-close stays.
+  read, write, shutdown, close, epoll: the work squid does too), then the scheduler (~9%),
+  allocation and GC (~9% at concurrency 128: 256 goroutine stacks to scan per cycle) and name
+  resolution (~2-8% with its goroutine and stack growth: net.Resolver starts a goroutine per
+  lookup, even for /etc/hosts; squid caches). Caching the resolution (tried, not kept: it
+  would change how fresh the addresses are) cut the proxy's CPU per tunnel by 8% but
+  tunnels/s by only 1%.
+- **The close, and Nagle, looked at and left.** Through either proxy the wire carries the same
+  segments per tunnel (nstat: 33.8 vs 32.6 at concurrency 128, RSTs 1.0 each), except one:
+  devaipod's proxy passes half-closes on (as goproxy did), so the client's TLS close_notify
+  still reaches the server, where squid closes both sides at the server's FIN. Closing on the
+  server's FIN (A/B) changed tunnels/s by less than the noise, and risks an RST that cuts off
+  data the client has not read, so the half-close stays. squid leaves Nagle on for the client's
+  connection; turning it on in devaipod's proxy made concurrency 16 about 3% slower and 128 no
+  faster.
 - **Splice, tried and dropped.** io.Copy between the sockets (splice(2), with TCP_INFO for the idle
   clock) cut the proxy's CPU per GB of bulk to about 0.3 s, but on loopback it raised the
   client's and the server's by about 0.4 s per GB (the pages travel by reference and the
   sender's buffers lose cache locality): bulk fell from about 1100 to 750 MB/s.
-- **Bulk.** Three processes share two cores: through either proxy, bulk is bounded by the CPU all
-  three spend per GB, so its ratio to direct depends on how fast direct is. On a quiet machine
-  direct reached 1.6–2.3 GB/s, devaipod's proxy 1.2–1.6 GB/s (0.3–0.45 s of proxy CPU per GB),
-  squid 1.2–1.3 GB/s (0.55 s per GB); when direct ran at about 1 GB/s (a busier machine), both
-  proxies kept up with it.`
+- **Bulk, and why 90% of direct is out of reach here.** Three processes share two cores:
+  direct keeps both busy with only the client and the server (1.7–1.9 CPUs at 1.6–2.4 GB/s,
+  and which of the two speeds a run gets depends on where the scheduler puts them), and a
+  proxy must take its share from them. With bulk buffers devaipod's proxy spends about 0.3 s
+  of CPU per GB (squid 0.5); in one run side by side (` + "`proxybench bare`" + `, above),
+  devaipod's proxy moved 1474 MB/s, a bare Go tunnel copying through 32 KiB buffers (no policy,
+  no audit) 1319, the same with splice(2) 1170, against 1654 direct (median of 5): devaipod's
+  proxy is faster than the bare tunnels, at 80–90% of direct when direct runs at 1.6 GB/s and
+  60–75% when it runs at 2.3. squid reaches 64–74%.`
