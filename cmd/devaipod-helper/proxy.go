@@ -165,7 +165,11 @@ func restartForProxy(stderr io.Writer) {
 	if !changed {
 		return
 	}
-	err := syscall.Exec("/proc/self/exe", os.Args, env)
+	// The path, not /proc/self/exe, so that the process keeps its name.
+	exe, err := os.Executable()
+	if err == nil {
+		err = syscall.Exec(exe, os.Args, env)
+	}
 	fmt.Fprintf(stderr, "%sproxy: warning: cannot restart with GODEBUG=%s, running without it: %v\n",
 		logPrefix, proxy.RuntimeGODEBUG, err)
 }
