@@ -76,36 +76,16 @@ type gatorOptions struct {
 	verbose   bool
 }
 
-// scopeFlag is a repeatable flag that checks each scope as it is given.
-type scopeFlag struct{ scopes *[]string }
-
-func (f scopeFlag) String() string { return "" }
-
-func (f scopeFlag) Set(s string) error {
-	if _, err := gator.ParseScope(s); err != nil {
-		return err
-	}
-	*f.scopes = append(*f.scopes, s)
-	return nil
-}
-
-// repeatedFlag collects every value of a repeatable string flag.
-type repeatedFlag struct{ values *[]string }
-
-func (f repeatedFlag) String() string { return "" }
-
-func (f repeatedFlag) Set(s string) error {
-	if s == "" {
-		return errors.New("empty value")
-	}
-	*f.values = append(*f.values, s)
-	return nil
+// checkScope checks a --scope as it is given.
+func checkScope(s string) error {
+	_, err := gator.ParseScope(s)
+	return err
 }
 
 func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("gator", flag.ContinueOnError)
 	fs.Var(endpoint.ListenFlag(&o.listen), "listen", "serve MCP on `unix:PATH` (or tcp:HOST:PORT) (required)")
-	fs.Var(scopeFlag{&o.scopes}, "scope",
+	fs.Var(cmdline.ListFlag(&o.scopes, checkScope), "scope",
 		"grant `SCOPE` (repeatable, at least one): github:OWNER/REPO[:PERMS], github:OWNER/*[:PERMS], github:readonly-all")
 	fs.StringVar(&o.tokenFile, "token-file", "",
 		"read the GitHub token from `PATH` (a podman secret); without it, $GH_TOKEN or $GITHUB_TOKEN")
@@ -115,7 +95,7 @@ func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
 		"the base `URL` pushes go to, as BASE/OWNER/REPO.git (default: derived from --api-url)")
 	fs.StringVar(&o.workspace, "workspace", "",
 		"the git work tree `DIR` whose HEAD push_branch pushes (mounted read-only); push_branch is off without it")
-	fs.Var(repeatedFlag{&o.auditLogs}, "audit-log",
+	fs.Var(cmdline.ListFlag(&o.auditLogs, nil), "audit-log",
 		"append the JSON audit lines to `PATH` (repeatable; - is stdout; default stdout)")
 	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit records")
 	fs.BoolVar(&o.verbose, "v", false, "log debug messages")

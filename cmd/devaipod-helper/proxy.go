@@ -27,24 +27,17 @@ type proxyOptions struct {
 	verbose     bool
 }
 
-// ruleFlag is a repeatable flag that checks each rule as it is given.
-type ruleFlag struct{ rules *[]string }
-
-func (f ruleFlag) String() string { return "" }
-
-func (f ruleFlag) Set(s string) error {
-	if _, err := proxy.ParseRule(s); err != nil {
-		return err
-	}
-	*f.rules = append(*f.rules, s)
-	return nil
+// checkRule checks an --allow rule as it is given.
+func checkRule(s string) error {
+	_, err := proxy.ParseRule(s)
+	return err
 }
 
 func newProxyFlagSet(o *proxyOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	fs.Var(endpoint.ListenFlag(&o.listen), "listen", "listen on `unix:PATH` or tcp:HOST:PORT (required)")
 	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit and the 403 text (required)")
-	fs.Var(ruleFlag{&o.allow}, "allow",
+	fs.Var(cmdline.ListFlag(&o.allow, checkRule), "allow",
 		"allow `RULE` (repeatable): host, *.suffix, host:port, host:*, an IP address; port 443 unless given")
 	fs.StringVar(&o.policyFile, "policy-file", "",
 		"the live policy file `PATH` (JSON, changed with 'devaipod-helper policy'; need not exist) (required)")

@@ -51,6 +51,33 @@ func ExitCode(err error) int {
 	return 2
 }
 
+// ListFlag is a repeatable flag: each value is appended to *values once
+// check accepts it (nil: any value but the empty one), so that a bad value
+// is reported as the flag's, at parse time.
+func ListFlag(values *[]string, check func(string) error) flag.Value {
+	return listFlag{values, check}
+}
+
+type listFlag struct {
+	values *[]string
+	check  func(string) error
+}
+
+func (f listFlag) String() string { return "" }
+
+func (f listFlag) Set(s string) error {
+	switch {
+	case f.check != nil:
+		if err := f.check(s); err != nil {
+			return err
+		}
+	case s == "":
+		return errors.New("empty value")
+	}
+	*f.values = append(*f.values, s)
+	return nil
+}
+
 // LineHandler is a slog.Handler that writes one "PREFIX[level: ]message
 // k=v..." line per record, in the style of the binaries' other messages
 // (no time: podman's log adds one). Values with spaces, quotes or "=" are

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,5 +81,29 @@ prog: sub: error: failed n=1
 	slog.New(NewLineHandler(&out, "p: ", slog.LevelDebug)).Debug("shown", "k", "v")
 	if out.String() != "p: debug: shown k=v\n" {
 		t.Errorf("debug line %q", out.String())
+	}
+}
+
+func TestListFlag(t *testing.T) {
+	var anyValues, even []string
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Var(ListFlag(&anyValues, nil), "any", "")
+	fs.Var(ListFlag(&even, func(s string) error {
+		if len(s)%2 != 0 {
+			return errors.New("odd")
+		}
+		return nil
+	}), "even", "")
+	if err := fs.Parse([]string{"--any", "a", "--even", "bb", "--any", "c", "--even", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(anyValues, []string{"a", "c"}) || !slices.Equal(even, []string{"bb", ""}) {
+		t.Errorf("any %q, even %q", anyValues, even)
+	}
+	for _, args := range [][]string{{"--any", ""}, {"--even", "odd"}} {
+		if err := fs.Parse(args); err == nil {
+			t.Errorf("%q accepted", args)
+		}
 	}
 }
