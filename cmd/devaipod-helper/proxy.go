@@ -69,6 +69,11 @@ when it changes. A unix socket's directory is created, a stale socket
 replaced, and the socket made mode 0666. One JSON audit line per decision
 goes to stdout; messages go to stderr.
 
+The proxy runs with GOMAXPROCS=1 and GOGC=50, and restarts itself once, as
+it starts, with GODEBUG=schedtrace=2147483647, which keeps Go's monitor thread
+from waking thousands of times a second under load (docs/network.md). Any of
+GOMAXPROCS, GOGC, or a GODEBUG naming schedtrace, in the environment wins.
+
 Flags:
 `)
 		fs.PrintDefaults()
