@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -165,6 +166,13 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 		PostStart: dc.PostStartCommand, PostAttach: dc.PostAttachCommand}
 	for _, k := range slices.Sorted(maps.Keys(dc.RemoteEnv)) {
 		l.Env = append(l.Env, k+"="+dc.RemoteEnv[k])
+	}
+	if as := (ExecAs{User: l.User, Env: l.Env}); as.User != "" || len(as.Env) > 0 {
+		b, err := json.Marshal(as)
+		if err != nil {
+			return err
+		}
+		p.Pod.Labels[LabelExec] = string(b)
 	}
 	if !l.Empty() {
 		p.Lifecycle = l

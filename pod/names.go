@@ -27,6 +27,9 @@ const (
 	// LabelLifecycle keeps the devcontainer's postStart and postAttach
 	// commands (JSON) for start and attach.
 	LabelLifecycle = "io.devaipod.lifecycle"
+	// LabelExec keeps who `devaipod exec` and attach run workspace
+	// commands as (the devcontainer's remote user and remoteEnv, JSON).
+	LabelExec = "io.devaipod.exec"
 	// LabelVerify keeps the arguments of the pod's verify battery (JSON).
 	LabelVerify = "io.devaipod.verify"
 	// LabelPR is the number of the pull request the pod works on.

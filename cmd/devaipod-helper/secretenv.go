@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"flag"
@@ -13,42 +14,102 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/devaipod/devaipod/internal/cmdline"
+	"github.com/moby/sys/user"
 )
 
 // secret-env runs a command with variables read from files: one file per
 // variable, named after it. devaipod mounts the trusted side's secrets as
 // such files (root-only, in the workspace) instead of as environment, because
 // podman 4.3's inspect shows the values of environment secrets.
+//
+// `devaipod exec` runs it as root (podman exec --user 0) so that it can read
+// those files, and has it switch to the devcontainer's remoteUser (--user)
+// with its remoteEnv (--env) before it runs the command.
 
 var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// The container's account files, which --user is resolved against. Tests
+// point them elsewhere.
+var (
+	passwdPath = "/etc/passwd"
+	groupPath  = "/etc/group"
+)
+
+// newSecretEnvFlagSet returns secret-env's flags bound to dir, umask and
+// hashes; --user and --env are bound to variables of its own. It keeps the
+// signature that runHelp calls for the usage text; runSecretEnv binds every
+// flag through secretEnvFlagSet.
 func newSecretEnvFlagSet(dir, umask *string, hashes *bool) *flag.FlagSet {
+	return secretEnvFlagSet(dir, umask, hashes, new(string), new([]string))
+}
+
+func secretEnvFlagSet(dir, umask *string, hashes *bool, userSpec *string, env *[]string) *flag.FlagSet {
 	fs := flag.NewFlagSet("secret-env", flag.ContinueOnError)
 	fs.StringVar(dir, "dir", "/run/devaipod/secrets", "directory holding one file per variable")
 	fs.StringVar(umask, "umask", "", "octal umask for CMD (default: unchanged)")
+	fs.StringVar(userSpec, "user", "",
+		"run CMD as `SPEC`: NAME, UID, NAME:GROUP or UID:GID, after DIR is read (default: this process's user)")
+	fs.Var(cmdline.ListFlag(env, checkEnvFlag), "env",
+		"set `NAME=VALUE` in CMD's environment (repeatable); DIR's variables win over it")
 	fs.BoolVar(hashes, "print-hashes", false, "print NAME SHA256 of each variable instead of running a command (for devaipod verify)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: devaipod-helper secret-env [--dir DIR] [--umask MASK] -- CMD [ARGS...]\n"+
-			"       devaipod-helper secret-env [--dir DIR] --print-hashes\n\n"+
-			"Runs CMD with each file of DIR as a variable (file name = variable name).\n"+
-			"A missing DIR means no variables.\n\n")
+		fmt.Fprint(fs.Output(), `Usage: devaipod-helper secret-env [--dir DIR] [--umask MASK] [--user SPEC]
+         [--env NAME=VALUE]... -- CMD [ARGS...]
+       devaipod-helper secret-env [--dir DIR] --print-hashes
+
+Run CMD with each file of DIR as a variable (file name = variable name). A
+missing DIR means no variables. CMD is looked up in the PATH of its own
+environment.
+
+With --user, DIR is read first (its files are root-only), then the process
+becomes SPEC, resolved as podman exec --user resolves it, against /etc/passwd
+and /etc/group: a NAME must have a passwd entry; a UID need not (it then gets
+GID 0 and HOME /); the GID is the passwd entry's unless GROUP (a name from
+/etc/group, or a number) is given; the supplementary groups are the /etc/group
+entries that list the user, when no GROUP is given, and none else. CMD gets
+HOME, USER and LOGNAME of SPEC (no USER and LOGNAME for a UID without an
+entry). Switching needs root, unless the process already runs as SPEC's uid
+and gid, in which case nothing is switched.
+
+CMD's environment, from lowest to highest precedence: this process's
+environment, HOME/USER/LOGNAME of --user, --env values (e.g. the
+devcontainer's remoteEnv), DIR's variables.
+
+Flags:
+`)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
+// checkEnvFlag checks an --env value: NAME=VALUE, VALUE possibly empty.
+func checkEnvFlag(s string) error {
+	name, _, ok := strings.Cut(s, "=")
+	if !ok {
+		return errors.New("want NAME=VALUE")
+	}
+	if !envVarName.MatchString(name) {
+		return fmt.Errorf("%q is not a variable name", name)
+	}
+	return nil
+}
+
 func runSecretEnv(args []string, stdout, stderr io.Writer) int {
-	var dir, umask string
+	var dir, umask, userSpec string
 	var hashes bool
-	fs := newSecretEnvFlagSet(&dir, &umask, &hashes)
+	var extraEnv []string
+	fs := secretEnvFlagSet(&dir, &umask, &hashes, &userSpec, &extraEnv)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return cmdline.ExitCode(err)
 	}
 	if hashes {
+		if userSpec != "" || len(extraEnv) > 0 {
+			fmt.Fprintf(stderr, "%ssecret-env: --print-hashes runs no command: --user and --env do not apply\n", logPrefix)
+			return 2
+		}
 		env, err := secretEnv(nil, dir)
 		if err != nil {
 			fmt.Fprintf(stderr, "%ssecret-env: %v\n", logPrefix, err)
@@ -65,6 +126,10 @@ func runSecretEnv(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%ssecret-env: no command given\n", logPrefix)
 		return 2
 	}
+	if userSpec != "" && !validUserSpec(userSpec) {
+		fmt.Fprintf(stderr, "%ssecret-env: --user %q is not NAME, UID, NAME:GROUP or UID:GID\n", logPrefix, userSpec)
+		return 2
+	}
 	if umask != "" {
 		mask, err := strconv.ParseUint(umask, 8, 32)
 		if err != nil || mask > 0o777 {
@@ -73,12 +138,29 @@ func runSecretEnv(args []string, stdout, stderr io.Writer) int {
 		}
 		syscall.Umask(int(mask))
 	}
-	env, err := secretEnv(os.Environ(), dir)
+	// Everything that needs root is read before the switch.
+	secrets, err := secretEnv(nil, dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "%ssecret-env: %v\n", logPrefix, err)
 		return 1
 	}
-	path, err := exec.LookPath(argv[0])
+	var as *runAs
+	if userSpec != "" {
+		u, err := resolveUserFiles(userSpec, passwdPath, groupPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "%ssecret-env: %v\n", logPrefix, err)
+			return 1
+		}
+		if err := switchUser(userSpec, u); err != nil {
+			fmt.Fprintf(stderr, "%ssecret-env: %v\n", logPrefix, err)
+			return 1
+		}
+		as = &u
+	}
+	env := commandEnv(os.Environ(), as, extraEnv, secrets)
+	// Looked up after the switch, as the user, in CMD's own PATH (--env may
+	// set it, as a remoteEnv often does).
+	path, err := lookPathIn(argv[0], env)
 	if err != nil {
 		fmt.Fprintf(stderr, "%ssecret-env: %v\n", logPrefix, err)
 		return 127
@@ -112,6 +194,46 @@ func secretEnv(base []string, dir string) ([]string, error) {
 	return env, nil
 }
 
+// commandEnv returns CMD's environment. Each layer wins over the ones
+// before it:
+//
+//  1. base, the environment secret-env inherited (podman exec's);
+//  2. HOME, USER and LOGNAME of as, when --user was given (as is not nil);
+//  3. extra, the --env values: the devcontainer's remoteEnv, which comes
+//     from the repository's devcontainer.json;
+//  4. secrets, the trusted side's variables from --dir.
+//
+// The secrets come last on purpose: a repository must not be able to
+// replace the user's credentials with values of its choosing (its own
+// token, an API base URL it controls) by naming them in its
+// devcontainer.json.
+func commandEnv(base []string, as *runAs, extra, secrets []string) []string {
+	env := append([]string(nil), base...)
+	if as != nil {
+		env = setVar(env, "HOME="+as.home)
+		if as.name != "" {
+			env = setVar(env, "USER="+as.name)
+			env = setVar(env, "LOGNAME="+as.name)
+		} else {
+			// Inherited ones would name another user (root).
+			env = removeVar(removeVar(env, "USER"), "LOGNAME")
+		}
+	}
+	for _, kv := range extra {
+		env = setVar(env, kv)
+	}
+	for _, kv := range secrets {
+		env = setVar(env, kv)
+	}
+	return env
+}
+
+// setVar returns env with kv (NAME=VALUE) replacing any NAME.
+func setVar(env []string, kv string) []string {
+	name, _, _ := strings.Cut(kv, "=")
+	return append(removeVar(env, name), kv)
+}
+
 func removeVar(env []string, name string) []string {
 	out := env[:0]
 	for _, kv := range env {
@@ -120,4 +242,131 @@ func removeVar(env []string, name string) []string {
 		}
 	}
 	return out
+}
+
+// lookPathIn finds file as exec.LookPath does, in env's PATH rather than
+// this process's (about to be replaced, so it is changed freely).
+func lookPathIn(file string, env []string) (string, error) {
+	path, ok := "", false
+	for _, kv := range env {
+		if v, found := strings.CutPrefix(kv, "PATH="); found {
+			path, ok = v, true
+		}
+	}
+	if ok {
+		os.Setenv("PATH", path)
+	} else {
+		os.Unsetenv("PATH")
+	}
+	return exec.LookPath(file)
+}
+
+// runAs is the user that --user names, resolved.
+type runAs struct {
+	name   string // "" for a UID without a passwd entry
+	uid    int
+	gid    int
+	groups []int // supplementary groups
+	home   string
+}
+
+// validUserSpec reports whether spec has the shape NAME, UID, NAME:GROUP or
+// UID:GID (GROUP a name or a number).
+func validUserSpec(spec string) bool {
+	u, g, hasGroup := strings.Cut(spec, ":")
+	return u != "" && (!hasGroup || g != "" && !strings.Contains(g, ":"))
+}
+
+// resolveUserFiles resolves spec against the passwd and group files at
+// those paths. A missing file has no entries.
+func resolveUserFiles(spec, passwdPath, groupPath string) (runAs, error) {
+	passwd, err := readAccountFile(passwdPath)
+	if err != nil {
+		return runAs{}, err
+	}
+	group, err := readAccountFile(groupPath)
+	if err != nil {
+		return runAs{}, err
+	}
+	return resolveUser(spec, passwd, group)
+}
+
+func readAccountFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// resolveUser resolves spec (NAME, UID, NAME:GROUP or UID:GID) against the
+// text of a passwd and a group file (nil: no such file) the way podman exec
+// --user and runc do, with runc's own resolver, github.com/moby/sys/user
+// (which podman calls too): a pure-Go parser of the container's files. Go's
+// os/user is not one: it may go through cgo and NSS, and it answers for the
+// accounts this process sees through its resolver, not necessarily for the
+// files of the image.
+func resolveUser(spec string, passwd, group []byte) (runAs, error) {
+	if !validUserSpec(spec) {
+		return runAs{}, fmt.Errorf("--user %q is not NAME, UID, NAME:GROUP or UID:GID", spec)
+	}
+	// A numeric UID without an entry gets GID 0 and HOME /, as with podman.
+	defaults := &user.ExecUser{Home: "/"}
+	eu, err := user.GetExecUser(spec, defaults, readerOrNil(passwd), readerOrNil(group))
+	if err != nil {
+		return runAs{}, fmt.Errorf("--user %s: %w", spec, err)
+	}
+	as := runAs{uid: eu.Uid, gid: eu.Gid, groups: eu.Sgids, home: eu.Home}
+	if as.home == "" {
+		as.home = "/"
+	}
+	userPart, _, _ := strings.Cut(spec, ":")
+	if _, err := strconv.Atoi(userPart); err != nil {
+		as.name = userPart // GetExecUser found it
+	} else if passwd != nil {
+		// The first entry with the uid is the one GetExecUser used.
+		users, err := user.ParsePasswdFilter(bytes.NewReader(passwd), func(u user.User) bool { return u.Uid == eu.Uid })
+		if err == nil && len(users) > 0 {
+			as.name = users[0].Name
+		}
+	}
+	return as, nil
+}
+
+// readerOrNil returns a reader of b, or nil for nil b: GetExecUser tells a
+// missing file (no entries) by a nil reader.
+func readerOrNil(b []byte) io.Reader {
+	if b == nil {
+		return nil
+	}
+	return bytes.NewReader(b)
+}
+
+// switchUser makes this process as: supplementary groups, then GID, then
+// UID, the order in which each step still has the privilege it needs. Go's
+// syscall.Setgroups, Setgid and Setuid change every thread of the process
+// (since Go 1.16), and leave no way back: as root they set the real,
+// effective and saved ids, and the kernel drops the capabilities with the
+// UID. spec is the user's name for it, for the error.
+func switchUser(spec string, as runAs) error {
+	if os.Getuid() == as.uid && os.Geteuid() == as.uid && os.Getgid() == as.gid && os.Getegid() == as.gid {
+		return nil
+	}
+	if euid := os.Geteuid(); euid != 0 {
+		return fmt.Errorf("cannot run as %s: secret-env runs as uid %d, not root", spec, euid)
+	}
+	groups := as.groups
+	if groups == nil {
+		groups = []int{} // setgroups(0): drop root's groups
+	}
+	if err := syscall.Setgroups(groups); err != nil {
+		return fmt.Errorf("cannot run as %s: setgroups %v: %w", spec, groups, err)
+	}
+	if err := syscall.Setgid(as.gid); err != nil {
+		return fmt.Errorf("cannot run as %s: setgid %d: %w", spec, as.gid, err)
+	}
+	if err := syscall.Setuid(as.uid); err != nil {
+		return fmt.Errorf("cannot run as %s: setuid %d: %w", spec, as.uid, err)
+	}
+	return nil
 }

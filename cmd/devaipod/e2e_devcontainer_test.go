@@ -41,7 +41,8 @@ func TestE2EDevcontainer(t *testing.T) {
   "name": "e2e",
   "build": {"dockerfile": "Dockerfile", "args": {"GREETING": "built-${localEnv:E2E_GREETING}"},},
   "containerEnv": {"FROM_HOST": "${localEnv:E2E_HOST_VALUE}", "WS_FOLDER": "${containerWorkspaceFolder}", "BASENAME": "${localWorkspaceFolderBasename}"},
-  "remoteEnv": {"REMOTE": "remote-${containerEnv:FROM_HOST}"},
+  "remoteEnv": {"REMOTE": "remote-${containerEnv:FROM_HOST}", "E2E_DC_SECRET": "from-the-repository"},
+  "remoteUser": "agent",
   "capAdd": ["SYS_PTRACE"],
   "runArgs": ["--cap-add=NET_ADMIN", "-e", "RUNARG=1"],
   "initializeCommand": "touch \"$E2E_INIT_MARKER\"",
@@ -58,7 +59,10 @@ func TestE2EDevcontainer(t *testing.T) {
 	})
 	env := []string{"E2E_GREETING=hello", "E2E_HOST_VALUE=from-host", "E2E_INIT_MARKER=" + initMarker,
 		"DEVAIPOD_DEVCONTAINER_CLI=devcontainer-cli-not-installed"}
-	cfg := standInConfig(t, "")
+	// A trusted variable: root-only in the workspace, yet the remote user's
+	// commands get it, and remoteEnv cannot override it.
+	env = append(env, "E2E_DC_SECRET=dc-secret")
+	cfg := standInConfig(t, "[trusted.env]\nallowlist = [\"E2E_DC_SECRET\"]\n")
 	name := uniqueName("e2e-dc")
 	cleanup(t, name)
 
@@ -128,8 +132,17 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 	if got := inWorkspace("cat /var/tmp/lifecycle.log; cat /var/tmp/postcreate-a /var/tmp/postcreate-b"); got != "onCreate\nupdateContent\npostStart\na\nremote-from-host" {
 		t.Errorf("lifecycle after up:\n%s", got)
 	}
-	if got := inWorkspace("grep CapEff /proc/self/status"); strings.HasSuffix(got, "0000000000000000") {
-		t.Errorf("the workspace lacks the devcontainer's capabilities: %s", got)
+	// exec runs as the remote user, with remoteEnv and the trusted
+	// variables; --user picks another.
+	if got := inWorkspace(`id -un; echo "$HOME $REMOTE $E2E_DC_SECRET"`); got != "agent\n/home/agent remote-from-host dc-secret" {
+		t.Errorf("exec as the remote user (want agent, its HOME, remoteEnv and the trusted variable):\n%s", got)
+	}
+	r = devaipod(t, nil, "exec", name, "--user", "root", "--", "sh", "-c", `id -u; grep CapEff /proc/self/status; echo "$E2E_DC_SECRET"`)
+	if got := strings.TrimSpace(r.stdout); r.code != 0 || !strings.HasPrefix(got, "0\n") || strings.Contains(got, "0000000000000000") || !strings.HasSuffix(got, "\ndc-secret") {
+		t.Errorf("exec --user root: want uid 0, the devcontainer's capabilities and the trusted variable: %s", r)
+	}
+	if r := devaipod(t, nil, "exec", name, "--user", "no-such-user", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "no-such-user") {
+		t.Errorf("exec --user no-such-user: want a failure naming the user: %s", r)
 	}
 
 	t.Run("nothing of it reaches the agent", func(t *testing.T) {

@@ -15,15 +15,21 @@ import (
 var defaultShell = []string{"/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"}
 
 func newExecCommand(g *globalFlags) *cobra.Command {
-	var container string
+	var container, user string
 	cmd := &cobra.Command{
 		Use:   "exec NAME [-- CMD...]",
 		Short: "Run a command in a pod's container (default: a shell in the workspace)",
 		Long: `Run a command in one of the pod's containers, in the repository's folder.
 Without CMD it opens an interactive shell in the workspace, where 'oc' talks to
-the agent.`,
+the agent.
+
+In the workspace the command has the trusted variables, and runs as the
+devcontainer's remote user (remoteUser, else containerUser) with its
+remoteEnv, as the devcontainer spec asks; else as the container's user.
+--user runs it as another user (NAME, UID, NAME:GROUP or UID:GID).`,
 		Example: `  devaipod exec myproject
   devaipod exec myproject -- git status
+  devaipod exec myproject --user root -- apt-get install -y jq
   devaipod exec myproject -c agent -- id`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completePods(g),
@@ -35,24 +41,44 @@ the agent.`,
 			if len(argv) == 0 {
 				argv = defaultShell
 			}
-			if container == pod.RoleWorkspace {
-				argv = workspaceArgv(argv)
-			}
 			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
-				return podmanExec(cmd, p.URI, pod.ContainerName(short, container), argv)
+				if container == pod.RoleAgent {
+					return podmanExec(cmd, p.URI, pod.ContainerName(short, container), user, argv)
+				}
+				as, err := pod.WorkspaceExecAs(cmd.Context(), p, short)
+				if err != nil {
+					return err
+				}
+				if user != "" {
+					as.User = user
+				}
+				return workspaceExec(cmd, p.URI, short, as, argv)
 			})
 		},
 	}
 	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleWorkspace, "container: workspace or agent")
+	cmd.Flags().StringVarP(&user, "user", "u", "", "run as this `USER` (NAME, UID, NAME:GROUP, UID:GID; default: the devcontainer's remote user, else the container's)")
 	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions([]string{pod.RoleWorkspace, pod.RoleAgent}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-// workspaceArgv wraps a workspace command: the trusted variables live in
-// root-only files, which the helper puts in the command's environment, and
-// it sets the umask that keeps new files writable by the agent.
-func workspaceArgv(argv []string) []string {
-	return append([]string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--umask", pod.WorkspaceUmask, "--"}, argv...)
+// workspaceExec runs argv in the pod's workspace as as says. The trusted
+// variables live in root-only files: the helper's secret-env reads them
+// into the command's environment, and sets the umask that keeps new files
+// writable by the agent. For another user than the container's it starts
+// as root and switches to that user once it has read them.
+func workspaceExec(cmd *cobra.Command, uri, short string, as pod.ExecAs, argv []string) error {
+	wrapped := []string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--umask", pod.WorkspaceUmask}
+	execUser := ""
+	if as.User != "" {
+		wrapped = append(wrapped, "--user", as.User)
+		execUser = "0"
+	}
+	for _, kv := range as.Env {
+		wrapped = append(wrapped, "--env", kv)
+	}
+	wrapped = append(append(wrapped, "--"), argv...)
+	return podmanExec(cmd, uri, pod.ContainerName(short, pod.RoleWorkspace), execUser, wrapped)
 }
 
 func newAttachCommand(g *globalFlags) *cobra.Command {
@@ -76,7 +102,11 @@ It runs the devcontainer's postAttachCommand first. This is
 				if noUI {
 					return nil
 				}
-				return podmanExec(cmd, p.URI, pod.ContainerName(short, pod.RoleWorkspace), workspaceArgv([]string{"oc"}))
+				as, err := pod.WorkspaceExecAs(cmd.Context(), p, short)
+				if err != nil {
+					return err
+				}
+				return workspaceExec(cmd, p.URI, short, as, []string{"oc"})
 			})
 		},
 	}
@@ -84,9 +114,10 @@ It runs the devcontainer's postAttachCommand first. This is
 	return cmd
 }
 
-// podmanExec runs `podman exec` against the same service: the bindings'
-// attach code is not made for interactive terminals, podman's CLI is.
-func podmanExec(cmd *cobra.Command, uri, container string, argv []string) error {
+// podmanExec runs `podman exec` against the same service, as user (empty:
+// the container's): the bindings' attach code is not made for interactive
+// terminals, podman's CLI is.
+func podmanExec(cmd *cobra.Command, uri, container, user string, argv []string) error {
 	bin, err := exec.LookPath("podman")
 	if err != nil {
 		return errors.New("exec needs the podman command on this host: install podman")
@@ -94,6 +125,9 @@ func podmanExec(cmd *cobra.Command, uri, container string, argv []string) error 
 	args := []string{"--remote", "--url", uri, "exec", "-i"}
 	if f, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		args = append(args, "-t")
+	}
+	if user != "" {
+		args = append(args, "--user", user)
 	}
 	args = append(append(args, container), argv...)
 	c := exec.CommandContext(cmd.Context(), bin, args...)
