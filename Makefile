@@ -88,7 +88,7 @@ demo:
 # fuzz runs every fuzz target for FUZZTIME each (go test -fuzz takes one
 # target at a time).
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./pod:FuzzParseConfig ./pod:FuzzNormalizeName ./pod:FuzzResolveURL ./pod:FuzzParsePRURL ./pod/devcontainer:FuzzParse ./cmd/devaipod-helper:FuzzParseBridge ./proxy:FuzzParseRule ./proxy:FuzzMatch ./gator:FuzzParseScope ./internal/endpoint:FuzzParse
+FUZZ_TARGETS := ./pod:FuzzParseConfig ./pod:FuzzNormalizeName ./pod:FuzzResolveURL ./pod:FuzzParsePRURL ./pod/devcontainer:FuzzParse ./cmd/devaipod-helper:FuzzParseBridge ./proxy:FuzzParseRule ./proxy:FuzzMatch ./gator/policy:FuzzParseScope ./internal/endpoint:FuzzParse
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $$t for $(FUZZTIME)"; \

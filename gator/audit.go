@@ -11,66 +11,12 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/devaipod/devaipod/gator/policy"
 )
 
-// KindGator is the "kind" of every gator audit record. The proxy's records
-// have no kind, so a reader merging both logs (devaipod audit) tells them
-// apart by it.
-const KindGator = "gator"
-
-// The events of audit records.
-const (
-	EventStart = "start" // the gator started; Scopes lists what it grants
-	EventCall  = "call"  // one tool call, allowed or denied
-)
-
-// The decisions of call records.
-const (
-	DecisionAllow = "allow"
-	DecisionDeny  = "deny"
-)
-
-// Record is one line of the gator's audit log: one JSON object per line.
-// Call records carry tool, decision and duration_ms always; repo, args,
-// permission, reason, result and error when set. A call that was allowed but
-// failed (GitHub said no, the push was not a fast-forward...) has decision
-// "allow" and an error. Start records carry scopes instead. No record ever
-// holds the token, and args hold summaries ("body": "312 bytes"), not
-// bodies.
-type Record struct {
-	Time  string `json:"time"` // RFC 3339 with nanoseconds, UTC
-	Kind  string `json:"kind"` // always "gator"
-	Pod   string `json:"pod,omitempty"`
-	Event string `json:"event"`
-
-	Tool       string            `json:"tool,omitempty"`
-	Repo       string            `json:"repo,omitempty"` // OWNER/REPO as the agent wrote it
-	Args       map[string]string `json:"args,omitempty"` // argument summary, without owner and repo
-	Decision   string            `json:"decision,omitempty"`
-	Permission string            `json:"permission,omitempty"` // the permission the tool needs
-	Reason     string            `json:"reason,omitempty"`
-	// Result is a short note of what an allowed call did: a pull request's
-	// URL, a pushed ref and commit.
-	Result     string `json:"result,omitempty"`
-	Error      string `json:"error,omitempty"`
-	DurationMS int64  `json:"duration_ms"`
-
-	Scopes []string `json:"scopes,omitempty"` // start records: the scopes granted
-}
-
-// ParseRecord reads one audit line and checks that it is a gator record.
-func ParseRecord(line []byte) (Record, error) {
-	var r Record
-	if err := json.Unmarshal(line, &r); err != nil {
-		return Record{}, fmt.Errorf("parse gator audit record: %w", err)
-	}
-	if r.Kind != KindGator {
-		return Record{}, fmt.Errorf("parse gator audit record: kind %q, want %q", r.Kind, KindGator)
-	}
-	return r, nil
-}
-
-// auditor writes records, one whole line per Write, never two at once.
+// auditor writes the audit log's records ([policy.Record]), one whole line
+// per Write, never two at once.
 type auditor struct {
 	pod    string
 	redact func(string) string
@@ -81,9 +27,9 @@ type auditor struct {
 	failed bool
 }
 
-func (a *auditor) write(r Record) {
+func (a *auditor) write(r policy.Record) {
 	r.Time = time.Now().UTC().Format(time.RFC3339Nano)
-	r.Kind = KindGator
+	r.Kind = policy.KindGator
 	r.Pod = a.pod
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -114,7 +60,7 @@ func summarizeArgs(args map[string]any) map[string]string {
 	out := make(map[string]string)
 	for k, v := range args {
 		if k == "owner" || k == "repo" {
-			continue // in Record.Repo
+			continue // in policy.Record.Repo
 		}
 		if v == nil {
 			continue
@@ -162,9 +108,9 @@ func clip(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// argsMap turns a tool's raw JSON arguments into a map for Decide and the
-// audit. Arguments that are not a JSON object give an error (and an empty
-// map, so that the denial can still be audited).
+// argsMap turns a tool's raw JSON arguments into a map for policy.Decide
+// and the audit. Arguments that are not a JSON object give an error (and an
+// empty map, so that the denial can still be audited).
 func argsMap(raw json.RawMessage) (map[string]any, error) {
 	m := map[string]any{}
 	if len(raw) == 0 || string(raw) == "null" {
@@ -177,7 +123,7 @@ func argsMap(raw json.RawMessage) (map[string]any, error) {
 }
 
 // scopeStrings renders scopes for the start record and the status tool.
-func scopeStrings(scopes []Scope) []string {
+func scopeStrings(scopes []policy.Scope) []string {
 	out := make([]string, len(scopes))
 	for i, s := range scopes {
 		out[i] = s.String()

@@ -4,10 +4,16 @@
 // credential.
 //
 // Every tool names its repository (owner and repo) explicitly and is checked
-// by a [Policy], built from [Scope]s such as "github:octo/app:read,create-draft",
-// before any request leaves the gator. Every call, allowed or denied, is
-// written as one JSON [Record] to the audit log. The token is never logged and
-// is scrubbed from everything the agent gets back.
+// by a [policy.Policy], built from [policy.Scope]s such as
+// "github:octo/app:read,create-draft", before any request leaves the gator.
+// Every call, allowed or denied, is written as one JSON [policy.Record] to
+// the audit log. The token is never logged and is scrubbed from everything
+// the agent gets back.
+//
+// The scopes, the decision table and the audit record are package
+// gator/policy, which needs only the standard library: devaipod (the CLI)
+// parses --gator scopes and reads audit records through it without linking
+// this package's dependencies.
 //
 // The gator runs as devaipod-gator (cmd/devaipod-gator) in its own container
 // of the pod; the agent reaches it over a unix socket bridged to

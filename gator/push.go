@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/devaipod/devaipod/gator/policy"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -99,11 +100,11 @@ func headCommit(st *filesystem.Storage) (*object.Commit, error) {
 }
 
 // push pushes HEAD to refs/heads/BRANCH of owner/repo. The caller has
-// checked the branch name (CheckAgentBranch) and that it is not the
+// checked the branch name (policy.CheckAgentBranch) and that it is not the
 // repository's default branch.
 func (p *pusher) push(ctx context.Context, owner, repo, branch string) (pushResult, error) {
-	if err := CheckAgentBranch(branch); err != nil {
-		return pushResult{}, err // Decide checked already; a second look costs nothing
+	if err := policy.CheckAgentBranch(branch); err != nil {
+		return pushResult{}, err // policy.Decide checked already; a second look costs nothing
 	}
 	st, done, err := openWorkspace(p.workspace)
 	if err != nil {
@@ -140,7 +141,7 @@ func (p *pusher) push(ctx context.Context, owner, repo, branch string) (pushResu
 		case !isAncestor(st, old, head):
 			return pushResult{}, &deniedError{reason: fmt.Sprintf(
 				"refused: %s on %s is at %s, which the workspace's HEAD (%s) does not contain; the gator never force-pushes, so push to a new %s branch instead",
-				branch, res.Repo, short(old), short(head.Hash), AgentBranchPrefix)}
+				branch, res.Repo, short(old), short(head.Hash), policy.AgentBranchPrefix)}
 		}
 		res.Action = "updated"
 	}
@@ -159,7 +160,7 @@ func (p *pusher) push(ctx context.Context, owner, repo, branch string) (pushResu
 	case err != nil && strings.Contains(err.Error(), "non-fast-forward"):
 		return pushResult{}, &deniedError{reason: fmt.Sprintf(
 			"refused: %s on %s moved to commits the workspace's HEAD does not contain; the gator never force-pushes, so push to a new %s branch instead",
-			branch, res.Repo, AgentBranchPrefix)}
+			branch, res.Repo, policy.AgentBranchPrefix)}
 	case err != nil:
 		return pushResult{}, fmt.Errorf("push %s to %s of %s: %w", short(head.Hash), branch, res.Repo, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/google/go-github/v74/github"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,7 +34,7 @@ const sessionTimeout = 30 * time.Minute
 type Options struct {
 	// Scopes are what the gator grants. None means every repository tool
 	// is denied (status still answers).
-	Scopes []Scope
+	Scopes []policy.Scope
 	// Token is the GitHub token. It is sent to the API's host and, as the
 	// basic-auth password of pushes, to the git host, and nowhere else.
 	Token string
@@ -46,7 +47,7 @@ type Options struct {
 	// Workspace is the git work tree whose HEAD push_branch pushes; empty
 	// turns push_branch off.
 	Workspace string
-	// Audit receives one JSON line per call (see Record). Required.
+	// Audit receives one JSON line per call (see policy.Record). Required.
 	Audit io.Writer
 	// Pod names the pod in audit records.
 	Pod string
@@ -62,7 +63,7 @@ type Options struct {
 // Server is the gator: an MCP server whose tools call GitHub within the
 // policy's scopes.
 type Server struct {
-	policy *Policy
+	policy *policy.Policy
 	gh     *github.Client
 	pusher *pusher
 	audit  *auditor
@@ -95,7 +96,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		policy: NewPolicy(o.Scopes),
+		policy: policy.New(o.Scopes),
 		gh:     newGitHubClient(api, o.Token, o.Transport, o.Version),
 		token:  o.Token,
 		log:    o.Logger,
@@ -115,7 +116,7 @@ func New(o Options) (*Server, error) {
 	})
 	s.addTools()
 	s.mcp.AddReceivingMiddleware(s.auditUnknownTools)
-	s.audit.write(Record{Event: EventStart, Scopes: scopeStrings(o.Scopes)})
+	s.audit.write(policy.Record{Event: policy.EventStart, Scopes: scopeStrings(o.Scopes)})
 	return s, nil
 }
 
@@ -156,7 +157,7 @@ func (s *Server) redact(text string) string {
 func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 
 // Policy returns the policy the server enforces.
-func (s *Server) Policy() *Policy { return s.policy }
+func (s *Server) Policy() *policy.Policy { return s.policy }
 
 // Handler serves MCP at MCPPath and a health check at HealthPath.
 func (s *Server) Handler() http.Handler {
@@ -213,7 +214,7 @@ func addTool[In targeted](s *Server, tool *mcp.Tool, run toolFunc[In]) {
 	s.tools[name] = true
 	s.mcp.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
-		rec := Record{Event: EventCall, Tool: name}
+		rec := policy.Record{Event: policy.EventCall, Tool: name}
 		finish := func(text string, isError bool) (*mcp.CallToolResult, error) {
 			rec.DurationMS = time.Since(start).Milliseconds()
 			s.audit.write(rec)
@@ -232,22 +233,22 @@ func addTool[In targeted](s *Server, tool *mcp.Tool, run toolFunc[In]) {
 		rec.Repo = repoOf(owner, repo)
 		rec.Args = summarizeArgs(args)
 		if argErr != nil {
-			rec.Decision, rec.Reason = DecisionDeny, "denied: "+name+": "+argErr.Error()
+			rec.Decision, rec.Reason = policy.DecisionDeny, "denied: "+name+": "+argErr.Error()
 			return finish(rec.Reason, true)
 		}
 		d := s.policy.Decide(name, rec.Repo, args)
 		rec.Permission, rec.Reason = string(d.Permission), d.Reason
 		if !d.Allowed {
-			rec.Decision = DecisionDeny
+			rec.Decision = policy.DecisionDeny
 			return finish(d.Reason, true)
 		}
-		rec.Decision = DecisionAllow
+		rec.Decision = policy.DecisionAllow
 
 		result, note, err := run(ctx, in)
 		var denied *deniedError
 		switch {
 		case errors.As(err, &denied):
-			rec.Decision, rec.Reason = DecisionDeny, denied.reason
+			rec.Decision, rec.Reason = policy.DecisionDeny, denied.reason
 			return finish(denied.reason, true)
 		case err != nil:
 			rec.Error = s.redact(err.Error())
@@ -270,8 +271,8 @@ func (s *Server) auditUnknownTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "tools/call" {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && !s.tools[p.Name] {
-				s.audit.write(Record{
-					Event: EventCall, Tool: clip(p.Name, maxArgSummary), Decision: DecisionDeny,
+				s.audit.write(policy.Record{
+					Event: policy.EventCall, Tool: clip(p.Name, maxArgSummary), Decision: policy.DecisionDeny,
 					Reason: fmt.Sprintf("denied: unknown tool %q", clip(p.Name, maxArgSummary)),
 				})
 			}
@@ -282,34 +283,34 @@ func (s *Server) auditUnknownTools(next mcp.MethodHandler) mcp.MethodHandler {
 
 func (s *Server) addTools() {
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
-	addTool(s, &mcp.Tool{Name: ToolStatus, Annotations: readOnly,
+	addTool(s, &mcp.Tool{Name: policy.ToolStatus, Annotations: readOnly,
 		Description: "List the GitHub scopes this pod was granted, and which permission each tool needs."},
 		s.status)
-	addTool(s, &mcp.Tool{Name: ToolGetFileContents, Annotations: readOnly,
+	addTool(s, &mcp.Tool{Name: policy.ToolGetFileContents, Annotations: readOnly,
 		Description: "Read a file, or list a directory, of a repository at a branch, tag or commit (default: the default branch). Needs read."},
 		s.getFileContents)
-	addTool(s, &mcp.Tool{Name: ToolListIssues, Annotations: readOnly,
+	addTool(s, &mcp.Tool{Name: policy.ToolListIssues, Annotations: readOnly,
 		Description: "List a repository's issues (not pull requests). Needs read."},
 		s.listIssues)
-	addTool(s, &mcp.Tool{Name: ToolGetIssue, Annotations: readOnly,
+	addTool(s, &mcp.Tool{Name: policy.ToolGetIssue, Annotations: readOnly,
 		Description: "Read an issue with its comments. Needs read."},
 		s.getIssue)
-	addTool(s, &mcp.Tool{Name: ToolListPullRequests, Annotations: readOnly,
+	addTool(s, &mcp.Tool{Name: policy.ToolListPullRequests, Annotations: readOnly,
 		Description: "List a repository's pull requests. Needs read."},
 		s.listPullRequests)
-	addTool(s, &mcp.Tool{Name: ToolGetPullRequest, Annotations: readOnly,
+	addTool(s, &mcp.Tool{Name: policy.ToolGetPullRequest, Annotations: readOnly,
 		Description: "Read a pull request with its comments and its diff. Needs read."},
 		s.getPullRequest)
-	addTool(s, &mcp.Tool{Name: ToolCreateDraftPullRequest,
+	addTool(s, &mcp.Tool{Name: policy.ToolCreateDraftPullRequest,
 		Description: "Open a draft pull request from a pushed branch (see push_branch). Pull requests are always drafts. Needs create-draft."},
 		s.createDraftPullRequest)
-	addTool(s, &mcp.Tool{Name: ToolAddIssueComment,
+	addTool(s, &mcp.Tool{Name: policy.ToolAddIssueComment,
 		Description: "Comment on an issue or a pull request. Needs comment."},
 		s.addIssueComment)
-	addTool(s, &mcp.Tool{Name: ToolPushBranch,
+	addTool(s, &mcp.Tool{Name: policy.ToolPushBranch,
 		Description: "Push the workspace's current commit (HEAD; commit your changes first) to a branch named agent/... . Creates the branch or fast-forwards it; never force-pushes, never pushes to the default branch. Needs push-branch."},
 		s.pushBranch)
-	addTool(s, &mcp.Tool{Name: ToolCreatePendingReview,
+	addTool(s, &mcp.Tool{Name: policy.ToolCreatePendingReview,
 		Description: "Create a pending (unsubmitted) review on a pull request, with line comments; a human submits it. Needs pending-review."},
 		s.createPendingReview)
 }
@@ -322,8 +323,8 @@ type statusResult struct {
 }
 
 func (s *Server) status(context.Context, statusArgs) (any, string, error) {
-	res := statusResult{Scopes: scopeStrings(s.policy.Scopes()), Tools: map[string]string{ToolStatus: "none"}}
-	for tool, perm := range ToolPermissions {
+	res := statusResult{Scopes: scopeStrings(s.policy.Scopes()), Tools: map[string]string{policy.ToolStatus: "none"}}
+	for tool, perm := range policy.ToolPermissions {
 		res.Tools[tool] = string(perm)
 	}
 	res.Push = "off: no workspace"

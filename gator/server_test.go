@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -238,7 +240,7 @@ func newTestRig(t *testing.T, scopes ...string) *testRig {
 	t.Cleanup(apiSrv.Close)
 	gitSrv := gitServer(t, gitRoot)
 
-	sc, err := ParseScopes(scopes)
+	sc, err := policy.ParseScopes(scopes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,12 +315,12 @@ func (r *testRig) mustCall(t *testing.T, tool string, args map[string]any, out a
 	return text
 }
 
-func (r *testRig) records(t *testing.T) []Record {
+func (r *testRig) records(t *testing.T) []policy.Record {
 	t.Helper()
-	var recs []Record
+	var recs []policy.Record
 	sc := bufio.NewScanner(strings.NewReader(r.audit.String()))
 	for sc.Scan() {
-		rec, err := ParseRecord(sc.Bytes())
+		rec, err := policy.ParseRecord(sc.Bytes())
 		if err != nil {
 			t.Fatalf("audit line %q: %v", sc.Text(), err)
 		}
@@ -345,14 +347,14 @@ func TestToolsList(t *testing.T) {
 		}
 		names = append(names, tool.Name)
 		schema, _ := json.Marshal(tool.InputSchema)
-		if tool.Name != ToolStatus && (!strings.Contains(string(schema), `"owner"`) || !strings.Contains(string(schema), `"repo"`)) {
+		if tool.Name != policy.ToolStatus && (!strings.Contains(string(schema), `"owner"`) || !strings.Contains(string(schema), `"repo"`)) {
 			t.Errorf("%s: schema %s lacks owner and repo", tool.Name, schema)
 		}
 		if tool.Description == "" {
 			t.Errorf("%s: no description", tool.Name)
 		}
 	}
-	want := append(allRepoTools(), ToolStatus)
+	want := append(slices.Collect(maps.Keys(policy.ToolPermissions)), policy.ToolStatus)
 	slices.Sort(want)
 	slices.Sort(names)
 	if !slices.Equal(names, want) {
@@ -367,33 +369,33 @@ func TestToolsAgainstFakeGitHub(t *testing.T) {
 	r := newTestRig(t, "github:octo/app:read,comment,create-draft,push-branch,pending-review", "github:octo/agentdefault:push-branch")
 
 	var status statusResult
-	r.mustCall(t, ToolStatus, nil, &status)
+	r.mustCall(t, policy.ToolStatus, nil, &status)
 	if !slices.Equal(status.Scopes, []string{"github:octo/agentdefault:push-branch", "github:octo/app:read,comment,create-draft,push-branch,pending-review"}) {
 		t.Errorf("status scopes %q", status.Scopes)
 	}
-	if status.Tools[ToolPushBranch] != "push-branch" || status.Tools[ToolStatus] != "none" || len(status.Tools) != 10 {
+	if status.Tools[policy.ToolPushBranch] != "push-branch" || status.Tools[policy.ToolStatus] != "none" || len(status.Tools) != 10 {
 		t.Errorf("status tools %v", status.Tools)
 	}
 
 	var file fileResult
-	r.mustCall(t, ToolGetFileContents, repoArgs("path", "README.md", "ref", "v1"), &file)
+	r.mustCall(t, policy.ToolGetFileContents, repoArgs("path", "README.md", "ref", "v1"), &file)
 	if file.Type != "file" || file.Content != "# app\nhello\n" || file.SHA != "abc" {
 		t.Errorf("get_file_contents file: %+v", file)
 	}
 	var dir fileResult
-	r.mustCall(t, ToolGetFileContents, repoArgs("path", "docs/"), &dir)
+	r.mustCall(t, policy.ToolGetFileContents, repoArgs("path", "docs/"), &dir)
 	if dir.Type != "dir" || len(dir.Entries) != 2 || dir.Entries[1].Path != "docs/img" || dir.Entries[1].Type != "dir" {
 		t.Errorf("get_file_contents dir: %+v", dir)
 	}
 
 	var issues []issueResult
-	r.mustCall(t, ToolListIssues, repoArgs(), &issues)
+	r.mustCall(t, policy.ToolListIssues, repoArgs(), &issues)
 	if len(issues) != 1 || issues[0].Number != 1 || !slices.Equal(issues[0].Labels, []string{"bug"}) {
 		t.Errorf("list_issues (pull requests left out): %+v", issues)
 	}
 
 	var issue issueResult
-	text := r.mustCall(t, ToolGetIssue, repoArgs("number", 1), &issue)
+	text := r.mustCall(t, policy.ToolGetIssue, repoArgs("number", 1), &issue)
 	if issue.Title != "Crash on start" || len(issue.Thread) != 1 || issue.Thread[0].Body != "same here" || issue.Thread[0].User != "hubot" {
 		t.Errorf("get_issue: %+v", issue)
 	}
@@ -402,13 +404,13 @@ func TestToolsAgainstFakeGitHub(t *testing.T) {
 	}
 
 	var pulls []pullResult
-	r.mustCall(t, ToolListPullRequests, repoArgs(), &pulls)
+	r.mustCall(t, policy.ToolListPullRequests, repoArgs(), &pulls)
 	if len(pulls) != 1 || pulls[0].Number != 2 || !pulls[0].Draft || pulls[0].Head != "octo:agent/fix" || pulls[0].Base != "main" {
 		t.Errorf("list_pull_requests: %+v", pulls)
 	}
 
 	var pull pullResult
-	r.mustCall(t, ToolGetPullRequest, repoArgs("number", 2), &pull)
+	r.mustCall(t, policy.ToolGetPullRequest, repoArgs("number", 2), &pull)
 	if pull.Body != "fixes #1" || !strings.Contains(pull.Diff, "+fixed") || pull.HeadSHA != "def" || len(pull.Thread) != 1 || pull.DiffTruncated {
 		t.Errorf("get_pull_request: %+v", pull)
 	}
@@ -416,7 +418,7 @@ func TestToolsAgainstFakeGitHub(t *testing.T) {
 	// push_branch, then a draft pull request from the pushed branch.
 	head := commit(t, r.workspace, "fix.txt", "fixed\n")
 	var pushed pushResult
-	r.mustCall(t, ToolPushBranch, repoArgs("branch", "agent/fix"), &pushed)
+	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/fix"), &pushed)
 	if pushed.Action != "created" || pushed.Commit != head || pushed.Branch != "agent/fix" {
 		t.Errorf("push_branch: %+v", pushed)
 	}
@@ -425,7 +427,7 @@ func TestToolsAgainstFakeGitHub(t *testing.T) {
 	}
 
 	var pr createdResult
-	r.mustCall(t, ToolCreateDraftPullRequest, repoArgs("title", "Fix crash", "body", "Fixes #1", "head", "agent/fix"), &pr)
+	r.mustCall(t, policy.ToolCreateDraftPullRequest, repoArgs("title", "Fix crash", "body", "Fixes #1", "head", "agent/fix"), &pr)
 	if pr.Number != 3 || !pr.Draft {
 		t.Errorf("create_draft_pull_request: %+v", pr)
 	}
@@ -435,13 +437,13 @@ func TestToolsAgainstFakeGitHub(t *testing.T) {
 	}
 	// The agent cannot ask for a non-draft: unknown fields are ignored and
 	// draft is always true.
-	r.mustCall(t, ToolCreateDraftPullRequest, repoArgs("title", "T", "head", "agent/fix", "base", "dev", "draft", false), nil)
+	r.mustCall(t, policy.ToolCreateDraftPullRequest, repoArgs("title", "T", "head", "agent/fix", "base", "dev", "draft", false), nil)
 	if body := r.api.posted("/api/v3/repos/octo/app/pulls"); body["draft"] != true || body["base"] != "dev" {
 		t.Errorf("create_draft_pull_request with draft=false sent %v", body)
 	}
 
 	var comment createdResult
-	r.mustCall(t, ToolAddIssueComment, repoArgs("number", 1, "body", "Working on it"), &comment)
+	r.mustCall(t, policy.ToolAddIssueComment, repoArgs("number", 1, "body", "Working on it"), &comment)
 	if comment.ID != 12 {
 		t.Errorf("add_issue_comment: %+v", comment)
 	}
@@ -450,7 +452,7 @@ func TestToolsAgainstFakeGitHub(t *testing.T) {
 	}
 
 	var review createdResult
-	r.mustCall(t, ToolCreatePendingReview, repoArgs("number", 2, "body", "Looks fine",
+	r.mustCall(t, policy.ToolCreatePendingReview, repoArgs("number", 2, "body", "Looks fine",
 		"comments", []map[string]any{{"path": "main.go", "line": 3, "body": "nit"}, {"path": "main.go", "line": 9, "start_line": 7, "side": "left", "body": "why?"}}), &review)
 	if review.ID != 13 || review.State != "PENDING" {
 		t.Errorf("create_pending_review: %+v", review)
@@ -476,28 +478,28 @@ func TestToolsAgainstFakeGitHub(t *testing.T) {
 	if len(recs) != 13 {
 		t.Fatalf("%d audit records, want 13:\n%s", len(recs), r.audit.String())
 	}
-	if recs[0].Event != EventStart || len(recs[0].Scopes) != 2 || recs[0].Pod != "test" {
+	if recs[0].Event != policy.EventStart || len(recs[0].Scopes) != 2 || recs[0].Pod != "test" {
 		t.Errorf("start record %+v", recs[0])
 	}
 	for _, rec := range recs[1:] {
-		if rec.Event != EventCall || rec.Decision != DecisionAllow || rec.Error != "" || rec.Kind != KindGator {
+		if rec.Event != policy.EventCall || rec.Decision != policy.DecisionAllow || rec.Error != "" || rec.Kind != policy.KindGator {
 			t.Errorf("record %+v", rec)
 		}
-		if rec.Tool != ToolStatus && (rec.Repo != "octo/app" || rec.Permission == "") {
+		if rec.Tool != policy.ToolStatus && (rec.Repo != "octo/app" || rec.Permission == "") {
 			t.Errorf("record %+v: repo or permission missing", rec)
 		}
 	}
-	byTool := map[string]Record{}
+	byTool := map[string]policy.Record{}
 	for _, rec := range recs[1:] {
 		byTool[rec.Tool] = rec
 	}
-	if rec := byTool[ToolAddIssueComment]; rec.Args["body"] != "13 bytes" || rec.Args["number"] != "1" || rec.Result == "" {
+	if rec := byTool[policy.ToolAddIssueComment]; rec.Args["body"] != "13 bytes" || rec.Args["number"] != "1" || rec.Result == "" {
 		t.Errorf("comment record %+v: want the body's size, not the body", rec)
 	}
-	if rec := byTool[ToolCreatePendingReview]; rec.Args["comments"] != "2 items" {
+	if rec := byTool[policy.ToolCreatePendingReview]; rec.Args["comments"] != "2 items" {
 		t.Errorf("review record %+v", rec)
 	}
-	if rec := byTool[ToolPushBranch]; rec.Args["branch"] != "agent/fix" || !strings.Contains(rec.Result, head) {
+	if rec := byTool[policy.ToolPushBranch]; rec.Args["branch"] != "agent/fix" || !strings.Contains(rec.Result, head) {
 		t.Errorf("push record %+v", rec)
 	}
 	if strings.Contains(r.audit.String(), testToken) {
@@ -521,14 +523,14 @@ func TestDeniedCallsMakeNoRequests(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{ToolCreateDraftPullRequest, repoArgs("title", "x", "head", "agent/x"), "denied: create_draft_pull_request on octo/app needs scope create-draft; grant it with `devaipod up ... --gator github:octo/app:read,create-draft`"},
-		{ToolAddIssueComment, repoArgs("number", 1, "body", "hi"), "needs scope comment"},
-		{ToolPushBranch, repoArgs("branch", "agent/x"), "needs scope push-branch"},
-		{ToolCreatePendingReview, repoArgs("number", 2, "body", "x"), "needs scope pending-review"},
-		{ToolGetIssue, map[string]any{"owner": "evil", "repo": "app", "number": 1}, "denied: get_issue on evil/app needs scope read"},
-		{ToolGetIssue, map[string]any{"owner": "octo", "repo": "app/../../evil", "number": 1}, "not allowed"},
-		{ToolGetIssue, map[string]any{"number": 1}, "want OWNER/REPO"},
-		{ToolGetIssue, map[string]any{"owner": "octo", "repo": "app", "number": "one"}, "bad arguments"},
+		{policy.ToolCreateDraftPullRequest, repoArgs("title", "x", "head", "agent/x"), "denied: create_draft_pull_request on octo/app needs scope create-draft; grant it with `devaipod up ... --gator github:octo/app:read,create-draft`"},
+		{policy.ToolAddIssueComment, repoArgs("number", 1, "body", "hi"), "needs scope comment"},
+		{policy.ToolPushBranch, repoArgs("branch", "agent/x"), "needs scope push-branch"},
+		{policy.ToolCreatePendingReview, repoArgs("number", 2, "body", "x"), "needs scope pending-review"},
+		{policy.ToolGetIssue, map[string]any{"owner": "evil", "repo": "app", "number": 1}, "denied: get_issue on evil/app needs scope read"},
+		{policy.ToolGetIssue, map[string]any{"owner": "octo", "repo": "app/../../evil", "number": 1}, "not allowed"},
+		{policy.ToolGetIssue, map[string]any{"number": 1}, "want OWNER/REPO"},
+		{policy.ToolGetIssue, map[string]any{"owner": "octo", "repo": "app", "number": "one"}, "bad arguments"},
 	}
 	for _, c := range cases {
 		text, isErr := r.call(t, c.tool, c.args)
@@ -551,7 +553,7 @@ func TestDeniedCallsMakeNoRequests(t *testing.T) {
 		t.Fatalf("%d audit records, want %d:\n%s", len(recs), len(cases)+2, r.audit.String())
 	}
 	for _, rec := range recs[1:] {
-		if rec.Decision != DecisionDeny || !strings.HasPrefix(rec.Reason, "denied: ") {
+		if rec.Decision != policy.DecisionDeny || !strings.HasPrefix(rec.Reason, "denied: ") {
 			t.Errorf("record %+v, want a deny with its reason", rec)
 		}
 	}
@@ -567,7 +569,7 @@ func TestPushBranchRefusals(t *testing.T) {
 	commit(t, r.workspace, "a.txt", "a\n")
 
 	for _, branch := range []string{"main", "refs/heads/main", "feature/x", "agent/", "agent/../main"} {
-		text, isErr := r.call(t, ToolPushBranch, repoArgs("branch", branch))
+		text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", branch))
 		if !isErr || !strings.HasPrefix(text, "denied: ") {
 			t.Errorf("push to %q: %q, want a denial", branch, text)
 		}
@@ -577,7 +579,7 @@ func TestPushBranchRefusals(t *testing.T) {
 	}
 
 	// A default branch named agent/... is still the default branch.
-	text, isErr := r.call(t, ToolPushBranch, map[string]any{"owner": "octo", "repo": "agentdefault", "branch": "agent/main"})
+	text, isErr := r.call(t, policy.ToolPushBranch, map[string]any{"owner": "octo", "repo": "agentdefault", "branch": "agent/main"})
 	if !isErr || !strings.Contains(text, "is the default branch") {
 		t.Errorf("push to the default branch: %q", text)
 	}
@@ -585,7 +587,7 @@ func TestPushBranchRefusals(t *testing.T) {
 	// Someone else's history on an agent/ branch: never overwritten.
 	theirs := commit(t, r.other, "theirs.txt", "theirs\n")
 	gitRun(t, r.other, "push", "-q", r.bare, "HEAD:refs/heads/agent/shared")
-	text, isErr = r.call(t, ToolPushBranch, repoArgs("branch", "agent/shared"))
+	text, isErr = r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/shared"))
 	if !isErr || !strings.Contains(text, "never force-pushes") {
 		t.Errorf("push over someone else's commits: %q", text)
 	}
@@ -595,17 +597,17 @@ func TestPushBranchRefusals(t *testing.T) {
 
 	// Fast-forwards and repeats are fine.
 	var res pushResult
-	r.mustCall(t, ToolPushBranch, repoArgs("branch", "agent/mine"), &res)
+	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/mine"), &res)
 	if res.Action != "created" {
 		t.Errorf("first push: %+v", res)
 	}
 	first := res.Commit
 	second := commit(t, r.workspace, "b.txt", "b\n")
-	r.mustCall(t, ToolPushBranch, repoArgs("branch", "agent/mine"), &res)
+	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/mine"), &res)
 	if res.Action != "updated" || res.Commit != second || res.PreviousCommit != first {
 		t.Errorf("fast-forward push: %+v", res)
 	}
-	r.mustCall(t, ToolPushBranch, repoArgs("branch", "agent/mine"), &res)
+	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/mine"), &res)
 	if res.Action != "up-to-date" {
 		t.Errorf("repeated push: %+v", res)
 	}
@@ -615,7 +617,7 @@ func TestPushBranchRefusals(t *testing.T) {
 
 	// History rewritten in the workspace (amend): refused, not forced.
 	gitRun(t, r.workspace, "commit", "-q", "--amend", "-m", "rewritten")
-	text, isErr = r.call(t, ToolPushBranch, repoArgs("branch", "agent/mine"))
+	text, isErr = r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/mine"))
 	if !isErr || !strings.Contains(text, "never force-pushes") {
 		t.Errorf("push of rewritten history: %q", text)
 	}
@@ -624,7 +626,7 @@ func TestPushBranchRefusals(t *testing.T) {
 	}
 
 	for _, rec := range r.records(t)[1:] {
-		if rec.Tool != ToolPushBranch {
+		if rec.Tool != policy.ToolPushBranch {
 			t.Errorf("record %+v", rec)
 		}
 	}
@@ -652,7 +654,7 @@ func TestPushWorkspaceSymlinks(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, ".git"), dotgit); err != nil {
 		t.Fatal(err)
 	}
-	text, isErr := r.call(t, ToolPushBranch, repoArgs("branch", "agent/x"))
+	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/x"))
 	if !isErr || !strings.Contains(text, ".git is not a directory") {
 		t.Errorf("push from a workspace whose .git is a symlink: %q", text)
 	}
@@ -670,7 +672,7 @@ func TestPushWorkspaceSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	text, isErr = r.call(t, ToolPushBranch, repoArgs("branch", "agent/x"))
+	text, isErr = r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/x"))
 	if !isErr || !strings.Contains(text, "resolve the workspace's HEAD") {
 		t.Errorf("push from a .git of symlinks to outside: %q", text)
 	}
@@ -768,16 +770,5 @@ func TestSummarizeArgs(t *testing.T) {
 	want := map[string]string{"number": "7", "body": "5 bytes", "title": strings.Repeat("é", 60) + "...", "comments": "3 items", "draft": "false"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("summarizeArgs = %v, want %v", got, want)
-	}
-}
-
-func TestParseRecord(t *testing.T) {
-	t.Parallel()
-	if _, err := ParseRecord([]byte(`{"time":"t","pod":"p","event":"request","host":"x"}`)); err == nil {
-		t.Error("a proxy record parsed as a gator record")
-	}
-	rec, err := ParseRecord([]byte(`{"time":"t","kind":"gator","event":"call","tool":"get_issue","decision":"deny","duration_ms":1}`))
-	if err != nil || rec.Tool != "get_issue" || rec.Decision != "deny" {
-		t.Errorf("ParseRecord = %+v, %v", rec, err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/devaipod/devaipod/gator"
+	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/devaipod/devaipod/internal/cmdline"
 	"github.com/devaipod/devaipod/internal/endpoint"
 	// The gator runs in the helper's FROM scratch image, which has no CA
@@ -78,7 +79,7 @@ type gatorOptions struct {
 
 // checkScope checks a --scope as it is given.
 func checkScope(s string) error {
-	_, err := gator.ParseScope(s)
+	_, err := policy.ParseScope(s)
 	return err
 }
 
@@ -221,7 +222,7 @@ func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(err)
 	}
-	scopes, err := gator.ParseScopes(o.scopes)
+	scopes, err := policy.ParseScopes(o.scopes)
 	if err != nil {
 		return fail(err) // checked as flags already; kept for safety
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/gator"
+	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -189,7 +190,7 @@ func TestGatorUnixRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: gator.ToolStatus})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: policy.ToolStatus})
 	if err != nil || res.IsError {
 		t.Fatalf("status: %+v, %v", res, err)
 	}
@@ -200,11 +201,11 @@ func TestGatorUnixRoundTrip(t *testing.T) {
 	if len(status.Scopes) != 1 || status.Scopes[0] != "github:octo/app:read,create-draft" {
 		t.Errorf("status scopes %q", status.Scopes)
 	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: gator.ToolListPullRequests, Arguments: map[string]any{"owner": "octo", "repo": "app"}})
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: policy.ToolListPullRequests, Arguments: map[string]any{"owner": "octo", "repo": "app"}})
 	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"number":7`) {
 		t.Fatalf("list_pull_requests: %+v, %v", res, err)
 	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: gator.ToolAddIssueComment, Arguments: map[string]any{"owner": "octo", "repo": "app", "number": 7, "body": "hi"}})
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: policy.ToolAddIssueComment, Arguments: map[string]any{"owner": "octo", "repo": "app", "number": 7, "body": "hi"}})
 	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "needs scope comment") {
 		t.Fatalf("add_issue_comment: %+v, %v", res, err)
 	}
@@ -232,14 +233,14 @@ func TestGatorUnixRoundTrip(t *testing.T) {
 	var tools, decisions []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		rec, err := gator.ParseRecord(sc.Bytes())
+		rec, err := policy.ParseRecord(sc.Bytes())
 		if err != nil {
 			t.Fatalf("audit line %q: %v", sc.Text(), err)
 		}
 		if rec.Pod != "demo" {
 			t.Errorf("record %+v: pod", rec)
 		}
-		if rec.Event == gator.EventCall {
+		if rec.Event == policy.EventCall {
 			tools = append(tools, rec.Tool)
 			decisions = append(decisions, rec.Decision)
 		}

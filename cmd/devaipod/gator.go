@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/devaipod/devaipod/gator"
+	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/devaipod/devaipod/pod"
 )
 
@@ -14,18 +14,18 @@ import (
 // source's own repository when it is on the forge and a token is there.
 // Malformed scopes fail here, before anything is created.
 func gatorScopes(flags []string, cfg *pod.Config, src *pod.Source, forge string, hostEnv map[string]string) ([]string, error) {
-	explicit, err := gator.ParseScopes(flags)
+	explicit, err := policy.ParseScopes(flags)
 	if err != nil {
 		return nil, fmt.Errorf("--gator: %w", err)
 	}
-	configured, err := gator.ScopesFromConfig(cfg.Gator.GitHub.Repos)
+	configured, err := policy.ScopesFromConfig(cfg.Gator.GitHub.Repos)
 	if err != nil {
 		return nil, err // it names [gator.github] repos
 	}
 	scopes := append(explicit, configured...)
 	if len(scopes) == 0 && hasForgeToken(cfg, hostEnv) {
 		if owner, repo, ok := forgeRepo(src, forge); ok {
-			scopes = gator.DefaultScopes(owner, repo)
+			scopes = policy.DefaultScopes(owner, repo)
 		}
 	}
 	out := make([]string, len(scopes))

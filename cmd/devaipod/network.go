@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/devaipod/devaipod/gator"
+	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/proxy"
 	"github.com/spf13/cobra"
@@ -75,7 +75,7 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string,
 			return // the proxy's or gator's own diagnostics
 		}
 		var kind struct{ Kind string }
-		if json.Unmarshal([]byte(line), &kind) == nil && kind.Kind == gator.KindGator {
+		if json.Unmarshal([]byte(line), &kind) == nil && kind.Kind == policy.KindGator {
 			printGatorRecord(tw, g, out, line, denied)
 			if follow {
 				tw.Flush()
@@ -117,8 +117,8 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string,
 // and repository, RULE/REASON the permission it needed or why it was
 // denied.
 func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, denied bool) {
-	r, err := gator.ParseRecord([]byte(line))
-	if err != nil || r.Event != gator.EventCall || (denied && r.Decision != gator.DecisionDeny) {
+	r, err := policy.ParseRecord([]byte(line))
+	if err != nil || r.Event != policy.EventCall || (denied && r.Decision != policy.DecisionDeny) {
 		return
 	}
 	if g.json() {
@@ -126,7 +126,7 @@ func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, 
 		return
 	}
 	why := r.Permission
-	if r.Decision == gator.DecisionDeny || r.Error != "" {
+	if r.Decision == policy.DecisionDeny || r.Error != "" {
 		why = firstNonEmptyString(r.Reason, r.Error)
 	}
 	when := r.Time

@@ -1,4 +1,4 @@
-package gator
+package policy
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func TestDecideTable(t *testing.T) {
 		{"octo/app-fork", false},
 	}
 	for _, perm := range Permissions {
-		policy := NewPolicy([]Scope{{Owner: "octo", Repo: "app", Perms: []Permission{perm}}})
+		policy := New([]Scope{{Owner: "octo", Repo: "app", Perms: []Permission{perm}}})
 		for _, tool := range allRepoTools() {
 			for _, repo := range repos {
 				name := fmt.Sprintf("%s/%s/%s", perm, tool, repo.name)
@@ -115,7 +115,7 @@ func TestDecideScopes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := NewPolicy(scopes).Decide(c.tool, c.repo, map[string]any{"branch": c.branch})
+			d := New(scopes).Decide(c.tool, c.repo, map[string]any{"branch": c.branch})
 			if d.Allowed != c.allow {
 				t.Errorf("allowed = %v, want %v (reason %q)", d.Allowed, c.allow, d.Reason)
 			}
@@ -128,7 +128,7 @@ func TestDecideScopes(t *testing.T) {
 
 func TestDenyText(t *testing.T) {
 	t.Parallel()
-	p := NewPolicy([]Scope{{Owner: "octo", Repo: "app", Perms: []Permission{PermRead}}})
+	p := New([]Scope{{Owner: "octo", Repo: "app", Perms: []Permission{PermRead}}})
 	d := p.Decide(ToolCreateDraftPullRequest, "octo/app", nil)
 	want := "denied: create_draft_pull_request on octo/app needs scope create-draft; grant it with " +
 		"`devaipod up ... --gator github:octo/app:read,create-draft` or " +
@@ -142,7 +142,7 @@ func TestDenyText(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the hint's scope %q: %v", hint, err)
 	}
-	if !NewPolicy([]Scope{sc}).Decide(ToolCreateDraftPullRequest, "octo/app", nil).Allowed {
+	if !New([]Scope{sc}).Decide(ToolCreateDraftPullRequest, "octo/app", nil).Allowed {
 		t.Errorf("the hint's scope %q does not grant the call", hint)
 	}
 	// An ungranted repository: the hint names only the missing permission.
@@ -158,7 +158,7 @@ func TestGranted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := NewPolicy(scopes)
+	p := New(scopes)
 	if got, want := p.Granted("octo", "app"), []Permission{PermRead, PermComment, PermCreateDraft}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Granted(octo/app) = %v, want %v", got, want)
 	}

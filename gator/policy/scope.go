@@ -1,4 +1,4 @@
-package gator
+package policy
 
 import (
 	"errors"
@@ -71,7 +71,8 @@ func (s Scope) Allows(perm Permission, owner, repo string) bool {
 	return slices.Contains(s.Perms, perm)
 }
 
-// ParseScope parses a scope as given to --gator (and --scope of the helper):
+// ParseScope parses a scope as given to devaipod up --gator and to
+// devaipod-gator --scope:
 //
 //	github:OWNER/REPO             read on that repository
 //	github:OWNER/REPO:PERMS       PERMS (comma-separated) on that repository

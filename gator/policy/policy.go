@@ -1,4 +1,4 @@
-package gator
+package policy
 
 import (
 	"fmt"
@@ -39,13 +39,13 @@ var ToolPermissions = map[string]Permission{
 const AgentBranchPrefix = "agent/"
 
 // Policy decides tool calls from a fixed set of scopes. It is safe for
-// concurrent use (it never changes after NewPolicy).
+// concurrent use (it never changes after New).
 type Policy struct {
 	scopes []Scope
 }
 
-// NewPolicy returns the policy granting the union of scopes.
-func NewPolicy(scopes []Scope) *Policy {
+// New returns the policy granting the union of scopes.
+func New(scopes []Scope) *Policy {
 	return &Policy{scopes: append([]Scope(nil), scopes...)}
 }
 

@@ -1,4 +1,4 @@
-package gator
+package policy
 
 import (
 	"reflect"
@@ -129,7 +129,7 @@ func TestDefaultScopes(t *testing.T) {
 	if len(got) != 1 || got[0].String() != "github:octo/app:read,create-draft" {
 		t.Fatalf("DefaultScopes = %v, want [github:octo/app:read,create-draft]", got)
 	}
-	p := NewPolicy(got)
+	p := New(got)
 	if d := p.Decide(ToolCreateDraftPullRequest, "octo/app", nil); !d.Allowed {
 		t.Errorf("default scopes deny create_draft_pull_request: %s", d.Reason)
 	}

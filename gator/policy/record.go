@@ -1,0 +1,63 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// KindGator is the "kind" of every gator audit record. The proxy's records
+// have no kind, so a reader merging both logs (devaipod audit) tells them
+// apart by it.
+const KindGator = "gator"
+
+// The events of audit records.
+const (
+	EventStart = "start" // the gator started; Scopes lists what it grants
+	EventCall  = "call"  // one tool call, allowed or denied
+)
+
+// The decisions of call records.
+const (
+	DecisionAllow = "allow"
+	DecisionDeny  = "deny"
+)
+
+// Record is one line of the gator's audit log: one JSON object per line.
+// Call records carry tool, decision and duration_ms always; repo, args,
+// permission, reason, result and error when set. A call that was allowed but
+// failed (GitHub said no, the push was not a fast-forward...) has decision
+// "allow" and an error. Start records carry scopes instead. No record ever
+// holds the token, and args hold summaries ("body": "312 bytes"), not
+// bodies.
+type Record struct {
+	Time  string `json:"time"` // RFC 3339 with nanoseconds, UTC
+	Kind  string `json:"kind"` // always "gator"
+	Pod   string `json:"pod,omitempty"`
+	Event string `json:"event"`
+
+	Tool       string            `json:"tool,omitempty"`
+	Repo       string            `json:"repo,omitempty"` // OWNER/REPO as the agent wrote it
+	Args       map[string]string `json:"args,omitempty"` // argument summary, without owner and repo
+	Decision   string            `json:"decision,omitempty"`
+	Permission string            `json:"permission,omitempty"` // the permission the tool needs
+	Reason     string            `json:"reason,omitempty"`
+	// Result is a short note of what an allowed call did: a pull request's
+	// URL, a pushed ref and commit.
+	Result     string `json:"result,omitempty"`
+	Error      string `json:"error,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+
+	Scopes []string `json:"scopes,omitempty"` // start records: the scopes granted
+}
+
+// ParseRecord reads one audit line and checks that it is a gator record.
+func ParseRecord(line []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(line, &r); err != nil {
+		return Record{}, fmt.Errorf("parse gator audit record: %w", err)
+	}
+	if r.Kind != KindGator {
+		return Record{}, fmt.Errorf("parse gator audit record: kind %q, want %q", r.Kind, KindGator)
+	}
+	return r, nil
+}
