@@ -137,32 +137,29 @@ func lifecycleLabel(l *Lifecycle) (string, error) {
 // RunPodLifecycle runs a stage (StageStart or StageAttach) of a pod's
 // devcontainer, from what up stored in the pod's label.
 func RunPodLifecycle(ctx context.Context, eng Engine, short, which string, out io.Writer) error {
-	objs, err := eng.Objects(ctx, short)
-	if err != nil {
+	var l Lifecycle
+	found, err := readPodLabel(ctx, eng, short, LabelLifecycle, &l)
+	if err != nil || !found {
 		return err
 	}
-	for _, o := range objs {
-		if o.Kind != KindPod {
-			continue
-		}
-		l, err := lifecycleFromLabels(o.Labels)
-		if err != nil || l == nil {
-			return err
-		}
-		return RunLifecycle(ctx, eng, short, l, which, out)
-	}
-	return nil
+	return RunLifecycle(ctx, eng, short, &l, which, out)
 }
 
-// lifecycleFromLabels reads what lifecycleLabel stored; nil when nothing.
-func lifecycleFromLabels(labels map[string]string) (*Lifecycle, error) {
-	v := labels[LabelLifecycle]
-	if v == "" {
-		return nil, nil
+// readPodLabel decodes the JSON that up stored in the pod's label key into
+// v; false when the pod has no such label.
+func readPodLabel(ctx context.Context, eng Engine, short, key string, v any) (bool, error) {
+	objs, err := eng.Objects(ctx, short)
+	if err != nil {
+		return false, err
 	}
-	var l Lifecycle
-	if err := json.Unmarshal([]byte(v), &l); err != nil {
-		return nil, fmt.Errorf("pod label %s: %w", LabelLifecycle, err)
+	for _, o := range objs {
+		if o.Kind != KindPod || o.Labels[key] == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(o.Labels[key]), v); err != nil {
+			return false, fmt.Errorf("pod label %s: %w", key, err)
+		}
+		return true, nil
 	}
-	return &l, nil
+	return false, nil
 }
