@@ -248,9 +248,21 @@ setup_root() {
 	TEST_RUNDIR=/run/user/$TEST_UID
 	[ -d "$TEST_HOME" ] || install -d -o "$TEST_UID" -g "$TEST_GID" -m 0750 "$TEST_HOME"
 
-	# No logind here, so nobody creates the runtime dir.
+	# No logind here, so nobody creates the runtime dir. Make it a tmpfs, as logind does: podman
+	# keeps per-boot state there (its pause process, which containers run) and, finding it after a
+	# reboot on this machine's disk-backed /run, trusts it and fails ("invalid internal status").
 	install -d -m 0755 /run/user
-	install -d -o "$TEST_UID" -g "$TEST_GID" -m 0700 "$TEST_RUNDIR" "$TEST_RUNDIR/podman"
+	install -d -o "$TEST_UID" -g "$TEST_GID" -m 0700 "$TEST_RUNDIR"
+	if ! mountpoint -q "$TEST_RUNDIR"; then
+		if pgrep -u "$TEST_UID" >/dev/null; then
+			# Its processes still use what is there: leave it until they are gone.
+			note "$TEST_RUNDIR is not a tmpfs, but $TEST_USER has processes running; not mounting one over it"
+		else
+			mount -t tmpfs -o "mode=0700,uid=$TEST_UID,gid=$TEST_GID,size=10%,nosuid,nodev" tmpfs "$TEST_RUNDIR" ||
+				warn "could not mount a tmpfs on $TEST_RUNDIR; podman state left there survives a reboot"
+		fi
+	fi
+	install -d -o "$TEST_UID" -g "$TEST_GID" -m 0700 "$TEST_RUNDIR/podman"
 
 	# Both files must exist before the user's first podman command: a fresh user otherwise gets
 	# crun (refuses hybrid cgroups) and vfs storage (seconds per container).
@@ -269,8 +281,18 @@ setup_root() {
 	elif [ -n "$added" ] && [ -d "$storage" ]; then
 		as_test_user podman system migrate >/dev/null 2>&1 || true
 	fi
-	info=$(as_test_user podman info --format '{{.Store.GraphDriverName}} {{.Host.OCIRuntime.Name}}' 2>/dev/null) ||
-		die "podman info as $TEST_USER failed: $(as_test_user podman info 2>&1 >/dev/null | tail -n 5)"
+	local format='{{.Store.GraphDriverName}} {{.Host.OCIRuntime.Name}}' errs
+	errs=$(mktemp)
+	if ! info=$(as_test_user podman info --format "$format" 2>"$errs"); then
+		# State from processes that are gone (podman's own hint names the fix): reset it once.
+		grep -q 'system migrate' "$errs" || die "podman info as $TEST_USER failed: $(tail -n 5 "$errs")"
+		note "podman as $TEST_USER kept state from processes that are gone ($(tail -n 1 "$errs")); running podman system migrate"
+		as_test_user podman system migrate >/dev/null 2>"$errs" ||
+			die "podman system migrate as $TEST_USER failed: $(tail -n 5 "$errs")"
+		info=$(as_test_user podman info --format "$format" 2>"$errs") ||
+			die "podman info as $TEST_USER failed after podman system migrate: $(tail -n 5 "$errs")"
+	fi
+	rm -f "$errs"
 	[ "$info" = "overlay runc" ] ||
 		die "rootless podman for $TEST_USER uses '$info' (storage driver, runtime); expected 'overlay runc'"
 
