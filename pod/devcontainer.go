@@ -3,7 +3,6 @@ package pod
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -161,19 +160,13 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 		}
 	}
 
-	l := &Lifecycle{User: firstNonEmpty(dc.RemoteUser, dc.ContainerUser, ra.User), Workdir: b.workdir,
+	l := &Lifecycle{User: firstNonEmpty(dc.RemoteUser, dc.ContainerUser, ra.User, b.in.ImageUser), Workdir: b.workdir,
 		OnCreate: dc.OnCreateCommand, UpdateContent: dc.UpdateContentCommand, PostCreate: dc.PostCreateCommand,
 		PostStart: dc.PostStartCommand, PostAttach: dc.PostAttachCommand}
 	for _, k := range slices.Sorted(maps.Keys(dc.RemoteEnv)) {
 		l.Env = append(l.Env, k+"="+dc.RemoteEnv[k])
 	}
-	if as := (ExecAs{User: l.User, Env: l.Env}); as.User != "" || len(as.Env) > 0 {
-		b, err := json.Marshal(as)
-		if err != nil {
-			return err
-		}
-		p.Pod.Labels[LabelExec] = string(b)
-	}
+	b.execAs = ExecAs{User: l.User, Env: l.Env}
 	if !l.Empty() {
 		p.Lifecycle = l
 		label, err := lifecycleLabel(l)

@@ -16,8 +16,9 @@ import (
 // Engine is the part of podman that pod uses. The real one is podmanEngine;
 // tests use fakes. Every method takes the caller's context.
 type Engine interface {
-	// ImageEnv returns an image's environment; ErrNotFound if it is absent.
-	ImageEnv(ctx context.Context, image string) ([]string, error)
+	// ImageConfig returns what an image sets for its containers;
+	// ErrNotFound if it is absent.
+	ImageConfig(ctx context.Context, image string) (ImageConfig, error)
 	// PodExists tells whether a pod with that podman name exists.
 	PodExists(ctx context.Context, name string) (bool, error)
 	CreatePod(ctx context.Context, p PodSpec) error
@@ -38,6 +39,12 @@ type Engine interface {
 	Objects(ctx context.Context, short string) ([]Object, error)
 	// Remove deletes one object; one that is already gone is not an error.
 	Remove(ctx context.Context, o Object) error
+}
+
+// ImageConfig is what an image sets for the containers made from it.
+type ImageConfig struct {
+	Env  []string // NAME=value
+	User string   // USER, "" when unset
 }
 
 // ExecSpec is a command for Exec. Empty User, Env and Workdir mean the
@@ -225,7 +232,7 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 	if plan.Task != "" && plan.AgentKind == AgentOpencode {
 		progress("handing the task to the agent")
 		cmd := append(append([]string{HelperBin, "task"}, plan.agentAuth()...), plan.AgentURL, plan.Task)
-		code, out, err := eng.Exec(ctx, ContainerName(plan.Name, RoleWorkspace), ExecSpec{Cmd: cmd})
+		code, out, err := eng.Exec(ctx, ContainerName(plan.Name, RoleWorkspace), asRoot(cmd))
 		if err == nil && code != 0 {
 			err = errors.New(strings.TrimSpace(out))
 		}
@@ -276,7 +283,7 @@ func copyTree(ctx context.Context, eng Engine, container, dir, project string, p
 // the whole path a user's `oc` takes (bridge, socket, agent server).
 func waitReady(ctx context.Context, eng Engine, plan *Plan, timeout time.Duration) error {
 	ws := ContainerName(plan.Name, RoleWorkspace)
-	code, out, err := eng.Exec(ctx, ws, ExecSpec{Cmd: plan.readyProbe(timeout)})
+	code, out, err := eng.Exec(ctx, ws, asRoot(plan.readyProbe(timeout)))
 	if err != nil {
 		return fmt.Errorf("wait for agent: %w", err)
 	}
@@ -298,6 +305,10 @@ func (p *Plan) readyProbe(timeout time.Duration) []string {
 	}
 	return append(append(cmd, p.agentAuth()...), p.AgentURL)
 }
+
+// asRoot is a workspace command that reads the agent's password: its file,
+// like every secret file there, is root-only, whoever the workspace runs as.
+func asRoot(cmd []string) ExecSpec { return ExecSpec{Cmd: cmd, User: "0"} }
 
 // agentAuth are the helper's flags for the agent's password, which the
 // workspace holds as a secret file.

@@ -45,7 +45,9 @@ func (f *fakeEngine) add(kind, name, pod string, labels map[string]string) {
 	f.objects[kind+"/"+name] = Object{Kind: kind, Name: name, Pod: pod, Labels: labels, State: "created"}
 }
 
-func (f *fakeEngine) ImageEnv(context.Context, string) ([]string, error) { return nil, nil }
+func (f *fakeEngine) ImageConfig(context.Context, string) (ImageConfig, error) {
+	return ImageConfig{}, nil
+}
 func (f *fakeEngine) PodExists(_ context.Context, name string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

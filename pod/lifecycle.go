@@ -99,7 +99,9 @@ func RunLifecycle(ctx context.Context, eng Engine, short string, l *Lifecycle, w
 				if out != nil {
 					fmt.Fprintf(out, "running %s: %s\n", name, step)
 				}
-				spec := ExecSpec{Cmd: step.Args, User: l.User, Env: l.Env, Workdir: l.Workdir, Output: out}
+				// The repository's commands: without the trusted variables.
+				user, cmd := ExecAs{User: l.User, Env: l.Env}.Command(step.Args, false)
+				spec := ExecSpec{Cmd: cmd, User: user, Workdir: l.Workdir, Output: out}
 				code, output, err := eng.Exec(ctx, ws, spec)
 				if err == nil && code != 0 {
 					err = &LifecycleError{Command: name, Code: code, Output: output}

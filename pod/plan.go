@@ -49,8 +49,9 @@ const (
 	// variable; `devaipod exec` runs commands through the helper's
 	// secret-env, which reads them into the environment.
 	SecretDir = "/run/devaipod/secrets"
-	// WorkspaceUmask keeps what the workspace creates in the shared copy
-	// writable by the agent's group (the copy's directories are setgid).
+	// WorkspaceUmask keeps what the workspace and the agent create in the
+	// shared copy writable by the agent's group (the copy's directories are
+	// setgid), which workspace users other than root are given too.
 	WorkspaceUmask = "0002"
 )
 
@@ -163,6 +164,7 @@ type ContainerSpec struct {
 	Command    []string          `json:"command,omitempty"`
 	User       string            `json:"user,omitempty"`
 	Workdir    string            `json:"workdir,omitempty"`
+	Umask      string            `json:"umask,omitempty"` // the init's, so its command's; podman exec ignores it
 	Env        map[string]string `json:"env,omitempty"`
 	// SecretEnv maps variable names to podman secret names. They are
 	// mounted as files under SecretDir, so values never appear in podman
@@ -240,6 +242,8 @@ type PlanInput struct {
 	HelperImage string
 	// ImageEnv is the workspace image's environment (for its PATH).
 	ImageEnv []string
+	// ImageUser is the workspace image's USER ("" when unset).
+	ImageUser string
 	// HostEnv is the environment devaipod runs in.
 	HostEnv map[string]string
 	// Allow adds proxy rules for this pod only (up --allow).
@@ -339,6 +343,8 @@ type builder struct {
 	// wsImage is the workspace's image (and the agent's default).
 	wsImage string
 	mode    string
+	// execAs is the devcontainer's remote user and remoteEnv.
+	execAs ExecAs
 	// warnings collects what the parts want the user to know.
 	warnings []string
 }
@@ -411,6 +417,9 @@ func (b *builder) build() (*Plan, error) {
 	shared := collectEnv(cfg.Env.Allowlist, cfg.Env.Vars, b.in.HostEnv)
 	ws, secrets := b.workspace(shared, agentURL)
 	if err := b.applyDevcontainer(p, &ws); err != nil {
+		return nil, err
+	}
+	if err := b.labelExecAs(p); err != nil {
 		return nil, err
 	}
 	if b.in.AgentPassword != "" && preset.passwordEnv != "" {
@@ -535,6 +544,7 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 		Image:      b.wsImage,
 		Entrypoint: b.workspaceInit(),
 		Workdir:    b.workdir,
+		Umask:      WorkspaceUmask,
 		Env:        env,
 		SecretEnv:  secretEnv,
 		Labels:     b.labels(LabelRole, RoleWorkspace),
@@ -640,6 +650,7 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 		Command:         command,
 		User:            fmt.Sprintf("%d:%d", AgentUID, AgentGID),
 		Workdir:         b.workdir,
+		Umask:           WorkspaceUmask,
 		Env:             env,
 		Labels:          b.labels(LabelRole, RoleAgent),
 		Network:         network,
@@ -787,6 +798,24 @@ func imagePath(env []string) string {
 		}
 	}
 	return "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+}
+
+// labelExecAs keeps on the pod who exec and attach run workspace commands
+// as: the devcontainer's remote user with its remoteEnv, else the image's
+// USER. exec starts them as root, the only user that can read the trusted
+// variables' files, and the helper becomes that user once it has read them.
+func (b *builder) labelExecAs(p *Plan) error {
+	as := b.execAs
+	as.User = firstNonEmpty(as.User, b.in.ImageUser)
+	if as.User == "" && len(as.Env) == 0 {
+		return nil
+	}
+	label, err := json.Marshal(as)
+	if err != nil {
+		return err
+	}
+	p.Pod.Labels[LabelExec] = string(label)
+	return nil
 }
 
 func firstNonEmpty(s ...string) string {

@@ -250,16 +250,16 @@ func (p *Podman) Info(ctx context.Context) (HostInfo, error) {
 	return h, nil
 }
 
-// ImageEnv implements Engine.
-func (p *Podman) ImageEnv(ctx context.Context, image string) ([]string, error) {
+// ImageConfig implements Engine.
+func (p *Podman) ImageConfig(ctx context.Context, image string) (ImageConfig, error) {
 	img, err := images.GetImage(p.withConn(ctx), image, nil)
 	if err != nil {
-		return nil, mapErr(err)
+		return ImageConfig{}, mapErr(err)
 	}
 	if img.Config == nil {
-		return nil, nil
+		return ImageConfig{}, nil
 	}
-	return img.Config.Env, nil
+	return ImageConfig{Env: img.Config.Env, User: img.Config.User}, nil
 }
 
 // PodExists implements Engine.
@@ -391,6 +391,7 @@ func containerSpec(pod string, c ContainerSpec, host hostSide) (*specgen.SpecGen
 	s.ReadWriteTmpfs = &noExtraTmpfs
 	stop := c.StopTimeout
 	s.StopTimeout = &stop
+	s.Umask = c.Umask
 	if c.Network == NetworkNone {
 		s.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
 	}

@@ -105,9 +105,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	case "egress-check":
 		fs = newEgressFlagSet(&egressOptions{})
 	case "secret-env":
-		var dir, umask string
-		var hashes bool
-		fs = newSecretEnvFlagSet(&dir, &umask, &hashes)
+		fs = newSecretEnvFlagSet(&secretEnvOptions{})
 	case "proxy":
 		fs = newProxyFlagSet(&proxyOptions{})
 	case "policy":

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,41 +38,44 @@ var (
 	groupPath  = "/etc/group"
 )
 
-// newSecretEnvFlagSet returns secret-env's flags bound to dir, umask and
-// hashes; --user and --env are bound to variables of its own. It keeps the
-// signature that runHelp calls for the usage text; runSecretEnv binds every
-// flag through secretEnvFlagSet.
-func newSecretEnvFlagSet(dir, umask *string, hashes *bool) *flag.FlagSet {
-	return secretEnvFlagSet(dir, umask, hashes, new(string), new([]string))
+// secretEnvOptions are secret-env's flags.
+type secretEnvOptions struct {
+	dir, umask, user string
+	env, groupAdd    []string
+	hashes           bool
 }
 
-func secretEnvFlagSet(dir, umask *string, hashes *bool, userSpec *string, env *[]string) *flag.FlagSet {
+func newSecretEnvFlagSet(o *secretEnvOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("secret-env", flag.ContinueOnError)
-	fs.StringVar(dir, "dir", "/run/devaipod/secrets", "directory holding one file per variable")
-	fs.StringVar(umask, "umask", "", "octal umask for CMD (default: unchanged)")
-	fs.StringVar(userSpec, "user", "",
+	fs.StringVar(&o.dir, "dir", "/run/devaipod/secrets", "directory holding one file per variable (\"\": none)")
+	fs.StringVar(&o.umask, "umask", "", "octal umask for CMD (default: unchanged)")
+	fs.StringVar(&o.user, "user", "",
 		"run CMD as `SPEC`: NAME, UID, NAME:GROUP or UID:GID, after DIR is read (default: this process's user)")
-	fs.Var(cmdline.ListFlag(env, checkEnvFlag), "env",
+	fs.Var(cmdline.ListFlag(&o.groupAdd, checkGID), "group-add",
+		"with --user, also give CMD the supplementary group `GID` (repeatable)")
+	fs.Var(cmdline.ListFlag(&o.env, checkEnvFlag), "env",
 		"set `NAME=VALUE` in CMD's environment (repeatable); DIR's variables win over it")
-	fs.BoolVar(hashes, "print-hashes", false, "print NAME SHA256 of each variable instead of running a command (for devaipod verify)")
+	fs.BoolVar(&o.hashes, "print-hashes", false, "print NAME SHA256 of each variable instead of running a command (for devaipod verify)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper secret-env [--dir DIR] [--umask MASK] [--user SPEC]
-         [--env NAME=VALUE]... -- CMD [ARGS...]
+         [--group-add GID]... [--env NAME=VALUE]... -- CMD [ARGS...]
        devaipod-helper secret-env [--dir DIR] --print-hashes
 
 Run CMD with each file of DIR as a variable (file name = variable name). A
-missing DIR means no variables. CMD is looked up in the PATH of its own
-environment.
+missing DIR, or --dir "", means no variables. CMD is looked up in the PATH of
+its own environment.
 
 With --user, DIR is read first (its files are root-only), then the process
 becomes SPEC, resolved as podman exec --user resolves it, against /etc/passwd
 and /etc/group: a NAME must have a passwd entry; a UID need not (it then gets
 GID 0 and HOME /); the GID is the passwd entry's unless GROUP (a name from
 /etc/group, or a number) is given; the supplementary groups are the /etc/group
-entries that list the user, when no GROUP is given, and none else. CMD gets
-HOME, USER and LOGNAME of SPEC (no USER and LOGNAME for a UID without an
-entry). Switching needs root, unless the process already runs as SPEC's uid
-and gid, in which case nothing is switched.
+entries that list the user, when no GROUP is given, and none else, plus each
+--group-add GID (devaipod adds the agent's group, which owns the shared copy
+of the repository). CMD gets HOME, USER and LOGNAME of SPEC (no USER and
+LOGNAME for a UID without an entry). Switching needs root, unless the process
+already runs as SPEC's uid and gid, in which case nothing is switched (and no
+group is added).
 
 CMD's environment, from lowest to highest precedence: this process's
 environment, HOME/USER/LOGNAME of --user, --env values (e.g. the
@@ -82,6 +86,14 @@ Flags:
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// checkGID checks a --group-add value: a numeric group id.
+func checkGID(s string) error {
+	if _, err := strconv.ParseUint(s, 10, 32); err != nil {
+		return fmt.Errorf("%q is not a numeric group id", s)
+	}
+	return nil
 }
 
 // checkEnvFlag checks an --env value: NAME=VALUE, VALUE possibly empty.
@@ -97,20 +109,18 @@ func checkEnvFlag(s string) error {
 }
 
 func runSecretEnv(args []string, stdout, stderr io.Writer) int {
-	var dir, umask, userSpec string
-	var hashes bool
-	var extraEnv []string
-	fs := secretEnvFlagSet(&dir, &umask, &hashes, &userSpec, &extraEnv)
+	var o secretEnvOptions
+	fs := newSecretEnvFlagSet(&o)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return cmdline.ExitCode(err)
 	}
-	if hashes {
-		if userSpec != "" || len(extraEnv) > 0 {
-			fmt.Fprintf(stderr, "%ssecret-env: --print-hashes runs no command: --user and --env do not apply\n", logPrefix)
+	if o.hashes {
+		if o.user != "" || len(o.env) > 0 || len(o.groupAdd) > 0 {
+			fmt.Fprintf(stderr, "%ssecret-env: --print-hashes runs no command: --user, --group-add and --env do not apply\n", logPrefix)
 			return 2
 		}
-		env, err := secretEnv(nil, dir)
+		env, err := secretEnv(nil, o.dir)
 		if err != nil {
 			fmt.Fprintf(stderr, "%ssecret-env: %v\n", logPrefix, err)
 			return 1
@@ -126,38 +136,43 @@ func runSecretEnv(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%ssecret-env: no command given\n", logPrefix)
 		return 2
 	}
-	if userSpec != "" && !validUserSpec(userSpec) {
-		fmt.Fprintf(stderr, "%ssecret-env: --user %q is not NAME, UID, NAME:GROUP or UID:GID\n", logPrefix, userSpec)
+	if o.user != "" && !validUserSpec(o.user) {
+		fmt.Fprintf(stderr, "%ssecret-env: --user %q is not NAME, UID, NAME:GROUP or UID:GID\n", logPrefix, o.user)
 		return 2
 	}
-	if umask != "" {
-		mask, err := strconv.ParseUint(umask, 8, 32)
+	if o.user == "" && len(o.groupAdd) > 0 {
+		fmt.Fprintf(stderr, "%ssecret-env: --group-add needs --user\n", logPrefix)
+		return 2
+	}
+	if o.umask != "" {
+		mask, err := strconv.ParseUint(o.umask, 8, 32)
 		if err != nil || mask > 0o777 {
-			fmt.Fprintf(stderr, "%ssecret-env: --umask %q is not an octal mask\n", logPrefix, umask)
+			fmt.Fprintf(stderr, "%ssecret-env: --umask %q is not an octal mask\n", logPrefix, o.umask)
 			return 2
 		}
 		syscall.Umask(int(mask))
 	}
 	// Everything that needs root is read before the switch.
-	secrets, err := secretEnv(nil, dir)
+	secrets, err := secretEnv(nil, o.dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "%ssecret-env: %v\n", logPrefix, err)
 		return 1
 	}
 	var as *runAs
-	if userSpec != "" {
-		u, err := resolveUserFiles(userSpec, passwdPath, groupPath)
+	if o.user != "" {
+		u, err := resolveUserFiles(o.user, passwdPath, groupPath)
 		if err != nil {
 			fmt.Fprintf(stderr, "%ssecret-env: %v\n", logPrefix, err)
 			return 1
 		}
-		if err := switchUser(userSpec, u); err != nil {
+		u.addGroups(o.groupAdd)
+		if err := switchUser(o.user, u); err != nil {
 			fmt.Fprintf(stderr, "%ssecret-env: %v\n", logPrefix, err)
 			return 1
 		}
 		as = &u
 	}
-	env := commandEnv(os.Environ(), as, extraEnv, secrets)
+	env := commandEnv(os.Environ(), as, o.env, secrets)
 	// Looked up after the switch, as the user, in CMD's own PATH (--env may
 	// set it, as a remoteEnv often does).
 	path, err := lookPathIn(argv[0], env)
@@ -172,6 +187,9 @@ func runSecretEnv(args []string, stdout, stderr io.Writer) int {
 
 // secretEnv returns base with one VAR=content entry per file of dir.
 func secretEnv(base []string, dir string) ([]string, error) {
+	if dir == "" {
+		return base, nil
+	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return base, nil
@@ -268,6 +286,17 @@ type runAs struct {
 	gid    int
 	groups []int // supplementary groups
 	home   string
+}
+
+// addGroups adds the supplementary groups gids (checked by checkGID) that
+// the user does not have yet.
+func (as *runAs) addGroups(gids []string) {
+	for _, s := range gids {
+		gid, _ := strconv.Atoi(s)
+		if !slices.Contains(as.groups, gid) {
+			as.groups = append(as.groups, gid)
+		}
+	}
 }
 
 // validUserSpec reports whether spec has the shape NAME, UID, NAME:GROUP or

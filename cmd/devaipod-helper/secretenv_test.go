@@ -254,8 +254,11 @@ func TestSecretEnvFlags(t *testing.T) {
 		{name: "user bad spec", args: []string{"--user", "a:b:c", "--", "true"}, wantCode: 2, wantStderr: `--user "a:b:c" is not NAME, UID`},
 		{name: "unknown user", args: []string{"--dir", secrets, "--user", "nosuchuser", "--", "true"}, wantCode: 1, wantStderr: "nosuchuser"},
 		{name: "unknown group", args: []string{"--dir", secrets, "--user", "vscode:nosuchgroup", "--", "true"}, wantCode: 1, wantStderr: "nosuchgroup"},
-		{name: "hashes with user", args: []string{"--print-hashes", "--user", "vscode"}, wantCode: 2, wantStderr: "--user and --env do not apply"},
-		{name: "hashes with env", args: []string{"--print-hashes", "--env", "A=1"}, wantCode: 2, wantStderr: "--user and --env do not apply"},
+		{name: "hashes with user", args: []string{"--print-hashes", "--user", "vscode"}, wantCode: 2, wantStderr: "--user, --group-add and --env do not apply"},
+		{name: "hashes with env", args: []string{"--print-hashes", "--env", "A=1"}, wantCode: 2, wantStderr: "--user, --group-add and --env do not apply"},
+		{name: "hashes with group-add", args: []string{"--print-hashes", "--group-add", "1000"}, wantCode: 2, wantStderr: "do not apply"},
+		{name: "group-add not a number", args: []string{"--user", "vscode", "--group-add", "agent", "--", "true"}, wantCode: 2, wantStderr: `"agent" is not a numeric group id`},
+		{name: "group-add without user", args: []string{"--group-add", "1000", "--", "true"}, wantCode: 2, wantStderr: "--group-add needs --user"},
 		{name: "no command", args: []string{"--user", "vscode"}, wantCode: 2, wantStderr: "no command given"},
 		{name: "-h", args: []string{"-h"}, wantCode: 0, wantStderr: "-env NAME=VALUE"},
 	}
@@ -274,7 +277,7 @@ func TestSecretEnvFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"help", "secret-env"}, &stdout, &stdout); code != 0 {
 		t.Fatalf("help secret-env = %d", code)
 	}
-	for _, want := range []string{"-user SPEC", "-env NAME=VALUE", "NAME, UID, NAME:GROUP or UID:GID", "lowest to highest precedence"} {
+	for _, want := range []string{"-user SPEC", "-group-add GID", "-env NAME=VALUE", "NAME, UID, NAME:GROUP or UID:GID", "lowest to highest precedence"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("help secret-env lacks %q:\n%s", want, stdout.String())
 		}
@@ -292,10 +295,10 @@ echo "FROM_ENV=$FROM_ENV"
 if cat "$1" >/dev/null 2>&1; then echo secret-file=readable; else echo secret-file=unreadable; fi`
 
 // runSecretEnvAs runs the helper's secret-env in a subprocess with --user
-// spec, a secret TOKEN file (root-only) and --env values, and returns its
-// exit code, its output's lines as a map (KEY: or KEY= prefix -> value) and
-// its stderr.
-func runSecretEnvAs(t *testing.T, spec string) (int, map[string]string, string) {
+// spec, a secret TOKEN file (root-only), --env values and the flags extra,
+// and returns its exit code, its output's lines as a map (KEY: or KEY=
+// prefix -> value) and its stderr.
+func runSecretEnvAs(t *testing.T, spec string, extra ...string) (int, map[string]string, string) {
 	t.Helper()
 	etc := t.TempDir()
 	passwd := "root:x:0:0:root:/root:/bin/sh\n" +
@@ -311,8 +314,9 @@ func runSecretEnvAs(t *testing.T, spec string) (int, map[string]string, string) 
 	if err := os.WriteFile(secret, []byte("s3cret"), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "secret-env", "--dir", secrets, "--user", spec,
-		"--env", "TOKEN=from-repo", "--env", "FROM_ENV=yes", "--", "sh", "-c", statusScript, "sh", secret)
+	args := append([]string{"secret-env", "--dir", secrets, "--user", spec,
+		"--env", "TOKEN=from-repo", "--env", "FROM_ENV=yes"}, extra...)
+	cmd := exec.Command(os.Args[0], append(args, "--", "sh", "-c", statusScript, "sh", secret)...)
 	cmd.Env = append(os.Environ(), asHelperEnv+"=1",
 		testPasswdEnv+"="+filepath.Join(etc, "passwd"), testGroupEnv+"="+filepath.Join(etc, "group"))
 	var stdout, stderr bytes.Buffer
@@ -406,6 +410,21 @@ func TestSecretEnvUser(t *testing.T) {
 			if got[k] != v {
 				t.Errorf("secret-env --user tester: %s = %q; want %q (all: %v)", k, got[k], v, got)
 			}
+		}
+	})
+
+	t.Run("switch with group-add", func(t *testing.T) {
+		// 4242 the user has already; 4343 is added (the agent's group, in
+		// devaipod's use).
+		code, got, stderr := runSecretEnvAs(t, "tester", "--group-add", "4343", "--group-add", "4242")
+		if !canSwitchTo(t, []int{65534}, []int{65533, 4242, 4343}) {
+			if code != 1 || !strings.Contains(stderr, "cannot run as tester: set") {
+				t.Errorf("secret-env --user tester --group-add where it cannot switch = %d, %q; want 1 and the failed call", code, stderr)
+			}
+			return
+		}
+		if code != 0 || got["Groups"] != "4242 4343" || got["Uid"] != "65534 65534 65534 65534" {
+			t.Errorf("secret-env --user tester --group-add 4343 --group-add 4242 = %d, %v, %q; want Groups 4242 4343", code, got, stderr)
 		}
 	})
 

@@ -104,7 +104,7 @@ func doctor(cmd *cobra.Command, g *globalFlags) []check {
 		}
 	}
 	for _, img := range []string{pod.DefaultHelperImage, pod.DefaultImage} {
-		if _, err := p.ImageEnv(ctx, img); err != nil {
+		if _, err := p.ImageConfig(ctx, img); err != nil {
 			status := "fail"
 			if img == pod.DefaultImage {
 				status = "warn" // only needed without --image / [workspace] image

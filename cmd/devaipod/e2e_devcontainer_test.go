@@ -193,3 +193,44 @@ func podmanPort(t *testing.T, name string) string {
 	}
 	return string(out)
 }
+
+// TestE2EWorkspaceUser ups a repository whose devcontainer.json builds an
+// image with a non-root USER whose uid is not the agent's, and names no
+// remoteUser: up, the lifecycle commands and exec run as that user, exec
+// gives it the trusted variables (root-only files), and it and the agent
+// can each change what the other wrote in the shared copy.
+func TestE2EWorkspaceUser(t *testing.T) {
+	e2e(t)
+	repo := fixtureRepo(t)
+	commitFiles(t, repo, map[string]string{
+		".devcontainer/Dockerfile":        "FROM localhost/devaipod-default:latest\nRUN useradd -m -u 1500 dev\nUSER dev\n",
+		".devcontainer/devcontainer.json": `{"build": {"dockerfile": "Dockerfile"}, "postCreateCommand": "id -un > by-postcreate.txt"}`,
+	})
+	cfg := filepath.Join(t.TempDir(), "devaipod.toml")
+	// The agent writes a file as it starts, with its own umask.
+	if err := os.WriteFile(cfg, []byte(`[agent]
+kind = "custom"
+command = ["sh", "-c", "echo agent > by-agent.txt && exec busybox httpd -f -p 127.0.0.1:4096 -h /tmp"]
+[trusted.env.vars]
+E2E_WS_SECRET = "ws-secret"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	name := uniqueName("e2e-wsuser")
+	cleanup(t, name)
+	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name)
+
+	r := devaipod(t, nil, "exec", name, "--", "sh", "-c",
+		`id -un; echo "$HOME $E2E_WS_SECRET"; cat by-postcreate.txt; echo dev >> by-agent.txt && echo dev > by-exec.txt && cat by-agent.txt`)
+	if got := strings.TrimSpace(r.stdout); r.code != 0 || got != "dev\n/home/dev ws-secret\ndev\nagent\ndev" {
+		t.Errorf("exec as the image's user (want dev, its HOME, the trusted variable, postCreate's file by dev, and the agent's file changed):\n%s", r)
+	}
+	r = devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c",
+		`echo agent >> by-exec.txt && echo agent >> by-postcreate.txt && cat by-exec.txt by-postcreate.txt`)
+	if got := strings.TrimSpace(r.stdout); r.code != 0 || got != "dev\nagent\ndev\nagent" {
+		t.Errorf("the agent changes what the workspace's user wrote:\n%s", r)
+	}
+	if r := devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", `echo "[$E2E_WS_SECRET]"`); !strings.Contains(r.stdout, "[]") {
+		t.Errorf("the trusted variable reached the agent: %s", r)
+	}
+}

@@ -62,23 +62,11 @@ remoteEnv, as the devcontainer spec asks; else as the container's user.
 	return cmd
 }
 
-// workspaceExec runs argv in the pod's workspace as as says. The trusted
-// variables live in root-only files: the helper's secret-env reads them
-// into the command's environment, and sets the umask that keeps new files
-// writable by the agent. For another user than the container's it starts
-// as root and switches to that user once it has read them.
+// workspaceExec runs argv in the pod's workspace as as says, with the
+// trusted variables.
 func workspaceExec(cmd *cobra.Command, uri, short string, as pod.ExecAs, argv []string) error {
-	wrapped := []string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--umask", pod.WorkspaceUmask}
-	execUser := ""
-	if as.User != "" {
-		wrapped = append(wrapped, "--user", as.User)
-		execUser = "0"
-	}
-	for _, kv := range as.Env {
-		wrapped = append(wrapped, "--env", kv)
-	}
-	wrapped = append(append(wrapped, "--"), argv...)
-	return podmanExec(cmd, uri, pod.ContainerName(short, pod.RoleWorkspace), execUser, wrapped)
+	user, wrapped := as.Command(argv, true)
+	return podmanExec(cmd, uri, pod.ContainerName(short, pod.RoleWorkspace), user, wrapped)
 }
 
 func newAttachCommand(g *globalFlags) *cobra.Command {

@@ -201,18 +201,18 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	// The images of the plan without the repository's devcontainer.json
 	// (usually all of them) are looked up while the clone runs.
 	type lookup struct {
-		envs map[string][]string
-		err  error
+		configs map[string]pod.ImageConfig
+		err     error
 	}
 	early := make(chan lookup, 1)
 	if p != nil {
 		go func(in pod.PlanInput) { // a copy: in changes once the clone is there
-			envs := map[string][]string{}
+			configs := map[string]pod.ImageConfig{}
 			probe, err := pod.Build(in)
 			if err == nil {
-				err = imageEnvs(ctx, p, probe.Images(), envs)
+				err = imageConfigs(ctx, p, probe.Images(), configs)
 			}
-			early <- lookup{envs, err}
+			early <- lookup{configs, err}
 		}(in)
 	}
 	if err := <-cloned; err != nil {
@@ -241,21 +241,22 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 			return err
 		}
 	}
-	// The plan needs the image's PATH, and a missing image is better
+	// The plan needs the image's PATH and USER, and a missing image is better
 	// reported now than as a create failure.
 	probe, err := pod.Build(in)
 	if err != nil {
 		return err
 	}
 	looked := <-early
-	envs := looked.envs
+	configs := looked.configs
 	if looked.err != nil && in.Devcontainer == nil {
 		return looked.err // else the devcontainer may not need that image
 	}
-	if err := imageEnvs(ctx, p, probe.Images(), envs); err != nil {
+	if err := imageConfigs(ctx, p, probe.Images(), configs); err != nil {
 		return err
 	}
-	in.ImageEnv = envs[probe.Containers[0].Image]
+	wsImage := configs[probe.Containers[0].Image]
+	in.ImageEnv, in.ImageUser = wsImage.Env, wsImage.User
 	if dc := in.Devcontainer; dc != nil {
 		if err := dc.SubstituteContainerEnv(containerEnv(in.ImageEnv, probe.Containers[0].Env)); err != nil {
 			return err
@@ -295,20 +296,20 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	return nil
 }
 
-// imageEnvs looks up the environment of each image not in envs yet; a
+// imageConfigs looks up the config of each image not in configs yet; a
 // missing image is better reported now than as a create failure.
-func imageEnvs(ctx context.Context, p *pod.Podman, images []string, envs map[string][]string) error {
+func imageConfigs(ctx context.Context, p *pod.Podman, images []string, configs map[string]pod.ImageConfig) error {
 	for _, img := range images {
-		if _, ok := envs[img]; ok {
+		if _, ok := configs[img]; ok {
 			continue
 		}
-		env, err := p.ImageEnv(ctx, img)
+		c, err := p.ImageConfig(ctx, img)
 		if errors.Is(err, pod.ErrNotFound) {
 			return fmt.Errorf("image %s is not in podman's storage: build the images with `make images` (or pass --image)", img)
 		} else if err != nil {
 			return err
 		}
-		envs[img] = env
+		configs[img] = c
 	}
 	return nil
 }
