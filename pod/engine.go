@@ -103,13 +103,12 @@ type UpOptions struct {
 // ReadyError says the agent's server never answered; Logs holds the last
 // lines the agent wrote.
 type ReadyError struct {
-	Timeout time.Duration
-	Detail  string
-	Logs    string
+	Detail string // the probe's output: what it waited for, how long, the last error
+	Logs   string
 }
 
 func (e *ReadyError) Error() string {
-	return fmt.Sprintf("agent did not become ready within %s: %s", e.Timeout, e.Detail)
+	return "agent did not become ready: " + e.Detail
 }
 
 // Up creates everything in the plan, copies tree (the checked-out
@@ -292,7 +291,7 @@ func waitReady(ctx context.Context, eng Engine, plan *Plan, timeout time.Duratio
 	}
 	var logs strings.Builder
 	_ = eng.Logs(ctx, ContainerName(plan.Name, RoleAgent), 20, false, &logs)
-	return &ReadyError{Timeout: timeout, Detail: strings.TrimSpace(out), Logs: logs.String()}
+	return &ReadyError{Detail: strings.TrimSpace(out), Logs: logs.String()}
 }
 
 // readyProbe is the workspace command that waits for the agent's server:

@@ -25,7 +25,9 @@ the agent.
 
 In the workspace the command has the trusted variables, and runs as the
 devcontainer's remote user (remoteUser, else containerUser) with its
-remoteEnv, as the devcontainer spec asks; else as the container's user.
+remoteEnv, as the devcontainer spec asks; else as the image's USER. A user
+other than root also gets the agent's group, so that it can change the
+agent's files in the repository and the agent its files.
 --user runs it as another user (NAME, UID, NAME:GROUP or UID:GID).`,
 		Example: `  devaipod exec myproject
   devaipod exec myproject -- git status
