@@ -50,6 +50,8 @@ type Podman struct {
 	// Started says devaipod started a podman service for this run.
 	Started bool
 	service *exec.Cmd
+	// serviceDone is closed once service has exited (and been waited for).
+	serviceDone chan struct{}
 }
 
 var _ Engine = (*Podman)(nil)
@@ -168,31 +170,49 @@ func startService(ctx context.Context, cause error) (*Podman, error) {
 		os.RemoveAll(dir)
 		return nil, &ConnectError{Msg: "cannot start podman system service", Err: err}
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	deadline := time.After(15 * time.Second)
+wait:
+	for {
 		if _, err := os.Stat(sock); err == nil {
 			p, err := dial(ctx, "unix://"+sock)
 			if err == nil {
-				p.Started, p.service = true, cmd
+				p.Started, p.service, p.serviceDone = true, cmd, done
 				return p, nil
 			}
 		}
 		select {
+		case <-done: // it failed: its log says why
+			break wait
 		case <-ctx.Done():
-			deadline = time.Now()
+			break wait
+		case <-deadline:
+			break wait
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	cmd.Process.Kill()
-	cmd.Wait()
+	<-done
 	out, _ := os.ReadFile(logPath)
 	os.RemoveAll(dir)
 	msg := "no podman service answers and starting one failed"
 	if cause != nil {
 		msg += " (" + cause.Error() + ")"
 	}
-	return nil, &ConnectError{Msg: msg, Err: errors.New(strings.TrimSpace(lastLine(strings.TrimSpace(string(out))))),
-		Hint: "run `podman info` to see what is wrong with podman on this host"}
+	log := strings.TrimSpace(string(out))
+	return nil, &ConnectError{Msg: msg, Err: errors.New(lastLine(log)), Hint: serviceHint(log)}
+}
+
+// serviceHint is the advice for a podman service that would not start,
+// from what it logged.
+func serviceHint(log string) string {
+	if strings.Contains(log, "system migrate") {
+		// Its pause process or containers are gone (a reboot that kept
+		// XDG_RUNTIME_DIR, or they were killed); podman's own remedy.
+		return "podman kept state from processes that are gone (a reboot, or they were killed): run `podman system migrate`, then try again"
+	}
+	return "run `podman info` to see what is wrong with podman on this host"
 }
 
 // Close stops the podman service devaipod started, if any.
@@ -201,13 +221,11 @@ func (p *Podman) Close() error {
 		return nil
 	}
 	p.service.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { p.service.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.serviceDone:
 	case <-time.After(5 * time.Second):
 		p.service.Process.Kill()
-		<-done
+		<-p.serviceDone
 	}
 	sock := strings.TrimPrefix(p.URI, "unix://")
 	return os.RemoveAll(filepath.Dir(sock))

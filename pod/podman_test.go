@@ -2,8 +2,12 @@ package pod
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containers/podman/v5/pkg/specgen"
 )
@@ -141,5 +145,40 @@ func TestLeftoversSkipsLockedPod(t *testing.T) {
 	}
 	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != 0 {
 		t.Errorf("RemoveLeftovers: %v, left %v", err, f.objects)
+	}
+}
+
+// TestStartServiceFails runs startService against a stand-in podman whose
+// service dies at once, as podman's does on stale rootless state: the
+// failure comes without waiting out the start timeout, with podman's last
+// line and the remedy for that state.
+func TestStartServiceFails(t *testing.T) {
+	bin := t.TempDir()
+	script := "#!/bin/sh\necho 'level=error msg=\"invalid internal status, try resetting the pause process with \\\"podman system migrate\\\": could not find any running process\"' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "podman"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	t.Setenv("TMPDIR", t.TempDir())
+	start := time.Now()
+	_, err := startService(context.Background(), errors.New("no socket"))
+	var ce *ConnectError
+	if !errors.As(err, &ce) {
+		t.Fatalf("startService = %v; want a ConnectError", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("startService took %s to notice the service had exited", took)
+	}
+	if !strings.Contains(ce.Error(), "invalid internal status") || !strings.Contains(ce.Error(), "no socket") {
+		t.Errorf("error = %q; want the service's last line and the cause", ce.Error())
+	}
+	if !strings.Contains(ce.Hint, "run `podman system migrate`") {
+		t.Errorf("hint = %q; want podman system migrate", ce.Hint)
+	}
+	if left, _ := filepath.Glob(filepath.Join(os.Getenv("TMPDIR"), "devaipod-podman-*")); len(left) > 0 {
+		t.Errorf("startService left %v", left)
+	}
+	if got := serviceHint("Error: something else"); !strings.Contains(got, "podman info") {
+		t.Errorf("serviceHint(other) = %q; want podman info", got)
 	}
 }

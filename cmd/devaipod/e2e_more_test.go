@@ -206,6 +206,52 @@ func TestE2EConnection(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "podman is not installed") {
 		t.Errorf("no podman: %s", r)
 	}
+
+	// That podman's processes killed while it has a container running, as
+	// a reboot that keeps the runtime directory leaves them: its service
+	// cannot start, and devaipod says so at once, with podman's remedy.
+	t.Run("stale podman state", func(t *testing.T) {
+		busybox, err := exec.LookPath("busybox")
+		if err != nil {
+			t.Fatalf("busybox (static) is needed for a container without an image: %v", err)
+		}
+		rootfs := filepath.Join(tmp, "rootfs")
+		os.MkdirAll(filepath.Join(rootfs, "bin"), 0o755)
+		if out, err := exec.Command("cp", busybox, filepath.Join(rootfs, "bin", "busybox")).CombinedOutput(); err != nil {
+			t.Fatalf("cp busybox: %v %s", err, out)
+		}
+		// Even an empty CONTAINER_HOST makes podman a remote client.
+		local := slices.DeleteFunc(slices.Clone(private), func(kv string) bool { return strings.HasPrefix(kv, "CONTAINER_HOST=") })
+		podman := func(args ...string) string {
+			t.Helper()
+			cmd := exec.Command("podman", args...)
+			cmd.Env = append(os.Environ(), local...)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("podman %v: %v", args, err)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		id := podman("run", "-d", "--network", "none", "--rootfs", rootfs, "/bin/busybox", "sleep", "600")
+		pids := strings.Fields(podman("inspect", "--format", "{{.State.ConmonPid}} {{.State.Pid}}", id))
+		pause, err := os.ReadFile(filepath.Join(runtimeDir, "libpod", "tmp", "pause.pid"))
+		if err != nil || len(pids) != 2 {
+			t.Fatalf("the private podman's pause process and container: %v %v", pids, err)
+		}
+		pids = append(pids, strings.TrimSpace(string(pause)))
+		if out, err := exec.Command("kill", append([]string{"-9"}, pids...)...).CombinedOutput(); err != nil {
+			t.Fatalf("kill %v: %v %s", pids, err, out)
+		}
+		start := time.Now()
+		r := devaipod(t, private, "list")
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("list took %s to report a podman service that died at start", d)
+		}
+		if r.code == 0 || !strings.Contains(r.stderr, "invalid internal status") || !strings.Contains(r.stderr, "Hint: podman kept state from processes that are gone") ||
+			!strings.Contains(r.stderr, "run `podman system migrate`") {
+			t.Errorf("list with stale podman state: %s", r)
+		}
+	})
 }
 
 // TestE2EVersionAndCompletion covers the small commands.
