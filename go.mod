@@ -10,6 +10,7 @@ require (
 	github.com/elazarl/goproxy v1.9.2
 	github.com/go-git/go-billy/v5 v5.8.0
 	github.com/go-git/go-git/v5 v5.17.2
+	github.com/google/go-containerregistry v0.20.6
 	github.com/google/go-github/v74 v74.0.0
 	github.com/google/jsonschema-go v0.4.3
 	github.com/moby/sys/user v0.4.0
@@ -61,7 +62,6 @@ require (
 	github.com/godbus/dbus/v5 v5.1.1-0.20241109141217-c266b19b28e9 // indirect
 	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
-	github.com/google/go-containerregistry v0.20.6 // indirect
 	github.com/google/go-intervals v0.0.2 // indirect
 	github.com/google/go-querystring v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect

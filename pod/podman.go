@@ -848,6 +848,31 @@ type BuildSpec struct {
 	Tag        string
 }
 
+// Pull policies of up --pull, as podman's --pull names them.
+const (
+	PullMissing = "missing"
+	PullAlways  = "always"
+	PullNever   = "never"
+)
+
+// Pullable tells whether ref can come from a registry: not an image id, and
+// not under localhost/, podman's name for images built on this machine.
+func Pullable(ref string) bool {
+	id := strings.TrimPrefix(ref, "sha256:")
+	isID := len(id) >= 12 && strings.Trim(id, "0123456789abcdef") == ""
+	return !isID && !strings.HasPrefix(ref, "localhost/")
+}
+
+// PullImage pulls ref from its registry (with the client's registry
+// credentials, as podman --remote does), streaming podman's progress to out.
+func (p *Podman) PullImage(ctx context.Context, ref string, out io.Writer) error {
+	opts := new(images.PullOptions).WithPolicy(PullAlways).WithProgressWriter(out)
+	if _, err := images.Pull(p.withConn(ctx), ref, opts); err != nil {
+		return fmt.Errorf("pull %s: %w", ref, mapErr(err))
+	}
+	return nil
+}
+
 // BuildImage builds an image through podman's API, streaming the build's
 // output to out, and returns the image's id. The build never pulls a base
 // image that is already present.

@@ -182,3 +182,20 @@ func TestStartServiceFails(t *testing.T) {
 		t.Errorf("serviceHint(other) = %q; want podman info", got)
 	}
 }
+
+func TestPullable(t *testing.T) {
+	for ref, want := range map[string]bool{
+		"registry.example.test/org/image:1":  true,
+		"127.0.0.1:5000/e2e/busybox:1":       true,
+		"debian:12":                          true, // a short name: podman resolves it
+		"localhost/devaipod-default":         false,
+		"localhost/devaipod-build-x:abc":     false,
+		"0123456789ab":                       false, // an image id
+		"sha256:" + strings.Repeat("ab", 32): false,
+		"cafe":                               true, // too short for an id: a name
+	} {
+		if got := Pullable(ref); got != want {
+			t.Errorf("Pullable(%q) = %v; want %v", ref, got, want)
+		}
+	}
+}

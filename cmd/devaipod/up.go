@@ -33,6 +33,7 @@ type upFlags struct {
 	noVerify          bool
 	forgeURL          string
 	gator             []string
+	pull              string
 }
 
 func newUpCommand(g *globalFlags) *cobra.Command {
@@ -79,6 +80,7 @@ created is removed again (unless --keep-on-failure).`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.name, "name", "", "pod name (default: the repository's name plus a random suffix)")
 	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+pod.DefaultImage+")")
+	fl.StringVar(&f.pull, "pull", pod.PullMissing, "pull the pod's images from their registries: missing, always or never (images under localhost/ are never pulled)")
 	fl.StringVar(&f.ref, "ref", "", "branch or tag to clone (git URLs only)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing")
 	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
@@ -90,12 +92,16 @@ created is removed again (unless --keep-on-failure).`,
 	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
+	cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions([]string{pod.PullMissing, pod.PullAlways, pod.PullNever}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) error {
 	start := time.Now()
 	ctx := cmd.Context()
+	if !slices.Contains([]string{pod.PullMissing, pod.PullAlways, pod.PullNever}, f.pull) {
+		return fmt.Errorf("--pull %q: use missing, always or never", f.pull)
+	}
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return err
@@ -210,7 +216,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 			configs := map[string]pod.ImageConfig{}
 			probe, err := pod.Build(in)
 			if err == nil {
-				err = imageConfigs(ctx, p, probe.Images(), configs)
+				err = lookUpImages(ctx, p, probe.Images(), configs)
 			}
 			early <- lookup{configs, err}
 		}(in)
@@ -248,11 +254,11 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		return err
 	}
 	looked := <-early
-	configs := looked.configs
-	if looked.err != nil && in.Devcontainer == nil {
-		return looked.err // else the devcontainer may not need that image
+	if looked.err != nil {
+		return looked.err
 	}
-	if err := imageConfigs(ctx, p, probe.Images(), configs); err != nil {
+	configs := looked.configs
+	if err := ensureImages(cmd, g, p, probe.Images(), configs, f.pull); err != nil {
 		return err
 	}
 	wsImage := configs[probe.Containers[0].Image]
@@ -296,17 +302,59 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	return nil
 }
 
-// imageConfigs looks up the config of each image not in configs yet; a
-// missing image is better reported now than as a create failure.
-func imageConfigs(ctx context.Context, p *pod.Podman, images []string, configs map[string]pod.ImageConfig) error {
+// lookUpImages records the config of each image that is present; missing
+// ones are left to ensureImages, once the plan's images are final.
+func lookUpImages(ctx context.Context, p *pod.Podman, images []string, configs map[string]pod.ImageConfig) error {
 	for _, img := range images {
-		if _, ok := configs[img]; ok {
+		c, err := p.ImageConfig(ctx, img)
+		if errors.Is(err, pod.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		configs[img] = c
+	}
+	return nil
+}
+
+// ensureImages records the config of each image not in configs yet,
+// pulling it first as policy says. A missing image is better reported now
+// than as a create failure.
+func ensureImages(cmd *cobra.Command, g *globalFlags, p *pod.Podman, images []string, configs map[string]pod.ImageConfig, policy string) error {
+	ctx := cmd.Context()
+	out := cmd.ErrOrStderr()
+	if g.quiet {
+		out = io.Discard
+	}
+	pull := func(img string) error {
+		g.infof(cmd, "pulling %s...", img)
+		if err := p.PullImage(ctx, img, out); err != nil {
+			return &hintError{err: err, hint: "check the image's name and that this host reaches its registry (a private one needs `podman login REGISTRY`); an image built here is named localhost/NAME"}
+		}
+		return nil
+	}
+	for _, img := range images {
+		_, known := configs[img]
+		if policy == pod.PullAlways && pod.Pullable(img) {
+			if err := pull(img); err != nil {
+				return err
+			}
+		} else if known {
 			continue
 		}
 		c, err := p.ImageConfig(ctx, img)
-		if errors.Is(err, pod.ErrNotFound) {
+		if errors.Is(err, pod.ErrNotFound) && policy == pod.PullMissing && pod.Pullable(img) {
+			if err := pull(img); err != nil {
+				return err
+			}
+			c, err = p.ImageConfig(ctx, img)
+		}
+		switch {
+		case errors.Is(err, pod.ErrNotFound) && pod.Pullable(img):
+			return fmt.Errorf("image %s is not in podman's storage and --pull is never: pull it (podman pull %s) or drop --pull never", img, img)
+		case errors.Is(err, pod.ErrNotFound):
 			return fmt.Errorf("image %s is not in podman's storage: build the images with `make images` (or pass --image)", img)
-		} else if err != nil {
+		case err != nil:
 			return err
 		}
 		configs[img] = c
