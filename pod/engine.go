@@ -134,7 +134,7 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 	if exists, err := eng.PodExists(ctx, plan.Pod.Name); err != nil {
 		return err
 	} else if exists {
-		return fmt.Errorf("pod %s already exists: %w", plan.Name, ErrExists)
+		return fmt.Errorf("pod %s: %w", plan.Name, ErrExists)
 	}
 
 	// Each object is recorded before its create call: a call cancelled by
