@@ -501,6 +501,12 @@ func (b *builder) build() (*Plan, error) {
 	if b.in.NoVerify {
 		b.warnings = append(b.warnings, "--no-verify: up does not attack the agent's containment before it reports ready; run `devaipod verify "+b.short+"`")
 	}
+	if sm := b.in.Tree.Submodules; len(sm) > 0 {
+		// Fetching them would have this host's git, with the user's
+		// credentials, fetch URLs that the repository chooses (a local
+		// path included) into the sandbox.
+		p.Warnings = append(p.Warnings, fmt.Sprintf("the repository's submodules (%s) are not copied: fetch them in the workspace with `git submodule update --init`", strings.Join(sm, ", ")))
+	}
 	p.Warnings = append(p.Warnings, b.warnings...)
 	if b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() && (cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable()) {
 		p.Warnings = append(p.Warnings, "resource limits (memory, cpus, pids) are not enforced on this host: "+

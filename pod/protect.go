@@ -69,6 +69,9 @@ type TreeInfo struct {
 	// Unprotectable are protected paths that are symlinks or submodules
 	// in the repository, or lie under one: they cannot be bound safely.
 	Unprotectable []string `json:"unprotectable,omitempty"`
+	// Submodules are the paths of HEAD's submodules, which the copy leaves
+	// empty.
+	Submodules []string `json:"submodules,omitempty"`
 }
 
 // ScanTree looks at a checked-out repository (see Source.Checkout: its
@@ -88,6 +91,9 @@ func ScanTree(ctx context.Context, dir string, protect, mask []string) (TreeInfo
 		}
 		mode, _, _ := strings.Cut(meta, " ") // "MODE TYPE OBJECT"
 		modes[name] = mode
+		if mode == "160000" {
+			info.Submodules = append(info.Submodules, name)
+		}
 		if (mode == "100644" || mode == "100755") && matchesAny(mask, path.Base(name)) {
 			if len(info.Masked) == MaxMasked {
 				info.Truncated = true

@@ -188,3 +188,46 @@ func TestTaskLabel(t *testing.T) {
 		t.Error("short tasks must stay as they are")
 	}
 }
+
+// TestScanTreeSubmodules finds HEAD's submodules (gitlinks), which the copy
+// leaves empty, and the plan warns about them.
+func TestScanTreeSubmodules(t *testing.T) {
+	ctx := context.Background()
+	repo := testRepo(t)
+	writeFile(t, filepath.Join(repo, "top.txt"), "top")
+	for _, args := range [][]string{
+		{"add", "top.txt"},
+		{"update-index", "--add", "--cacheinfo", "160000," + strings.Repeat("ab", 20) + ",vendor/lib"},
+		{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "with a submodule"},
+	} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	src, err := ResolveSource(ctx, repo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "co")
+	if err := src.Checkout(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	info, err := ScanTree(ctx, dir, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(info.Submodules, []string{"vendor/lib"}) {
+		t.Errorf("submodules = %v; want [vendor/lib]", info.Submodules)
+	}
+	in := planInput()
+	in.Tree = info
+	plan, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(plan.Warnings, func(w string) bool {
+		return strings.Contains(w, "submodules (vendor/lib) are not copied") && strings.Contains(w, "git submodule update --init")
+	}) {
+		t.Errorf("no warning about the submodule: %q", plan.Warnings)
+	}
+}

@@ -45,10 +45,21 @@ func TestE2EDoctorAndLimits(t *testing.T) {
 	cleanup(t, name)
 	cfg := standInConfig(t, "[agent.limits]\npids = 128\nmemory = \"256m\"\ntmp_size = \"8m\"\n")
 	repo := fixtureRepo(t)
+	// A submodule (a gitlink; its commit need not exist): up copies it
+	// empty and says how to fetch it.
+	for _, args := range [][]string{{"update-index", "--add", "--cacheinfo", "160000," + strings.Repeat("ab", 20) + ",vendor/lib"},
+		{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "submodule"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
 	os.WriteFile(filepath.Join(repo, "uncommitted.txt"), []byte("left out"), 0o644)
 	up := mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name)
 	if !strings.Contains(up.stderr, "uncommitted path(s)") || !strings.Contains(up.stderr, "uncommitted.txt") {
 		t.Errorf("up does not warn about the uncommitted file:\n%s", up)
+	}
+	if !strings.Contains(up.stderr, "submodules (vendor/lib) are not copied") {
+		t.Errorf("up does not warn about the submodule:\n%s", up)
 	}
 	if r := devaipod(t, nil, "exec", name, "--", "test", "-e", "uncommitted.txt"); r.code == 0 {
 		t.Error("the uncommitted file was copied into the workspace")
