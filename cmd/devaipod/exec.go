@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 
@@ -84,6 +85,10 @@ It runs the devcontainer's postAttachCommand first. This is
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !noUI && !isTerminal(cmd.InOrStdin()) {
+				return &hintError{err: errors.New("attach opens a terminal UI, and its input is not a terminal"),
+					hint: "run it in a terminal; from a script, use `devaipod attach NAME --no-ui` (postAttachCommand only) or `devaipod exec NAME -- CMD`"}
+			}
 			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
 				// The devcontainer's postAttachCommand runs on every attach.
 				if err := pod.RunPodLifecycle(cmd.Context(), p, short, pod.StageAttach, cmd.ErrOrStderr()); err != nil {
@@ -113,7 +118,7 @@ func podmanExec(cmd *cobra.Command, uri, container, user string, argv []string) 
 		return errors.New("exec needs the podman command on this host: install podman")
 	}
 	args := []string{"--remote", "--url", uri, "exec", "-i"}
-	if f, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	if isTerminal(cmd.InOrStdin()) {
 		args = append(args, "-t")
 	}
 	if user != "" {
@@ -131,4 +136,10 @@ func podmanExec(cmd *cobra.Command, uri, container, user string, argv []string) 
 		return &exitError{code: ee.ExitCode()}
 	}
 	return err
+}
+
+// isTerminal tells whether r is a terminal.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
