@@ -15,11 +15,15 @@ type ExecAs struct {
 	Env  []string `json:"env,omitempty"` // NAME=value
 }
 
-// WorkspaceExecAs reads who a pod's workspace commands run as from the label
-// up put on it.
+// WorkspaceExecAs reads who a running pod's workspace commands run as from
+// the label up put on it.
 func WorkspaceExecAs(ctx context.Context, eng Engine, short string) (ExecAs, error) {
+	o, err := RunningPod(ctx, eng, short)
+	if err != nil {
+		return ExecAs{}, err
+	}
 	var as ExecAs
-	_, err := readPodLabel(ctx, eng, short, LabelExec, &as)
+	_, err = decodePodLabel(o, LabelExec, &as)
 	return as, err
 }
 

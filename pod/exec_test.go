@@ -2,6 +2,7 @@ package pod
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -12,11 +13,13 @@ import (
 func TestWorkspaceExecAs(t *testing.T) {
 	ctx := context.Background()
 	f := newFake()
-	f.objects["pod/devaipod-plain"] = Object{Kind: KindPod, Name: "devaipod-plain", Pod: "plain", Labels: map[string]string{LabelPod: "plain"}}
-	f.objects["pod/devaipod-dc"] = Object{Kind: KindPod, Name: "devaipod-dc", Pod: "dc",
+	f.objects["pod/devaipod-plain"] = Object{Kind: KindPod, Name: "devaipod-plain", Pod: "plain", State: "running", Labels: map[string]string{LabelPod: "plain"}}
+	f.objects["pod/devaipod-dc"] = Object{Kind: KindPod, Name: "devaipod-dc", Pod: "dc", State: "degraded",
 		Labels: map[string]string{LabelPod: "dc", LabelExec: `{"user":"dev","env":["EDITOR=vi"]}`}}
-	f.objects["pod/devaipod-bad"] = Object{Kind: KindPod, Name: "devaipod-bad", Pod: "bad",
+	f.objects["pod/devaipod-bad"] = Object{Kind: KindPod, Name: "devaipod-bad", Pod: "bad", State: "running",
 		Labels: map[string]string{LabelPod: "bad", LabelExec: `{"user":`}}
+	f.objects["pod/devaipod-stopped"] = Object{Kind: KindPod, Name: "devaipod-stopped", Pod: "stopped", State: "exited",
+		Labels: map[string]string{LabelPod: "stopped"}}
 
 	if as, err := WorkspaceExecAs(ctx, f, "plain"); err != nil || as.User != "" || as.Env != nil {
 		t.Errorf("a pod without the label: %+v, %v; want the zero value", as, err)
@@ -26,6 +29,13 @@ func TestWorkspaceExecAs(t *testing.T) {
 	}
 	if _, err := WorkspaceExecAs(ctx, f, "bad"); err == nil {
 		t.Error("a broken label is not an error")
+	}
+	var nr *NotRunningError
+	if _, err := WorkspaceExecAs(ctx, f, "stopped"); !errors.As(err, &nr) || err.Error() != "pod stopped is exited, not running" {
+		t.Errorf("a stopped pod: %v; want a NotRunningError", err)
+	}
+	if _, err := WorkspaceExecAs(ctx, f, "gone"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("no such pod: %v; want ErrNotFound", err)
 	}
 }
 

@@ -147,6 +147,35 @@ func RunPodLifecycle(ctx context.Context, eng Engine, short, which string, out i
 	return RunLifecycle(ctx, eng, short, &l, which, out)
 }
 
+// NotRunningError is a pod that must run for what was asked, and does not.
+type NotRunningError struct {
+	Name, State string
+}
+
+func (e *NotRunningError) Error() string {
+	return fmt.Sprintf("pod %s is %s, not running", e.Name, e.State)
+}
+
+// RunningPod returns a pod that runs (all its containers, or some: a
+// degraded pod's workspace may still be there to look into), or a
+// NotRunningError, or ErrNotFound.
+func RunningPod(ctx context.Context, eng Engine, short string) (Object, error) {
+	objs, err := eng.Objects(ctx, short)
+	if err != nil {
+		return Object{}, err
+	}
+	for _, o := range objs {
+		if o.Kind != KindPod {
+			continue
+		}
+		if o.State != "running" && o.State != "degraded" {
+			return o, &NotRunningError{Name: short, State: o.State}
+		}
+		return o, nil
+	}
+	return Object{}, fmt.Errorf("pod %s: %w", short, ErrNotFound)
+}
+
 // readPodLabel decodes the JSON that up stored in the pod's label key into
 // v; false when the pod has no such label.
 func readPodLabel(ctx context.Context, eng Engine, short, key string, v any) (bool, error) {
@@ -155,13 +184,21 @@ func readPodLabel(ctx context.Context, eng Engine, short, key string, v any) (bo
 		return false, err
 	}
 	for _, o := range objs {
-		if o.Kind != KindPod || o.Labels[key] == "" {
-			continue
+		if o.Kind == KindPod {
+			return decodePodLabel(o, key, v)
 		}
-		if err := json.Unmarshal([]byte(o.Labels[key]), v); err != nil {
-			return false, fmt.Errorf("pod label %s: %w", key, err)
-		}
-		return true, nil
 	}
 	return false, nil
+}
+
+// decodePodLabel decodes the JSON in the label key of the pod object o
+// into v; false when it has no such label.
+func decodePodLabel(o Object, key string, v any) (bool, error) {
+	if o.Labels[key] == "" {
+		return false, nil
+	}
+	if err := json.Unmarshal([]byte(o.Labels[key]), v); err != nil {
+		return false, fmt.Errorf("pod label %s: %w", key, err)
+	}
+	return true, nil
 }

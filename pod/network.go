@@ -33,6 +33,9 @@ func EditPolicy(ctx context.Context, eng Engine, short, op, rule string) error {
 	if err := ValidateRule(rule); err != nil {
 		return err
 	}
+	if _, err := RunningPod(ctx, eng, short); err != nil {
+		return err
+	}
 	ctr := ContainerName(short, RoleProxy)
 	code, out, err := eng.Exec(ctx, ctr, ExecSpec{Cmd: []string{"/devaipod-helper", "policy", "--file", ProxyPolicy, op, rule}})
 	if errors.Is(err, ErrNotFound) {

@@ -176,6 +176,14 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 
 	t.Run("onCreate once, postStart on every start, postAttach on attach", func(t *testing.T) {
 		mustDevaipod(t, nil, "stop", name)
+		// What needs a running pod says so, and how to start it.
+		for _, args := range [][]string{{"exec", name, "--", "true"}, {"exec", name, "-c", "agent", "--", "true"},
+			{"attach", name, "--no-ui"}, {"allow", name, "example.test"}, {"verify", name}} {
+			r := devaipod(t, nil, args...)
+			if r.code == 0 || !strings.Contains(r.stderr, "pod "+name+" is exited, not running") || !strings.Contains(r.stderr, "Hint: `devaipod start NAME`") {
+				t.Errorf("%v on a stopped pod: %s", args, r)
+			}
+		}
 		mustDevaipod(t, nil, "start", name)
 		mustDevaipod(t, nil, "attach", name, "--no-ui")
 		if got := inWorkspace("cat /var/tmp/lifecycle.log"); got != "onCreate\nupdateContent\npostStart\npostStart\npostAttach" {

@@ -68,6 +68,8 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, "Hint: `devaipod list` shows the pods that exist")
 	case errors.As(err, new(*pod.CheckError)):
 		fmt.Fprintln(w, "Hint: up refuses to report a pod ready whose agent can get out; everything it created was removed. `devaipod doctor` checks the host")
+	case errors.As(err, new(*pod.NotRunningError)):
+		fmt.Fprintln(w, "Hint: `devaipod start NAME` starts it")
 	case errors.Is(err, pod.ErrExists):
 		fmt.Fprintln(w, "Hint: pick another --name, or `devaipod delete NAME` first")
 	}

@@ -44,22 +44,11 @@ Exit status: 0 when nothing FAILs, 1 when something does.`,
 
 func runVerify(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string, fast bool) error {
 	ctx := cmd.Context()
-	objs, err := p.Objects(ctx, short)
+	o, err := pod.RunningPod(ctx, p, short)
 	if err != nil {
 		return err
 	}
-	var labels map[string]string
-	for _, o := range objs {
-		if o.Kind == pod.KindPod {
-			if o.State != "running" {
-				return fmt.Errorf("pod %s is %s: start it first (devaipod start %s)", short, o.State, short)
-			}
-			labels = o.Labels
-		}
-	}
-	if labels == nil {
-		return fmt.Errorf("pod %s: %w", short, pod.ErrNotFound)
-	}
+	labels := o.Labels
 	var verifyArgs []string
 	if err := json.Unmarshal([]byte(labels[pod.LabelVerify]), &verifyArgs); err != nil {
 		return fmt.Errorf("pod %s was created by a devaipod without verify (label %s): recreate it", short, pod.LabelVerify)
