@@ -241,6 +241,9 @@ E2E_WS_SECRET = "ws-secret"
 	if r := devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", `echo "[$E2E_WS_SECRET]"`); !strings.Contains(r.stdout, "[]") {
 		t.Errorf("the trusted variable reached the agent: %s", r)
 	}
+	if r := devaipod(t, nil, "logs", name, "-c", "gator"); r.code == 0 || !strings.Contains(r.stderr, "pod "+name+" has no gator container") {
+		t.Errorf("logs of a container the pod does not have: %s", r)
+	}
 	// attach's UI needs a terminal; the tests' stdin is not one.
 	if r := devaipod(t, nil, "attach", name); r.code == 0 || !strings.Contains(r.stderr, "its input is not a terminal") || !strings.Contains(r.stderr, "--no-ui") {
 		t.Errorf("attach without a terminal: %s", r)

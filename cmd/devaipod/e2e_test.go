@@ -382,7 +382,7 @@ func TestE2EUpFailuresLeaveNothing(t *testing.T) {
 		cfg  string
 		want string
 	}{
-		{"bad image", []string{"--image", "localhost/devaipod-no-such-image:1"}, cfg, "is not in podman's storage"},
+		{"bad image", []string{"--image", "localhost/devaipod-no-such-image:1"}, cfg, "is not in podman's storage: build it, or name another with --image"},
 		{"clone failure", []string{"--source", "file:///nonexistent/repo.git"}, cfg, "clone"},
 		{"agent never ready", []string{"--timeout", "3s"}, standInConfig(t, ""), "did not become ready"},
 		// Fails creating the workspace container, after the pod, the
@@ -436,6 +436,8 @@ func TestE2EBadInput(t *testing.T) {
 		{[]string{"status", "no-such-pod-x"}, "not found"},
 		{[]string{"delete", "devaipod-no-such-pod-x"}, "not found"},
 		{[]string{"logs", "x", "-c", "nope"}, "unknown container"},
+		{[]string{"logs", "no-such-pod-x"}, "pod no-such-pod-x: not found"},
+		{[]string{"up", notGit, "--pull", "sometimes"}, `--pull "sometimes": use missing, always or never`},
 		{[]string{"--config", badCfg, "up", notGit}, badCfg + ":3: agent.comand: unknown key"},
 		{[]string{"list", "-o", "yaml"}, "--output must be text or json"},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -130,7 +131,15 @@ func newLogsCommand(g *globalFlags) *cobra.Command {
 				return err
 			}
 			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
-				return p.Logs(cmd.Context(), pod.ContainerName(short, container), tail, follow, cmd.OutOrStdout())
+				err := p.Logs(cmd.Context(), pod.ContainerName(short, container), tail, follow, cmd.OutOrStdout())
+				if !errors.Is(err, pod.ErrNotFound) {
+					return err
+				}
+				// Which is missing: the pod, or this container of it.
+				if exists, perr := p.PodExists(cmd.Context(), pod.PodName(short)); perr == nil && !exists {
+					return fmt.Errorf("pod %s: %w", short, pod.ErrNotFound)
+				}
+				return fmt.Errorf("pod %s has no %s container (the proxy exists in network mode allowlist, the gator with --gator)", short, container)
 			})
 		},
 	}

@@ -352,8 +352,10 @@ func ensureImages(cmd *cobra.Command, g *globalFlags, p *pod.Podman, images []st
 		switch {
 		case errors.Is(err, pod.ErrNotFound) && pod.Pullable(img):
 			return fmt.Errorf("image %s is not in podman's storage and --pull is never: pull it (podman pull %s) or drop --pull never", img, img)
+		case errors.Is(err, pod.ErrNotFound) && (img == pod.DefaultImage || img == pod.DefaultHelperImage):
+			return fmt.Errorf("image %s is not in podman's storage: build devaipod's images with `make images` (or pass --image)", img)
 		case errors.Is(err, pod.ErrNotFound):
-			return fmt.Errorf("image %s is not in podman's storage: build the images with `make images` (or pass --image)", img)
+			return fmt.Errorf("image %s is not in podman's storage: build it, or name another with --image or [workspace] image", img)
 		case err != nil:
 			return err
 		}
