@@ -15,7 +15,7 @@
 set -euo pipefail
 
 TEST_USER=devaipod-test
-PACKAGES=(podman runc uidmap slirp4netns fuse-overlayfs mmdebstrap busybox-static git hyperfine)
+PACKAGES=(podman runc uidmap slirp4netns fuse-overlayfs mmdebstrap busybox-static git hyperfine procps)
 REPO=$(cd "$(dirname "$0")/.." && pwd -P)
 SOCK_WAIT=20 # seconds to wait for the API socket
 
@@ -254,7 +254,10 @@ setup_root() {
 	install -d -m 0755 /run/user
 	install -d -o "$TEST_UID" -g "$TEST_GID" -m 0700 "$TEST_RUNDIR"
 	if ! mountpoint -q "$TEST_RUNDIR"; then
-		if pgrep -u "$TEST_UID" >/dev/null; then
+		local running=0
+		pgrep -u "$TEST_UID" >/dev/null || running=$?
+		[ "$running" -le 1 ] || die "pgrep -u $TEST_UID failed (exit $running)"
+		if [ "$running" -eq 0 ]; then
 			# Its processes still use what is there: leave it until they are gone.
 			note "$TEST_RUNDIR is not a tmpfs, but $TEST_USER has processes running; not mounting one over it"
 		else
@@ -283,6 +286,8 @@ setup_root() {
 	fi
 	local format='{{.Store.GraphDriverName}} {{.Host.OCIRuntime.Name}}' errs
 	errs=$(mktemp)
+	# shellcheck disable=SC2064 # the path now: errs is local
+	trap "rm -f -- $errs" EXIT
 	if ! info=$(as_test_user podman info --format "$format" 2>"$errs"); then
 		# State from processes that are gone (podman's own hint names the fix): reset it once.
 		grep -q 'system migrate' "$errs" || die "podman info as $TEST_USER failed: $(tail -n 5 "$errs")"

@@ -18,7 +18,7 @@ type ExecAs struct {
 // WorkspaceExecAs reads who a running pod's workspace commands run as from
 // the label up put on it.
 func WorkspaceExecAs(ctx context.Context, eng Engine, short string) (ExecAs, error) {
-	o, err := RunningPod(ctx, eng, short)
+	o, err := RunningPod(ctx, eng, short, RoleWorkspace)
 	if err != nil {
 		return ExecAs{}, err
 	}

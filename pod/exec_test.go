@@ -34,6 +34,13 @@ func TestWorkspaceExecAs(t *testing.T) {
 	if _, err := WorkspaceExecAs(ctx, f, "stopped"); !errors.As(err, &nr) || err.Error() != "pod stopped is exited, not running" {
 		t.Errorf("a stopped pod: %v; want a NotRunningError", err)
 	}
+	// A degraded pod whose workspace is the container that stopped.
+	f.objects["pod/devaipod-half"] = Object{Kind: KindPod, Name: "devaipod-half", Pod: "half", State: "degraded", Labels: map[string]string{LabelPod: "half"}}
+	f.objects["container/devaipod-half-workspace"] = Object{Kind: KindContainer, Name: "devaipod-half-workspace", Pod: "half", State: "exited"}
+	f.objects["container/devaipod-half-agent"] = Object{Kind: KindContainer, Name: "devaipod-half-agent", Pod: "half", State: "running"}
+	if _, err := WorkspaceExecAs(ctx, f, "half"); !errors.As(err, &nr) || err.Error() != "pod half: its workspace container is exited, not running" {
+		t.Errorf("a degraded pod without its workspace: %v; want a NotRunningError for the workspace", err)
+	}
 	if _, err := WorkspaceExecAs(ctx, f, "gone"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("no such pod: %v; want ErrNotFound", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
@@ -147,33 +148,44 @@ func RunPodLifecycle(ctx context.Context, eng Engine, short, which string, out i
 	return RunLifecycle(ctx, eng, short, &l, which, out)
 }
 
-// NotRunningError is a pod that must run for what was asked, and does not.
+// NotRunningError is a pod, or the container of it that was asked for,
+// that must run for what was asked, and does not.
 type NotRunningError struct {
-	Name, State string
+	Name  string // the pod's
+	Role  string // the container's role, "" for the pod
+	State string
 }
 
 func (e *NotRunningError) Error() string {
+	if e.Role != "" {
+		return fmt.Sprintf("pod %s: its %s container is %s, not running", e.Name, e.Role, e.State)
+	}
 	return fmt.Sprintf("pod %s is %s, not running", e.Name, e.State)
 }
 
-// RunningPod returns a pod that runs (all its containers, or some: a
-// degraded pod's workspace may still be there to look into), or a
-// NotRunningError, or ErrNotFound.
-func RunningPod(ctx context.Context, eng Engine, short string) (Object, error) {
+// RunningPod returns the pod object of a pod whose container of that role
+// runs (any role: "" asks only that the pod runs, even degraded, with some
+// of its containers stopped), or a NotRunningError, or ErrNotFound. A pod
+// without a container of that role passes: the operation reports it.
+func RunningPod(ctx context.Context, eng Engine, short, role string) (Object, error) {
 	objs, err := eng.Objects(ctx, short)
 	if err != nil {
 		return Object{}, err
 	}
-	for _, o := range objs {
-		if o.Kind != KindPod {
-			continue
-		}
-		if o.State != "running" && o.State != "degraded" {
-			return o, &NotRunningError{Name: short, State: o.State}
-		}
-		return o, nil
+	i := slices.IndexFunc(objs, func(o Object) bool { return o.Kind == KindPod })
+	if i < 0 {
+		return Object{}, fmt.Errorf("pod %s: %w", short, ErrNotFound)
 	}
-	return Object{}, fmt.Errorf("pod %s: %w", short, ErrNotFound)
+	p := objs[i]
+	if p.State != "running" && p.State != "degraded" {
+		return p, &NotRunningError{Name: short, State: p.State}
+	}
+	for _, o := range objs {
+		if role != "" && o.Kind == KindContainer && o.Name == ContainerName(short, role) && o.State != "running" {
+			return p, &NotRunningError{Name: short, Role: role, State: o.State}
+		}
+	}
+	return p, nil
 }
 
 // readPodLabel decodes the JSON that up stored in the pod's label key into

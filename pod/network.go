@@ -33,7 +33,7 @@ func EditPolicy(ctx context.Context, eng Engine, short, op, rule string) error {
 	if err := ValidateRule(rule); err != nil {
 		return err
 	}
-	if _, err := RunningPod(ctx, eng, short); err != nil {
+	if _, err := RunningPod(ctx, eng, short, RoleProxy); err != nil {
 		return err
 	}
 	ctr := ContainerName(short, RoleProxy)

@@ -97,13 +97,15 @@ func checkGID(s string) error {
 }
 
 // checkEnvFlag checks an --env value: NAME=VALUE, VALUE possibly empty.
+// NAME is anything without "=", as podman and the devcontainer spec allow
+// (remoteEnv names such as "npm_config_cache" or "MY-VAR" both occur).
 func checkEnvFlag(s string) error {
 	name, _, ok := strings.Cut(s, "=")
 	if !ok {
 		return errors.New("want NAME=VALUE")
 	}
-	if !envVarName.MatchString(name) {
-		return fmt.Errorf("%q is not a variable name", name)
+	if name == "" {
+		return errors.New("empty variable name")
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func TestE2EDevcontainer(t *testing.T) {
   "name": "e2e",
   "build": {"dockerfile": "Dockerfile", "args": {"GREETING": "built-${localEnv:E2E_GREETING}"},},
   "containerEnv": {"FROM_HOST": "${localEnv:E2E_HOST_VALUE}", "WS_FOLDER": "${containerWorkspaceFolder}", "BASENAME": "${localWorkspaceFolderBasename}"},
-  "remoteEnv": {"REMOTE": "remote-${containerEnv:FROM_HOST}", "E2E_DC_SECRET": "from-the-repository"},
+  "remoteEnv": {"REMOTE": "remote-${containerEnv:FROM_HOST}", "E2E_DC_SECRET": "from-the-repository", "DASHED-NAME": "dashed"},
   "remoteUser": "agent",
   "capAdd": ["SYS_PTRACE"],
   "runArgs": ["--cap-add=NET_ADMIN", "-e", "RUNARG=1"],
@@ -136,6 +136,11 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 	// variables; --user picks another.
 	if got := inWorkspace(`id -un; echo "$HOME $REMOTE $E2E_DC_SECRET"`); got != "agent\n/home/agent remote-from-host dc-secret" {
 		t.Errorf("exec as the remote user (want agent, its HOME, remoteEnv and the trusted variable):\n%s", got)
+	}
+	// A remoteEnv name no shell would take (a shell drops it, so env runs
+	// directly).
+	if r := devaipod(t, nil, "exec", name, "--", "env"); !strings.Contains(r.stdout, "\nDASHED-NAME=dashed\n") {
+		t.Errorf("exec lacks remoteEnv's DASHED-NAME: %s", r)
 	}
 	r = devaipod(t, nil, "exec", name, "--user", "root", "--", "sh", "-c", `id -u; grep CapEff /proc/self/status; echo "$E2E_DC_SECRET"`)
 	if got := strings.TrimSpace(r.stdout); r.code != 0 || !strings.HasPrefix(got, "0\n") || strings.Contains(got, "0000000000000000") || !strings.HasSuffix(got, "\ndc-secret") {

@@ -68,13 +68,15 @@ func TestE2EPullImage(t *testing.T) {
 	if out, err := exec.Command("cp", busybox, filepath.Join(dir, "busybox")).CombinedOutput(); err != nil {
 		t.Fatalf("cp busybox: %v %s", err, out)
 	}
-	os.WriteFile(filepath.Join(dir, "Containerfile"),
-		[]byte("FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "Containerfile"),
+		[]byte("FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	image := host + "/e2e/busybox:1"
+	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", image).Run() })
 	podmanCLI(t, "build", "-q", "-t", image, dir)
 	podmanCLI(t, "push", "-q", image)
 	podmanCLI(t, "rmi", image)
-	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", image).Run() })
 
 	repo := fixtureRepo(t)
 	cfg := standInConfig(t, "")

@@ -46,7 +46,7 @@ agent's files in the repository and the agent its files.
 			}
 			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
 				if container == pod.RoleAgent {
-					if _, err := pod.RunningPod(cmd.Context(), p, short); err != nil {
+					if _, err := pod.RunningPod(cmd.Context(), p, short, pod.RoleAgent); err != nil {
 						return err
 					}
 					return podmanExec(cmd, p.URI, pod.ContainerName(short, container), user, argv)
@@ -93,7 +93,7 @@ It runs the devcontainer's postAttachCommand first. This is
 					hint: "run it in a terminal; from a script, use `devaipod attach NAME --no-ui` (postAttachCommand only) or `devaipod exec NAME -- CMD`"}
 			}
 			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
-				if _, err := pod.RunningPod(cmd.Context(), p, short); err != nil {
+				if _, err := pod.RunningPod(cmd.Context(), p, short, pod.RoleWorkspace); err != nil {
 					return err
 				}
 				// The devcontainer's postAttachCommand runs on every attach.

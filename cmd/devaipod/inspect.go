@@ -135,9 +135,8 @@ func newLogsCommand(g *globalFlags) *cobra.Command {
 				if !errors.Is(err, pod.ErrNotFound) {
 					return err
 				}
-				// Which is missing: the pod, or this container of it.
-				if exists, perr := p.PodExists(cmd.Context(), pod.PodName(short)); perr == nil && !exists {
-					return fmt.Errorf("pod %s: %w", short, pod.ErrNotFound)
+				if err := missingPod(cmd.Context(), p, short, err); err != nil {
+					return err
 				}
 				return fmt.Errorf("pod %s has no %s container (the proxy exists in network mode allowlist, the gator with --gator)", short, container)
 			})

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/devaipod/devaipod/pod"
 	"github.com/spf13/cobra"
@@ -57,6 +60,12 @@ func withPod(cmd *cobra.Command, g *globalFlags, args []string, fn func(p *pod.P
 func onPod(cmd *cobra.Command, g *globalFlags, args []string, done string, fn func(*pod.Podman, string) error) error {
 	return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
 		if err := fn(p, short); err != nil {
+			if err := missingPod(cmd.Context(), p, short, err); err != nil {
+				return err
+			}
+			if msg := err.Error(); strings.HasPrefix(msg, "pod "+short+" ") || strings.HasPrefix(msg, "pod "+short+":") {
+				return err // it names the pod already
+			}
 			return fmt.Errorf("pod %s: %w", short, err)
 		}
 		if g.json() {
@@ -142,6 +151,20 @@ func reportObjects(cmd *cobra.Command, g *globalFlags, key string, objs []pod.Ob
 	fmt.Fprintf(w, "%s.\n", summary)
 	for _, o := range objs {
 		fmt.Fprintf(w, "  %-9s %s\n", o.Kind, o.Name)
+	}
+	return nil
+}
+
+// missingPod turns err, a not-found error from an operation on pod short,
+// into "pod short: not found" when the pod itself is what is missing (the
+// operation's own error names a container, or is podman's wording); nil
+// otherwise.
+func missingPod(ctx context.Context, p *pod.Podman, short string, err error) error {
+	if !errors.Is(err, pod.ErrNotFound) {
+		return nil
+	}
+	if exists, perr := p.PodExists(ctx, pod.PodName(short)); perr == nil && !exists {
+		return fmt.Errorf("pod %s: %w", short, pod.ErrNotFound)
 	}
 	return nil
 }

@@ -350,8 +350,10 @@ func ensureImages(cmd *cobra.Command, g *globalFlags, p *pod.Podman, images []st
 			c, err = p.ImageConfig(ctx, img)
 		}
 		switch {
-		case errors.Is(err, pod.ErrNotFound) && pod.Pullable(img):
+		case errors.Is(err, pod.ErrNotFound) && pod.Pullable(img) && policy == pod.PullNever:
 			return fmt.Errorf("image %s is not in podman's storage and --pull is never: pull it (podman pull %s) or drop --pull never", img, img)
+		case errors.Is(err, pod.ErrNotFound) && pod.Pullable(img):
+			return fmt.Errorf("image %s was pulled, yet podman does not find it by that name: name it by tag or digest alone", img)
 		case errors.Is(err, pod.ErrNotFound) && (img == pod.DefaultImage || img == pod.DefaultHelperImage):
 			return fmt.Errorf("image %s is not in podman's storage: build devaipod's images with `make images` (or pass --image)", img)
 		case errors.Is(err, pod.ErrNotFound):

@@ -44,7 +44,7 @@ Exit status: 0 when nothing FAILs, 1 when something does.`,
 
 func runVerify(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string, fast bool) error {
 	ctx := cmd.Context()
-	o, err := pod.RunningPod(ctx, p, short)
+	o, err := pod.RunningPod(ctx, p, short, pod.RoleAgent)
 	if err != nil {
 		return err
 	}
