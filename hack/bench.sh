@@ -404,9 +404,24 @@ events_cli() {
 # q ARGS: one command line for hyperfine -N (which splits it like a shell would).
 q() { printf '%q ' "$@"; }
 
+# settle: wait until the exec sessions of earlier work are gone. podman 4.3 keeps two conmon
+# processes per exec session for 300 s after it ends (--exit-delay); after a test run there are
+# hundreds, and every podman call of either side then took 2 to 4 times as long.
+settle() {
+	local n i
+	for ((i = 0; i < 70; i++)); do
+		n=$(pgrep -c -u "$(id -u)" -f '^/usr/bin/conmon .*--exec ' || true)
+		[ "${n:-0}" -le 20 ] && return 0
+		[ "$i" -eq 0 ] && say "waiting for $n conmon processes of finished exec sessions to exit (podman keeps them for 300 s)..."
+		sleep 5
+	done
+	say "warning: $n conmon processes of finished exec sessions are still there; the times will be slow"
+}
+
 measure() {
 	local out=$1
 	check_prereqs
+	settle
 	BENCH_WORK=$(mktemp -d "${TMPDIR:-/tmp}/devaipod-bench.XXXXXX")
 	export BENCH_WORK BENCH_FIXTURE=$BENCH_WORK/fixture
 	BENCH_SERVICE_PID=
