@@ -15,7 +15,6 @@ import (
 // to a new repository and checks it out the way up does.
 func checkedOut(t *testing.T, files map[string]string) string {
 	t.Helper()
-	ctx := context.Background()
 	repo := testRepo(t)
 	for name, content := range files {
 		p := filepath.Join(repo, filepath.FromSlash(name))
@@ -28,11 +27,24 @@ func checkedOut(t *testing.T, files map[string]string) string {
 		}
 		writeFile(t, p, content)
 	}
-	for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "files"}} {
+	gitIn(t, repo, []string{"add", "-A"}, []string{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "files"})
+	return checkOut(t, repo)
+}
+
+// gitIn runs each git command in repo.
+func gitIn(t *testing.T, repo string, cmds ...[]string) {
+	t.Helper()
+	for _, args := range cmds {
 		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("%v %s", err, out)
+			t.Fatalf("git %v: %v %s", args, err, out)
 		}
 	}
+}
+
+// checkOut checks repo's HEAD out the way up does and returns where.
+func checkOut(t *testing.T, repo string) string {
+	t.Helper()
+	ctx := context.Background()
 	src, err := ResolveSource(ctx, repo, "")
 	if err != nil {
 		t.Fatal(err)
@@ -192,27 +204,12 @@ func TestTaskLabel(t *testing.T) {
 // TestScanTreeSubmodules finds HEAD's submodules (gitlinks), which the copy
 // leaves empty, and the plan warns about them.
 func TestScanTreeSubmodules(t *testing.T) {
-	ctx := context.Background()
 	repo := testRepo(t)
 	writeFile(t, filepath.Join(repo, "top.txt"), "top")
-	for _, args := range [][]string{
-		{"add", "top.txt"},
-		{"update-index", "--add", "--cacheinfo", "160000," + strings.Repeat("ab", 20) + ",vendor/lib"},
-		{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "with a submodule"},
-	} {
-		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
-	src, err := ResolveSource(ctx, repo, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "co")
-	if err := src.Checkout(ctx, dir); err != nil {
-		t.Fatal(err)
-	}
-	info, err := ScanTree(ctx, dir, nil, nil)
+	gitIn(t, repo, []string{"add", "top.txt"},
+		[]string{"update-index", "--add", "--cacheinfo", "160000," + strings.Repeat("ab", 20) + ",vendor/lib"},
+		[]string{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "with a submodule"})
+	info, err := ScanTree(context.Background(), checkOut(t, repo), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,19 +203,8 @@ func TestTarTreeKeepsEveryFile(t *testing.T) {
 	writeFile(t, filepath.Join(repo, "sub", "run.sh"), "#!/bin/sh\n")
 	os.Chmod(filepath.Join(repo, "sub", "run.sh"), 0o755)
 	os.Symlink("sub/run.sh", filepath.Join(repo, "link"))
-	for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "more"}} {
-		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("%v %s", err, out)
-		}
-	}
-	src, err := ResolveSource(ctx, repo, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "co")
-	if err := src.Checkout(ctx, dir); err != nil {
-		t.Fatal(err)
-	}
+	gitIn(t, repo, []string{"add", "-A"}, []string{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "more"})
+	dir := checkOut(t, repo)
 	got, content := readTar(t, ctx, dir, "p")
 	if content["p/hidden.txt"] != "still here\n" || content["p/subst.txt"] != "$Format:%H$\n" {
 		t.Errorf("export attributes applied: hidden=%q subst=%q", content["p/hidden.txt"], content["p/subst.txt"])
