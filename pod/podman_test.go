@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,6 +197,24 @@ func TestPullable(t *testing.T) {
 	} {
 		if got := Pullable(ref); got != want {
 			t.Errorf("Pullable(%q) = %v; want %v", ref, got, want)
+		}
+	}
+}
+
+func TestRootlessFromSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "podman.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rootless, known := (&Podman{URI: "unix://" + sock}).Rootless()
+	if !known || rootless != (os.Getuid() != 0) {
+		t.Errorf("Rootless() of a socket owned by uid %d = %v, %v", os.Getuid(), rootless, known)
+	}
+	for _, uri := range []string{"ssh://u@host/run/podman/podman.sock", "unix:///nonexistent/podman.sock"} {
+		if _, known := (&Podman{URI: uri}).Rootless(); known {
+			t.Errorf("Rootless() of %s claims to know", uri)
 		}
 	}
 }

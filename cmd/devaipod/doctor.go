@@ -83,7 +83,7 @@ func doctor(cmd *cobra.Command, g *globalFlags) []check {
 	if p.Started {
 		note = "; no service was running, doctor started one for itself"
 	}
-	add("podman", "ok", "podman %s (API %s), %s, at %s%s", h.Version, h.APIVersion, podmanMode(h), p.URI, note)
+	add("podman", "ok", "podman %s (API %s), %s, at %s%s", h.Version, h.APIVersion, podmanMode(h.Rootless), p.URI, note)
 	add("runtime", "ok", "%s, cgroup %s (%s)", h.OCIRuntime, h.CgroupVersion, h.CgroupManager)
 	if h.GraphDriver == "vfs" {
 		add("storage", "warn", "vfs copies the whole image for every container (seconds per create): set driver = \"overlay\" in ~/.config/containers/storage.conf, then `podman system reset`")
@@ -91,7 +91,7 @@ func doctor(cmd *cobra.Command, g *globalFlags) []check {
 		add("storage", "ok", "%s", h.GraphDriver)
 	}
 	if h.LimitsEnforced() {
-		add("limits", "ok", "memory, cpus and pids limits are enforced (%s, cgroup %s)", podmanMode(h), h.CgroupVersion)
+		add("limits", "ok", "memory, cpus and pids limits are enforced (%s, cgroup %s)", podmanMode(h.Rootless), h.CgroupVersion)
 	} else {
 		add("limits", "warn", "memory, cpus and pids limits are NOT enforced: rootless podman on cgroup v1 ignores them (the agent's /tmp size limit still holds); rootful podman or cgroup v2 enforces them")
 	}

@@ -21,6 +21,7 @@ func TestE2EDoctorAndLimits(t *testing.T) {
 		t.Fatalf("podman info: %v", err)
 	}
 	unenforced := strings.TrimSpace(string(out)) == "true v1"
+	mode := map[bool]string{true: "rootless", false: "rootful"}[strings.HasPrefix(string(out), "true ")]
 
 	r := devaipod(t, nil, "doctor", "-o", "json")
 	var checks []struct{ Name, Status, Detail string }
@@ -57,6 +58,9 @@ func TestE2EDoctorAndLimits(t *testing.T) {
 	up := mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name)
 	if !strings.Contains(up.stderr, "uncommitted path(s)") || !strings.Contains(up.stderr, "uncommitted.txt") {
 		t.Errorf("up does not warn about the uncommitted file:\n%s", up)
+	}
+	if !strings.Contains(up.stdout, "is ready (") || !strings.Contains(up.stdout, ", "+mode+" podman).") {
+		t.Errorf("up does not say it used %s podman:\n%s", mode, up)
 	}
 	if !strings.Contains(up.stderr, "submodules (vendor/lib) are not copied") {
 		t.Errorf("up does not warn about the submodule:\n%s", up)

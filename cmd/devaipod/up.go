@@ -188,21 +188,25 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 			return err
 		}
 		defer p.Close()
-		// Podman's info is slow (about 0.25 s) and only needed for the
-		// limits warning and the final message: ask for it alongside.
-		type infoResult struct {
-			host pod.HostInfo
-			err  error
+		// Podman's info is slow (0.3 to 1 s of the service's CPU) and only
+		// needed for the limits warning, and for the final message when the
+		// socket does not tell the mode: ask for it alongside, if at all.
+		_, modeKnown := p.Rootless()
+		if !modeKnown || cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable() {
+			type infoResult struct {
+				host pod.HostInfo
+				err  error
+			}
+			info := make(chan infoResult, 1)
+			go func() {
+				h, err := p.Info(ctx)
+				info <- infoResult{h, err}
+			}()
+			hostInfo = sync.OnceValues(func() (pod.HostInfo, error) {
+				r := <-info
+				return r.host, r.err
+			})
 		}
-		info := make(chan infoResult, 1)
-		go func() {
-			h, err := p.Info(ctx)
-			info <- infoResult{h, err}
-		}()
-		hostInfo = sync.OnceValues(func() (pod.HostInfo, error) {
-			r := <-info
-			return r.host, r.err
-		})
 	}
 	// The images of the plan without the repository's devcontainer.json
 	// (usually all of them) are looked up while the clone runs.
@@ -288,12 +292,18 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 			"name": plan.Name, "pod": plan.Pod.Name, "workdir": plan.Workdir,
 			"agent_url": plan.AgentURL, "commit": src.Commit, "seconds": time.Since(start).Seconds()})
 	}
-	host, err := hostInfo()
-	if err != nil {
-		return err
+	// The mode from the socket's owner when it tells: /info was the
+	// longest step of up.
+	rootless, known := p.Rootless()
+	if !known {
+		host, err := hostInfo()
+		if err != nil {
+			return err
+		}
+		rootless = host.Rootless
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman).\n", plan.Name, time.Since(start).Seconds(), podmanMode(host))
+	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman).\n", plan.Name, time.Since(start).Seconds(), podmanMode(rootless))
 	if !g.quiet {
 		fmt.Fprintf(out, "  shell in the workspace:  devaipod exec %s\n", plan.Name)
 		fmt.Fprintf(out, "  talk to the agent:       devaipod attach %s\n", plan.Name)
@@ -375,8 +385,8 @@ func randomPassword() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-func podmanMode(h pod.HostInfo) string {
-	if h.Rootless {
+func podmanMode(rootless bool) string {
+	if rootless {
 		return "rootless"
 	}
 	return "rootful"
