@@ -29,11 +29,11 @@ func WorkspaceExecAs(ctx context.Context, eng Engine, short string) (ExecAs, err
 
 // Command returns how podman exec runs argv in the workspace as as says: the
 // user to exec as ("" for the container's) and the command line. The
-// helper's secret-env runs argv with the umask that keeps new files of the
-// shared copy writable by the agent's group, as remoteEnv asks, and, with
-// secrets, with the trusted variables. For a user of its own it starts as
-// root, which alone can read the trusted variables' files, then becomes that
-// user, with the agent's group added: that group owns the shared copy of the
+// helper's secret-env runs argv with as.Env, with the umask that keeps new
+// files of the shared copy writable by the agent's group and, with secrets,
+// with the trusted variables. For a user of its own it starts as root, which
+// alone can read the trusted variables' files, then becomes that user, with
+// the agent's group added: that group owns the shared copy of the
 // repository, so any user can write it.
 func (as ExecAs) Command(argv []string, secrets bool) (user string, cmd []string) {
 	dir := ""

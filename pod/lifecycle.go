@@ -163,10 +163,10 @@ func (e *NotRunningError) Error() string {
 	return fmt.Sprintf("pod %s is %s, not running", e.Name, e.State)
 }
 
-// RunningPod returns the pod object of a pod whose container of that role
-// runs (any role: "" asks only that the pod runs, even degraded, with some
-// of its containers stopped), or a NotRunningError, or ErrNotFound. A pod
-// without a container of that role passes: the operation reports it.
+// RunningPod returns the object of pod short when it runs: all its
+// containers, or some (degraded) as long as the container of role is one of
+// them (role "": any). Else a NotRunningError, or ErrNotFound. A pod without
+// a container of that role passes: the operation reports it.
 func RunningPod(ctx context.Context, eng Engine, short, role string) (Object, error) {
 	objs, err := eng.Objects(ctx, short)
 	if err != nil {
