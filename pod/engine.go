@@ -231,7 +231,7 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 	if plan.Task != "" && plan.AgentKind == AgentOpencode {
 		progress("handing the task to the agent")
 		cmd := append(append([]string{HelperBin, "task"}, plan.agentAuth()...), plan.AgentURL, plan.Task)
-		code, out, err := eng.Exec(ctx, ContainerName(plan.Name, RoleWorkspace), asRoot(cmd))
+		code, out, err := eng.Exec(ctx, ContainerName(plan.Name, RoleWorkspace), AsRoot(cmd))
 		if err == nil && code != 0 {
 			err = errors.New(strings.TrimSpace(out))
 		}
@@ -282,7 +282,7 @@ func copyTree(ctx context.Context, eng Engine, container, dir, project string, p
 // the whole path a user's `oc` takes (bridge, socket, agent server).
 func waitReady(ctx context.Context, eng Engine, plan *Plan, timeout time.Duration) error {
 	ws := ContainerName(plan.Name, RoleWorkspace)
-	code, out, err := eng.Exec(ctx, ws, asRoot(plan.readyProbe(timeout)))
+	code, out, err := eng.Exec(ctx, ws, AsRoot(plan.readyProbe(timeout)))
 	if err != nil {
 		return fmt.Errorf("wait for agent: %w", err)
 	}
@@ -305,9 +305,10 @@ func (p *Plan) readyProbe(timeout time.Duration) []string {
 	return append(append(cmd, p.agentAuth()...), p.AgentURL)
 }
 
-// asRoot is a workspace command that reads the agent's password: its file,
-// like every secret file there, is root-only, whoever the workspace runs as.
-func asRoot(cmd []string) ExecSpec { return ExecSpec{Cmd: cmd, User: "0"} }
+// AsRoot is a workspace command that reads a secret file (the agent's
+// password, a trusted variable): they are root-only, whoever the workspace
+// runs as.
+func AsRoot(cmd []string) ExecSpec { return ExecSpec{Cmd: cmd, User: "0"} }
 
 // agentAuth are the helper's flags for the agent's password, which the
 // workspace holds as a secret file.

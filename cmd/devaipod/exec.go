@@ -93,7 +93,9 @@ It runs the devcontainer's postAttachCommand first. This is
 					hint: "run it in a terminal; from a script, use `devaipod attach NAME --no-ui` (postAttachCommand only) or `devaipod exec NAME -- CMD`"}
 			}
 			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
-				if _, err := pod.RunningPod(cmd.Context(), p, short, pod.RoleWorkspace); err != nil {
+				// Also checks that the workspace runs.
+				as, err := pod.WorkspaceExecAs(cmd.Context(), p, short)
+				if err != nil {
 					return err
 				}
 				// The devcontainer's postAttachCommand runs on every attach.
@@ -102,10 +104,6 @@ It runs the devcontainer's postAttachCommand first. This is
 				}
 				if noUI {
 					return nil
-				}
-				as, err := pod.WorkspaceExecAs(cmd.Context(), p, short)
-				if err != nil {
-					return err
 				}
 				return workspaceExec(cmd, p.URI, short, as, []string{"oc"})
 			})

@@ -36,6 +36,8 @@ type upFlags struct {
 	pull              string
 }
 
+var pullPolicies = []string{pod.PullMissing, pod.PullAlways, pod.PullNever}
+
 func newUpCommand(g *globalFlags) *cobra.Command {
 	f := &upFlags{}
 	cmd := &cobra.Command{
@@ -92,14 +94,14 @@ created is removed again (unless --keep-on-failure).`,
 	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
-	cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions([]string{pod.PullMissing, pod.PullAlways, pod.PullNever}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions(pullPolicies, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) error {
 	start := time.Now()
 	ctx := cmd.Context()
-	if !slices.Contains([]string{pod.PullMissing, pod.PullAlways, pod.PullNever}, f.pull) {
+	if !slices.Contains(pullPolicies, f.pull) {
 		return fmt.Errorf("--pull %q: use missing, always or never", f.pull)
 	}
 	cfg, err := g.loadConfig()
@@ -183,6 +185,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 
 	var p *pod.Podman
 	hostInfo := func() (pod.HostInfo, error) { return pod.HostInfo{}, nil }
+	var rootless, modeKnown bool
 	if !f.dryRun {
 		if p, err = g.connect(cmd); err != nil {
 			return err
@@ -191,7 +194,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		// Podman's info is slow (0.3 to 1 s of the service's CPU) and only
 		// needed for the limits warning, and for the final message when the
 		// socket does not tell the mode: ask for it alongside, if at all.
-		_, modeKnown := p.Rootless()
+		rootless, modeKnown = p.Rootless()
 		if !modeKnown || cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable() {
 			type infoResult struct {
 				host pod.HostInfo
@@ -294,8 +297,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	}
 	// The mode from the socket's owner when it tells: /info was the
 	// longest step of up.
-	rootless, known := p.Rootless()
-	if !known {
+	if !modeKnown {
 		host, err := hostInfo()
 		if err != nil {
 			return err
@@ -359,21 +361,28 @@ func ensureImages(cmd *cobra.Command, g *globalFlags, p *pod.Podman, images []st
 			}
 			c, err = p.ImageConfig(ctx, img)
 		}
-		switch {
-		case errors.Is(err, pod.ErrNotFound) && pod.Pullable(img) && policy == pod.PullNever:
-			return fmt.Errorf("image %s is not in podman's storage and --pull is never: pull it (podman pull %s) or drop --pull never", img, img)
-		case errors.Is(err, pod.ErrNotFound) && pod.Pullable(img):
-			return fmt.Errorf("image %s was pulled, yet podman does not find it by that name: name it by tag or digest alone", img)
-		case errors.Is(err, pod.ErrNotFound) && (img == pod.DefaultImage || img == pod.DefaultHelperImage):
-			return fmt.Errorf("image %s is not in podman's storage: build devaipod's images with `make images` (or pass --image)", img)
-		case errors.Is(err, pod.ErrNotFound):
-			return fmt.Errorf("image %s is not in podman's storage: build it, or name another with --image or [workspace] image", img)
-		case err != nil:
+		if errors.Is(err, pod.ErrNotFound) {
+			return missingImage(img, policy)
+		} else if err != nil {
 			return err
 		}
 		configs[img] = c
 	}
 	return nil
+}
+
+// missingImage says what to do about an image podman does not have after
+// ensureImages did what policy allows.
+func missingImage(img, policy string) error {
+	switch {
+	case pod.Pullable(img) && policy == pod.PullNever:
+		return fmt.Errorf("image %s is not in podman's storage and --pull is never: pull it (podman pull %s) or drop --pull never", img, img)
+	case pod.Pullable(img):
+		return fmt.Errorf("image %s was pulled, yet podman does not find it by that name: name it by tag or digest alone", img)
+	case img == pod.DefaultImage || img == pod.DefaultHelperImage:
+		return fmt.Errorf("image %s is not in podman's storage: build devaipod's images with `make images` (or pass --image)", img)
+	}
+	return fmt.Errorf("image %s is not in podman's storage: build it, or name another with --image or [workspace] image", img)
 }
 
 // randomPassword draws the agent's password: 128 bits, URL-safe.

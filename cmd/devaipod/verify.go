@@ -53,11 +53,10 @@ func runVerify(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string, 
 	if err := json.Unmarshal([]byte(labels[pod.LabelVerify]), &verifyArgs); err != nil {
 		return fmt.Errorf("pod %s was created by a devaipod without verify (label %s): recreate it", short, pod.LabelVerify)
 	}
-	// The trusted values, hashed in the workspace as root (their files are
-	// root-only, whoever the workspace runs as); the agent's own
+	// The trusted values, hashed in the workspace; the agent's own
 	// password is shared with it by design.
 	code, out, err := p.Exec(ctx, pod.ContainerName(short, pod.RoleWorkspace),
-		pod.ExecSpec{Cmd: []string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--print-hashes"}, User: "0"})
+		pod.AsRoot([]string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--print-hashes"}))
 	if err == nil && code != 0 {
 		err = errors.New(strings.TrimSpace(out))
 	}
