@@ -11,7 +11,7 @@ export CGO_ENABLED := 0
 export GOFLAGS := -tags=$(subst $(space),$(comma),$(BUILDTAGS)) -buildvcs=false
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/devaipod/devaipod/pod.Version=$(VERSION)
+LDFLAGS := -s -w -X github.com/devaipod/devaipod/pod/plan.Version=$(VERSION)
 # The binaries of the helper image (devaipod-helper, devaipod-gator) keep
 # their version in main.Version.
 IMAGE_LDFLAGS := -s -w -X main.Version=$(VERSION)
@@ -88,7 +88,7 @@ demo:
 # fuzz runs every fuzz target for FUZZTIME each (go test -fuzz takes one
 # target at a time).
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./pod:FuzzParseConfig ./pod:FuzzNormalizeName ./pod:FuzzResolveURL ./pod:FuzzParsePRURL ./pod/devcontainer:FuzzParse ./cmd/devaipod-helper:FuzzParseBridge ./proxy:FuzzParseRule ./proxy:FuzzMatch ./gator/policy:FuzzParseScope ./internal/endpoint:FuzzParse
+FUZZ_TARGETS := ./pod/config:FuzzParseConfig ./pod/plan:FuzzNormalizeName ./pod/source:FuzzResolveURL ./pod/source:FuzzParsePRURL ./pod/devcontainer:FuzzParse ./cmd/devaipod-helper:FuzzParseBridge ./proxy:FuzzParseRule ./proxy:FuzzMatch ./gator/policy:FuzzParseScope ./internal/endpoint:FuzzParse
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $$t for $(FUZZTIME)"; \

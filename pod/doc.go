@@ -4,6 +4,3 @@
 // plan through a small engine interface. It is the only package that talks to
 // podman; the helper binary that runs inside the containers never links it.
 package pod
-
-// Version is the devaipod version, set at build time with -ldflags -X.
-var Version = "dev"

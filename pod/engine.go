@@ -11,6 +11,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/source"
 )
 
 // Engine is the part of podman that pod uses. The real one is podmanEngine;
@@ -21,10 +25,10 @@ type Engine interface {
 	ImageConfig(ctx context.Context, image string) (ImageConfig, error)
 	// PodExists tells whether a pod with that podman name exists.
 	PodExists(ctx context.Context, name string) (bool, error)
-	CreatePod(ctx context.Context, p PodSpec) error
-	CreateVolume(ctx context.Context, v VolumeSpec) error
-	CreateSecret(ctx context.Context, s SecretSpec) error
-	CreateContainer(ctx context.Context, pod string, c ContainerSpec) error
+	CreatePod(ctx context.Context, p plan.PodSpec) error
+	CreateVolume(ctx context.Context, v plan.VolumeSpec) error
+	CreateSecret(ctx context.Context, s plan.SecretSpec) error
+	CreateContainer(ctx context.Context, pod string, c plan.ContainerSpec) error
 	// CopyInto extracts a tar stream at dir in a created container.
 	CopyInto(ctx context.Context, container, dir string, tar io.Reader) error
 	StartPod(ctx context.Context, name string) error
@@ -117,7 +121,7 @@ func (e *ReadyError) Error() string {
 // is all or nothing: on any failure, including cancellation of ctx, it
 // removes what it created (unless opts.KeepOnFailure) and returns the first
 // error.
-func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions) (err error) {
+func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOptions) (err error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = func(string) {}
@@ -125,16 +129,16 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 60 * time.Second
 	}
-	unlock, err := lockPod(plan.Name)
+	unlock, err := lockPod(pl.Name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 
-	if exists, err := eng.PodExists(ctx, plan.Pod.Name); err != nil {
+	if exists, err := eng.PodExists(ctx, pl.Pod.Name); err != nil {
 		return err
 	} else if exists {
-		return fmt.Errorf("pod %s: %w", plan.Name, ErrExists)
+		return fmt.Errorf("pod %s: %w", pl.Name, ErrExists)
 	}
 
 	// Each object is recorded before its create call: a call cancelled by
@@ -165,16 +169,16 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 		return nil
 	}
 
-	progress("creating pod " + plan.Pod.Name)
-	if err := create(KindPod, plan.Pod.Name, func() error { return eng.CreatePod(ctx, plan.Pod) }); err != nil {
+	progress("creating pod " + pl.Pod.Name)
+	if err := create(KindPod, pl.Pod.Name, func() error { return eng.CreatePod(ctx, pl.Pod) }); err != nil {
 		return err
 	}
-	for _, v := range plan.Volumes {
+	for _, v := range pl.Volumes {
 		if err := create(KindVolume, v.Name, func() error { return eng.CreateVolume(ctx, v) }); err != nil {
 			return err
 		}
 	}
-	for _, s := range plan.Secrets {
+	for _, s := range pl.Secrets {
 		if err := create(KindSecret, s.Name, func() error { return eng.CreateSecret(ctx, s) }); err != nil {
 			return err
 		}
@@ -182,41 +186,41 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 	// The repository is copied through the workspace container before the
 	// others exist: the agent binds paths inside the copy, which must be
 	// there when it is created.
-	for i, c := range plan.Containers {
+	for i, c := range pl.Containers {
 		progress("creating container " + c.Name)
-		if err := create(KindContainer, c.Name, func() error { return eng.CreateContainer(ctx, plan.Pod.Name, c) }); err != nil {
+		if err := create(KindContainer, c.Name, func() error { return eng.CreateContainer(ctx, pl.Pod.Name, c) }); err != nil {
 			return err
 		}
 		if i == 0 && tree != "" {
 			progress("copying the repository into the workspace volume")
-			if err := copyTree(ctx, eng, c.Name, tree, filepath.Base(plan.Workdir), plan.Placeholders); err != nil {
+			if err := copyTree(ctx, eng, c.Name, tree, filepath.Base(pl.Workdir), pl.Placeholders); err != nil {
 				return err
 			}
 		}
 	}
 	progress("starting pod")
-	if err := eng.StartPod(ctx, plan.Pod.Name); err != nil {
+	if err := eng.StartPod(ctx, pl.Pod.Name); err != nil {
 		return fmt.Errorf("start pod: %w", err)
 	}
 	// The readiness wait and the containment checks are independent
 	// execs: run them at once. The checks do not need the agent's server,
 	// and the bridges retry until their targets are up.
 	progress("waiting for the agent's server and checking its containment")
-	if plan.Lifecycle != nil {
+	if pl.Lifecycle != nil {
 		progress("running the devcontainer's lifecycle commands in the workspace")
 	}
-	errs := make([]error, 2+len(plan.Checks))
+	errs := make([]error, 2+len(pl.Checks))
 	var wg sync.WaitGroup
 	wg.Add(len(errs))
 	go func() {
 		defer wg.Done()
-		errs[0] = waitReady(ctx, eng, plan, opts.ReadyTimeout)
+		errs[0] = waitReady(ctx, eng, pl, opts.ReadyTimeout)
 	}()
 	go func() {
 		defer wg.Done()
-		errs[1] = RunLifecycle(ctx, eng, plan.Name, plan.Lifecycle, StageCreate, opts.Output)
+		errs[1] = RunLifecycle(ctx, eng, pl.Name, pl.Lifecycle, plan.StageCreate, opts.Output)
 	}()
-	for i, c := range plan.Checks {
+	for i, c := range pl.Checks {
 		go func() {
 			defer wg.Done()
 			errs[i+2] = runCheck(ctx, eng, c)
@@ -228,10 +232,10 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 			return err // readiness first: a dead agent explains failed checks
 		}
 	}
-	if plan.Task != "" && plan.AgentKind == AgentOpencode {
+	if pl.Task != "" && pl.AgentKind == config.AgentOpencode {
 		progress("handing the task to the agent")
-		cmd := append(append([]string{HelperBin, "task"}, plan.agentAuth()...), plan.AgentURL, plan.Task)
-		code, out, err := eng.Exec(ctx, ContainerName(plan.Name, RoleWorkspace), AsRoot(cmd))
+		cmd := append(append([]string{plan.HelperBin, "task"}, pl.AgentAuth()...), pl.AgentURL, pl.Task)
+		code, out, err := eng.Exec(ctx, plan.ContainerName(pl.Name, plan.RoleWorkspace), AsRoot(cmd))
 		if err == nil && code != 0 {
 			err = errors.New(strings.TrimSpace(out))
 		}
@@ -242,7 +246,7 @@ func Up(ctx context.Context, eng Engine, plan *Plan, tree string, opts UpOptions
 	return nil
 }
 
-func runCheck(ctx context.Context, eng Engine, c Check) error {
+func runCheck(ctx context.Context, eng Engine, c plan.Check) error {
 	code, out, err := eng.Exec(ctx, c.Container, ExecSpec{Cmd: c.Command})
 	if err != nil {
 		return fmt.Errorf("containment check in %s: %w", c.Container, err)
@@ -256,7 +260,7 @@ func runCheck(ctx context.Context, eng Engine, c Check) error {
 // CheckError says a containment check failed: up refuses to report such a
 // pod ready.
 type CheckError struct {
-	Check  Check
+	Check  plan.Check
 	Output string
 }
 
@@ -269,8 +273,10 @@ var ErrExists = errors.New("already exists")
 
 func copyTree(ctx context.Context, eng Engine, container, dir, project string, placeholders []string) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(TarTree(ctx, pw, dir, project, AgentUID, AgentGID, placeholders)) }()
-	err := eng.CopyInto(ctx, container, WorkspacesDir, pr)
+	go func() {
+		pw.CloseWithError(source.TarTree(ctx, pw, dir, project, plan.AgentUID, plan.AgentGID, placeholders))
+	}()
+	err := eng.CopyInto(ctx, container, plan.WorkspacesDir, pr)
 	pr.CloseWithError(err) // unblocks the writer if the copy stopped early
 	if err != nil {
 		return fmt.Errorf("copy repository into %s: %w", container, err)
@@ -280,9 +286,9 @@ func copyTree(ctx context.Context, eng Engine, container, dir, project string, p
 
 // waitReady asks the workspace's helper to poll the agent's URL: this checks
 // the whole path a user's `oc` takes (bridge, socket, agent server).
-func waitReady(ctx context.Context, eng Engine, plan *Plan, timeout time.Duration) error {
-	ws := ContainerName(plan.Name, RoleWorkspace)
-	code, out, err := eng.Exec(ctx, ws, AsRoot(plan.readyProbe(timeout)))
+func waitReady(ctx context.Context, eng Engine, pl *plan.Plan, timeout time.Duration) error {
+	ws := plan.ContainerName(pl.Name, plan.RoleWorkspace)
+	code, out, err := eng.Exec(ctx, ws, AsRoot(pl.ReadyProbe(timeout)))
 	if err != nil {
 		return fmt.Errorf("wait for agent: %w", err)
 	}
@@ -290,34 +296,14 @@ func waitReady(ctx context.Context, eng Engine, plan *Plan, timeout time.Duratio
 		return nil
 	}
 	var logs strings.Builder
-	_ = eng.Logs(ctx, ContainerName(plan.Name, RoleAgent), 20, false, &logs)
+	_ = eng.Logs(ctx, plan.ContainerName(pl.Name, plan.RoleAgent), 20, false, &logs)
 	return &ReadyError{Detail: strings.TrimSpace(out), Logs: logs.String()}
-}
-
-// readyProbe is the workspace command that waits for the agent's server:
-// any answer at its URL, or 2xx at its health path, with the pod's
-// password when it has one.
-func (p *Plan) readyProbe(timeout time.Duration) []string {
-	cmd := []string{HelperBin, "wait-http", "--timeout", timeout.String()}
-	if p.AgentHealth != "" {
-		cmd = append(cmd, "--path", p.AgentHealth, "--status", "2xx")
-	}
-	return append(append(cmd, p.agentAuth()...), p.AgentURL)
 }
 
 // AsRoot is a workspace command that reads a secret file (the agent's
 // password, a trusted variable): they are root-only, whoever the workspace
 // runs as.
 func AsRoot(cmd []string) ExecSpec { return ExecSpec{Cmd: cmd, User: "0"} }
-
-// agentAuth are the helper's flags for the agent's password, which the
-// workspace holds as a secret file.
-func (p *Plan) agentAuth() []string {
-	if p.AgentUser == "" {
-		return nil
-	}
-	return []string{"--user", p.AgentUser, "--password-file", SecretDir + "/" + PasswordVar}
-}
 
 // removeAll deletes objects in dependency order: pods (with their
 // containers), containers, volumes, secrets. It tries every object and
@@ -437,11 +423,11 @@ func halfCreated(group []Object) bool {
 		case KindPod:
 			hasPod = true
 		case KindContainer:
-			roles[o.Labels[LabelRole]] = true
+			roles[o.Labels[plan.LabelRole]] = true
 			if !o.Started {
 				return true // never started: up died between create and start
 			}
 		}
 	}
-	return !hasPod || !roles[RoleWorkspace] || !roles[RoleAgent]
+	return !hasPod || !roles[plan.RoleWorkspace] || !roles[plan.RoleAgent]
 }

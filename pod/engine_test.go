@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/devaipod/devaipod/internal/gittest"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/source"
 )
 
 // fakeEngine keeps objects in memory and can fail the n-th mutating call.
@@ -54,40 +57,40 @@ func (f *fakeEngine) PodExists(_ context.Context, name string) (bool, error) {
 	_, ok := f.objects[KindPod+"/"+name]
 	return ok, nil
 }
-func (f *fakeEngine) CreatePod(_ context.Context, p PodSpec) error {
+func (f *fakeEngine) CreatePod(_ context.Context, p plan.PodSpec) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.step("pod " + p.Name); err != nil {
 		return err
 	}
-	f.add(KindPod, p.Name, p.Labels[LabelPod], p.Labels)
+	f.add(KindPod, p.Name, p.Labels[plan.LabelPod], p.Labels)
 	return nil
 }
-func (f *fakeEngine) CreateVolume(_ context.Context, v VolumeSpec) error {
+func (f *fakeEngine) CreateVolume(_ context.Context, v plan.VolumeSpec) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.step("volume " + v.Name); err != nil {
 		return err
 	}
-	f.add(KindVolume, v.Name, v.Labels[LabelPod], v.Labels)
+	f.add(KindVolume, v.Name, v.Labels[plan.LabelPod], v.Labels)
 	return nil
 }
-func (f *fakeEngine) CreateSecret(_ context.Context, s SecretSpec) error {
+func (f *fakeEngine) CreateSecret(_ context.Context, s plan.SecretSpec) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.step("secret " + s.Name); err != nil {
 		return err
 	}
-	f.add(KindSecret, s.Name, s.Labels[LabelPod], s.Labels)
+	f.add(KindSecret, s.Name, s.Labels[plan.LabelPod], s.Labels)
 	return nil
 }
-func (f *fakeEngine) CreateContainer(_ context.Context, _ string, c ContainerSpec) error {
+func (f *fakeEngine) CreateContainer(_ context.Context, _ string, c plan.ContainerSpec) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.step("container " + c.Name); err != nil {
 		return err
 	}
-	f.add(KindContainer, c.Name, c.Labels[LabelPod], c.Labels)
+	f.add(KindContainer, c.Name, c.Labels[plan.LabelPod], c.Labels)
 	return nil
 }
 func (f *fakeEngine) CopyInto(_ context.Context, _, _ string, r io.Reader) error {
@@ -157,30 +160,11 @@ func (f *fakeEngine) Remove(_ context.Context, o Object) error {
 	return nil
 }
 
-// testRepo makes a small committed git repository.
-func testRepo(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	run := func(args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(cmd.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	run("init", "-q", "-b", "main")
-	writeFile(t, filepath.Join(dir, "README.md"), "hello\n")
-	run("add", ".")
-	run("commit", "-q", "-m", "init")
-	return dir
-}
-
 // testPlan returns a plan and a checked-out tree to copy.
-func testPlan(t *testing.T, name string) (*Plan, string) {
+func testPlan(t *testing.T, name string) (*plan.Plan, string) {
 	t.Helper()
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
-	src, err := ResolveSource(context.Background(), testRepo(t), "")
+	src, err := source.ResolveSource(context.Background(), gittest.Repo(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,29 +172,28 @@ func testPlan(t *testing.T, name string) (*Plan, string) {
 	if err := src.Checkout(context.Background(), tree); err != nil {
 		t.Fatal(err)
 	}
-	in := planInput()
-	in.Name, in.Source = name, src
-	plan, err := Build(in)
+	in := plan.PlanInput{Name: name, Source: src}
+	pl, err := plan.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan, tree
+	return pl, tree
 }
 
 func TestUpSucceeds(t *testing.T) {
-	plan, src := testPlan(t, "ok")
+	pl, src := testPlan(t, "ok")
 	f := newFake()
-	if err := Up(context.Background(), f, plan, src, UpOptions{}); err != nil {
+	if err := Up(context.Background(), f, pl, src, UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := 1 + len(plan.Volumes) + len(plan.Secrets) + len(plan.Containers)
+	want := 1 + len(pl.Volumes) + len(pl.Secrets) + len(pl.Containers)
 	if len(f.objects) != want {
 		t.Errorf("%d objects after up; want %d", len(f.objects), want)
 	}
 	if f.copied == 0 {
 		t.Error("nothing copied into the workspace")
 	}
-	if err := Up(context.Background(), f, plan, src, UpOptions{}); !errors.Is(err, ErrExists) {
+	if err := Up(context.Background(), f, pl, src, UpOptions{}); !errors.Is(err, ErrExists) {
 		t.Errorf("second up with the same name: %v; want ErrExists", err)
 	}
 }
@@ -218,9 +201,9 @@ func TestUpSucceeds(t *testing.T) {
 // TestUpRollsBack fails every step of up in turn, as an error and as a
 // cancellation, and checks that nothing is left.
 func TestUpRollsBack(t *testing.T) {
-	plan, src := testPlan(t, "rb")
+	pl, src := testPlan(t, "rb")
 	probe := newFake()
-	if err := Up(context.Background(), probe, plan, src, UpOptions{}); err != nil {
+	if err := Up(context.Background(), probe, pl, src, UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	steps := probe.calls
@@ -237,7 +220,7 @@ func TestUpRollsBack(t *testing.T) {
 					defer stop()
 					f.cancel = stop
 				}
-				err := Up(ctx, f, plan, src, UpOptions{})
+				err := Up(ctx, f, pl, src, UpOptions{})
 				if err == nil {
 					t.Fatalf("up succeeded although step %d (%s) failed", i+1, steps[i])
 				}
@@ -250,10 +233,10 @@ func TestUpRollsBack(t *testing.T) {
 }
 
 func TestUpNotReady(t *testing.T) {
-	plan, src := testPlan(t, "slow")
+	pl, src := testPlan(t, "slow")
 	f := newFake()
 	f.readyCode = 1
-	err := Up(context.Background(), f, plan, src, UpOptions{})
+	err := Up(context.Background(), f, pl, src, UpOptions{})
 	var re *ReadyError
 	if !errors.As(err, &re) || !strings.Contains(re.Logs, "cannot start") {
 		t.Fatalf("up = %v; want a ReadyError with the agent's log", err)
@@ -264,7 +247,7 @@ func TestUpNotReady(t *testing.T) {
 
 	f = newFake()
 	f.readyCode = 1
-	if err := Up(context.Background(), f, plan, src, UpOptions{KeepOnFailure: true}); err == nil {
+	if err := Up(context.Background(), f, pl, src, UpOptions{KeepOnFailure: true}); err == nil {
 		t.Fatal("up succeeded")
 	}
 	if len(f.objects) == 0 {
@@ -273,9 +256,9 @@ func TestUpNotReady(t *testing.T) {
 }
 
 func TestDeleteAndLeftovers(t *testing.T) {
-	plan, src := testPlan(t, "del")
+	pl, src := testPlan(t, "del")
 	f := newFake()
-	if err := Up(context.Background(), f, plan, src, UpOptions{}); err != nil {
+	if err := Up(context.Background(), f, pl, src, UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// An unrelated pod and a half-created one.
@@ -283,9 +266,9 @@ func TestDeleteAndLeftovers(t *testing.T) {
 	if err := Up(context.Background(), f, other, "", UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.add(KindVolume, "devaipod-ghost-workspace", "ghost", map[string]string{LabelPod: "ghost"})
-	f.add(KindPod, "devaipod-half", "half", map[string]string{LabelPod: "half"})
-	f.add(KindContainer, "devaipod-half-workspace", "half", map[string]string{LabelPod: "half", LabelRole: RoleWorkspace})
+	f.add(KindVolume, "devaipod-ghost-workspace", "ghost", map[string]string{plan.LabelPod: "ghost"})
+	f.add(KindPod, "devaipod-half", "half", map[string]string{plan.LabelPod: "half"})
+	f.add(KindContainer, "devaipod-half-workspace", "half", map[string]string{plan.LabelPod: "half", plan.LabelRole: plan.RoleWorkspace})
 
 	left, err := Leftovers(context.Background(), f)
 	if err != nil {
@@ -309,8 +292,8 @@ func TestDeleteAndLeftovers(t *testing.T) {
 			t.Errorf("delete --keep-volumes left %s %s", o.Kind, o.Name)
 		}
 	}
-	if len(objs) != len(plan.Volumes) {
-		t.Errorf("delete --keep-volumes kept %d objects; want the %d volumes", len(objs), len(plan.Volumes))
+	if len(objs) != len(pl.Volumes) {
+		t.Errorf("delete --keep-volumes kept %d objects; want the %d volumes", len(objs), len(pl.Volumes))
 	}
 	if _, err := Delete(context.Background(), f, "del", false); err != nil {
 		t.Fatal(err)
@@ -323,5 +306,30 @@ func TestDeleteAndLeftovers(t *testing.T) {
 	}
 	if _, err := Delete(context.Background(), f, "nope", false); !errors.Is(err, ErrNotFound) {
 		t.Errorf("delete of an unknown pod: %v; want ErrNotFound", err)
+	}
+}
+
+func TestLeftoversSkipsLockedPod(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	f := newFake()
+	f.add(KindVolume, "devaipod-busy-workspace", "busy", map[string]string{plan.LabelPod: "busy"})
+	unlock, err := lockPod("busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, _ := Leftovers(context.Background(), f)
+	if len(left) != 0 {
+		t.Errorf("Leftovers took a pod whose up holds the lock: %v", left)
+	}
+	if _, err := lockPod("busy"); err == nil {
+		t.Error("a second lock of the same pod succeeded")
+	}
+	unlock()
+	left, _ = Leftovers(context.Background(), f)
+	if len(left) != 1 {
+		t.Errorf("after unlock, Leftovers = %v", left)
+	}
+	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != 0 {
+		t.Errorf("RemoveLeftovers: %v, left %v", err, f.objects)
 	}
 }

@@ -10,65 +10,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/devaipod/devaipod/pod/devcontainer"
+	"github.com/devaipod/devaipod/pod/plan"
 )
-
-// Lifecycle holds a devcontainer's lifecycle commands, which run in the
-// workspace as the remote user. up creates a fresh workspace volume every
-// time, so onCreate, updateContent and postCreate run once per volume by
-// running in up only; postStart runs in up and in every start, postAttach
-// in attach.
-type Lifecycle struct {
-	User          string                         `json:"user,omitempty"`
-	Workdir       string                         `json:"workdir"`
-	Env           []string                       `json:"env,omitempty"`
-	OnCreate      *devcontainer.LifecycleCommand `json:"onCreate,omitempty"`
-	UpdateContent *devcontainer.LifecycleCommand `json:"updateContent,omitempty"`
-	PostCreate    *devcontainer.LifecycleCommand `json:"postCreate,omitempty"`
-	PostStart     *devcontainer.LifecycleCommand `json:"postStart,omitempty"`
-	PostAttach    *devcontainer.LifecycleCommand `json:"postAttach,omitempty"`
-}
-
-// Lifecycle stages.
-const (
-	StageCreate = "create" // onCreate, updateContent, postCreate, postStart
-	StageStart  = "start"  // postStart
-	StageAttach = "attach" // postAttach
-)
-
-// stage is one named command of a stage.
-type stage struct {
-	name string
-	cmd  *devcontainer.LifecycleCommand
-}
-
-func (l *Lifecycle) stages(which string) []stage {
-	if l == nil {
-		return nil
-	}
-	switch which {
-	case StageCreate:
-		return []stage{{"onCreateCommand", l.OnCreate}, {"updateContentCommand", l.UpdateContent},
-			{"postCreateCommand", l.PostCreate}, {"postStartCommand", l.PostStart}}
-	case StageStart:
-		return []stage{{"postStartCommand", l.PostStart}}
-	case StageAttach:
-		return []stage{{"postAttachCommand", l.PostAttach}}
-	}
-	return nil
-}
-
-// Empty tells whether there is nothing to run at all.
-func (l *Lifecycle) Empty() bool {
-	for _, w := range []string{StageCreate, StageAttach} {
-		for _, s := range l.stages(w) {
-			if s.cmd != nil && len(s.cmd.Steps) > 0 {
-				return false
-			}
-		}
-	}
-	return true
-}
 
 // LifecycleError is a lifecycle command that failed, with its output.
 type LifecycleError struct {
@@ -83,16 +26,16 @@ func (e *LifecycleError) Error() string {
 
 // RunLifecycle runs a stage's commands in order in the workspace; the
 // steps of an object-form command run in parallel. out hears the output.
-func RunLifecycle(ctx context.Context, eng Engine, short string, l *Lifecycle, which string, out io.Writer) error {
-	ws := ContainerName(short, RoleWorkspace)
-	for _, s := range l.stages(which) {
-		if s.cmd == nil {
+func RunLifecycle(ctx context.Context, eng Engine, short string, l *plan.Lifecycle, which string, out io.Writer) error {
+	ws := plan.ContainerName(short, plan.RoleWorkspace)
+	for _, s := range l.Stages(which) {
+		if s.Cmd == nil {
 			continue
 		}
-		errs := make([]error, len(s.cmd.Steps))
+		errs := make([]error, len(s.Cmd.Steps))
 		var wg sync.WaitGroup
-		for i, step := range s.cmd.Steps {
-			name := s.name
+		for i, step := range s.Cmd.Steps {
+			name := s.Name
 			if step.Name != "" {
 				name += "." + step.Name
 			}
@@ -101,7 +44,7 @@ func RunLifecycle(ctx context.Context, eng Engine, short string, l *Lifecycle, w
 					fmt.Fprintf(out, "running %s: %s\n", name, step)
 				}
 				// The repository's commands: without the trusted variables.
-				user, cmd := ExecAs{User: l.User, Env: l.Env}.Command(step.Args, false)
+				user, cmd := plan.ExecAs{User: l.User, Env: l.Env}.Command(step.Args, false)
 				spec := ExecSpec{Cmd: cmd, User: user, Workdir: l.Workdir, Output: out}
 				code, output, err := eng.Exec(ctx, ws, spec)
 				if err == nil && code != 0 {
@@ -111,7 +54,7 @@ func RunLifecycle(ctx context.Context, eng Engine, short string, l *Lifecycle, w
 				}
 				errs[i] = err
 			}
-			if !s.cmd.Parallel {
+			if !s.Cmd.Parallel {
 				run()
 				continue
 			}
@@ -126,22 +69,11 @@ func RunLifecycle(ctx context.Context, eng Engine, short string, l *Lifecycle, w
 	return nil
 }
 
-// lifecycleLabel keeps what start and attach need (user, env, postStart,
-// postAttach) on the pod, so that they need no plan.
-func lifecycleLabel(l *Lifecycle) (string, error) {
-	kept := Lifecycle{User: l.User, Workdir: l.Workdir, Env: l.Env, PostStart: l.PostStart, PostAttach: l.PostAttach}
-	if kept.PostStart == nil && kept.PostAttach == nil {
-		return "", nil
-	}
-	b, err := json.Marshal(kept)
-	return string(b), err
-}
-
 // RunPodLifecycle runs a stage (StageStart or StageAttach) of a pod's
 // devcontainer, from what up stored in the pod's label.
 func RunPodLifecycle(ctx context.Context, eng Engine, short, which string, out io.Writer) error {
-	var l Lifecycle
-	found, err := readPodLabel(ctx, eng, short, LabelLifecycle, &l)
+	var l plan.Lifecycle
+	found, err := readPodLabel(ctx, eng, short, plan.LabelLifecycle, &l)
 	if err != nil || !found {
 		return err
 	}
@@ -181,7 +113,7 @@ func RunningPod(ctx context.Context, eng Engine, short, role string) (Object, er
 		return p, &NotRunningError{Name: short, State: p.State}
 	}
 	for _, o := range objs {
-		if role != "" && o.Kind == KindContainer && o.Name == ContainerName(short, role) && o.State != "running" {
+		if role != "" && o.Kind == KindContainer && o.Name == plan.ContainerName(short, role) && o.State != "running" {
 			return p, &NotRunningError{Name: short, Role: role, State: o.State}
 		}
 	}

@@ -11,15 +11,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/devaipod/devaipod/proxy"
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/plan"
 )
-
-// ValidateRule checks an allowlist rule the way the pod's proxy will read
-// it, so that a bad rule fails before anything is created.
-func ValidateRule(rule string) error {
-	_, err := proxy.ParseRule(rule)
-	return err
-}
 
 // Policy operations of `devaipod allow` and `devaipod deny`.
 const (
@@ -30,14 +24,14 @@ const (
 // EditPolicy changes a running pod's allowlist: the proxy re-reads its
 // policy file, so nothing restarts. The change persists with the pod.
 func EditPolicy(ctx context.Context, eng Engine, short, op, rule string) error {
-	if err := ValidateRule(rule); err != nil {
+	if err := config.ValidateRule(rule); err != nil {
 		return err
 	}
-	if _, err := RunningPod(ctx, eng, short, RoleProxy); err != nil {
+	if _, err := RunningPod(ctx, eng, short, plan.RoleProxy); err != nil {
 		return err
 	}
-	ctr := ContainerName(short, RoleProxy)
-	code, out, err := eng.Exec(ctx, ctr, ExecSpec{Cmd: []string{"/devaipod-helper", "policy", "--file", ProxyPolicy, op, rule}})
+	ctr := plan.ContainerName(short, plan.RoleProxy)
+	code, out, err := eng.Exec(ctx, ctr, ExecSpec{Cmd: []string{"/devaipod-helper", "policy", "--file", plan.ProxyPolicy, op, rule}})
 	if errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("pod %s has no proxy (its network mode is none or open, or the pod does not exist): %w", short, ErrNotFound)
 	}
@@ -55,7 +49,7 @@ func EditPolicy(ctx context.Context, eng Engine, short, op, rule string) error {
 // merged in time order, and their own diagnostics, which do not start with
 // "{". With follow, it goes on writing lines as they come.
 func AuditLog(ctx context.Context, eng Engine, short string, follow bool, w io.Writer) error {
-	roles := []string{RoleProxy, RoleGator}
+	roles := []string{plan.RoleProxy, plan.RoleGator}
 	logs := make([]bytes.Buffer, len(roles))
 	errs := make([]error, len(roles))
 	var mu sync.Mutex
@@ -68,7 +62,7 @@ func AuditLog(ctx context.Context, eng Engine, short string, follow bool, w io.W
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = eng.Logs(ctx, ContainerName(short, role), -1, follow, dst)
+			errs[i] = eng.Logs(ctx, plan.ContainerName(short, role), -1, follow, dst)
 		}()
 	}
 	wg.Wait()

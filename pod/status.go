@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/plan"
 )
 
 // Summary describes one devaipod pod for list and status.
@@ -53,12 +56,11 @@ func Status(ctx context.Context, eng Engine, short string) (*Summary, error) {
 	}
 	s := sums[0]
 	if s.State == "running" {
-		url := fmt.Sprintf("http://127.0.0.1:%d", DefaultAgentPort)
-		if u := objsLabel(objs, LabelAgentURL); u != "" {
+		url := fmt.Sprintf("http://127.0.0.1:%d", config.DefaultAgentPort)
+		if u := objsLabel(objs, plan.LabelAgentURL); u != "" {
 			url = u
 		}
-		code, _, err := eng.Exec(ctx, ContainerName(short, RoleWorkspace),
-			ExecSpec{Cmd: []string{HelperBin, "wait-http", "--timeout", "2s", url}})
+		code, _, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace), ExecSpec{Cmd: []string{plan.HelperBin, "wait-http", "--timeout", "2s", url}})
 		ready := err == nil && code == 0
 		s.AgentReady = &ready
 	}
@@ -80,8 +82,8 @@ func summarise(objs []Object) []Summary {
 		if o.Kind != KindPod {
 			continue
 		}
-		byName[o.Pod] = &Summary{Name: o.Pod, Pod: o.Name, State: o.State, Repo: o.Labels[LabelRepo],
-			Commit: o.Labels[LabelCommit], Task: o.Labels[LabelTask], Created: o.Created, Containers: []ContainerSummary{}, Volumes: []string{}}
+		byName[o.Pod] = &Summary{Name: o.Pod, Pod: o.Name, State: o.State, Repo: o.Labels[plan.LabelRepo],
+			Commit: o.Labels[plan.LabelCommit], Task: o.Labels[plan.LabelTask], Created: o.Created, Containers: []ContainerSummary{}, Volumes: []string{}}
 	}
 	for _, o := range objs {
 		s := byName[o.Pod]
@@ -90,7 +92,7 @@ func summarise(objs []Object) []Summary {
 		}
 		switch o.Kind {
 		case KindContainer:
-			s.Containers = append(s.Containers, ContainerSummary{Name: o.Name, Role: o.Labels[LabelRole], State: o.State})
+			s.Containers = append(s.Containers, ContainerSummary{Name: o.Name, Role: o.Labels[plan.LabelRole], State: o.State})
 		case KindVolume:
 			s.Volumes = append(s.Volumes, o.Name)
 		case KindSecret:

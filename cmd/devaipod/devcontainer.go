@@ -10,13 +10,16 @@ import (
 	"strings"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/podman"
+	"github.com/devaipod/devaipod/pod/source"
 	"github.com/spf13/cobra"
 )
 
 // prepareDevcontainer loads the checkout's devcontainer.json into in, runs
 // its initializeCommand on the host when the user allowed it, and builds
 // its image (p is nil for a dry run, which builds nothing).
-func prepareDevcontainer(cmd *cobra.Command, g *globalFlags, f *upFlags, p *pod.Podman, in *pod.PlanInput, tree string, forbidden []string) error {
+func prepareDevcontainer(cmd *cobra.Command, g *globalFlags, f *upFlags, p *podman.Podman, in *plan.PlanInput, tree string, forbidden []string) error {
 	ctx := cmd.Context()
 	src := in.Source
 	local := tree
@@ -49,7 +52,7 @@ func prepareDevcontainer(cmd *cobra.Command, g *globalFlags, f *upFlags, p *pod.
 		}
 		if !f.dryRun {
 			if !src.Local { // it runs in the clone, which has the whole tree then
-				if err := pod.CheckoutAll(ctx, tree); err != nil {
+				if err := source.CheckoutAll(ctx, tree); err != nil {
 					return err
 				}
 			}
@@ -87,7 +90,7 @@ func prepareDevcontainer(cmd *cobra.Command, g *globalFlags, f *upFlags, p *pod.
 	if g.quiet {
 		out = io.Discard
 	}
-	spec := pod.BuildSpec{Dockerfile: dc.Build.Dockerfile, Context: dc.Build.Context, Args: dc.Build.Args, Target: dc.Build.Target, Tag: tag}
+	spec := podman.BuildSpec{Dockerfile: dc.Build.Dockerfile, Context: dc.Build.Context, Args: dc.Build.Args, Target: dc.Build.Target, Tag: tag}
 	_, err = p.BuildImage(ctx, spec, out)
 	return err
 }
@@ -119,7 +122,7 @@ func devcontainerCLI() (string, error) {
 // buildWithFeatures has the devcontainer CLI build the image with the
 // devcontainer's features (it runs podman's CLI for the build), as the
 // devcontainer spec's reference implementation does.
-func buildWithFeatures(cmd *cobra.Command, g *globalFlags, f *upFlags, p *pod.Podman, in *pod.PlanInput, tree, rel, project string) error {
+func buildWithFeatures(cmd *cobra.Command, g *globalFlags, f *upFlags, p *podman.Podman, in *plan.PlanInput, tree, rel, project string) error {
 	cli, err := devcontainerCLI()
 	if err != nil {
 		return &hintError{err: fmt.Errorf("%s uses features, which devaipod builds with the devcontainer CLI, and it is not installed", rel),
@@ -135,7 +138,7 @@ func buildWithFeatures(cmd *cobra.Command, g *globalFlags, f *upFlags, p *pod.Po
 	if p == nil || f.image != "" {
 		return nil
 	}
-	if err := pod.CheckoutAll(cmd.Context(), tree); err != nil {
+	if err := source.CheckoutAll(cmd.Context(), tree); err != nil {
 		return err
 	}
 	g.infof(cmd, "building the devcontainer's image %s with its features (%s)...", tag, cli)

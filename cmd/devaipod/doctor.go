@@ -7,7 +7,8 @@ import (
 	"os/exec"
 	"text/tabwriter"
 
-	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -63,9 +64,9 @@ func doctor(cmd *cobra.Command, g *globalFlags) []check {
 	} else {
 		add("git", "ok", "host git clones the repositories")
 	}
-	p, err := pod.Connect(ctx, g.connection)
+	p, err := podman.Connect(ctx, g.connection)
 	if err != nil {
-		var ce *pod.ConnectError
+		var ce *podman.ConnectError
 		detail := err.Error()
 		if errors.As(err, &ce) && ce.Hint != "" {
 			detail += "; " + ce.Hint
@@ -103,10 +104,10 @@ func doctor(cmd *cobra.Command, g *globalFlags) []check {
 			add("slirp4netns", "ok", "/dev/net/tun is usable")
 		}
 	}
-	for _, img := range []string{pod.DefaultHelperImage, pod.DefaultImage} {
+	for _, img := range []string{config.DefaultHelperImage, config.DefaultImage} {
 		if _, err := p.ImageConfig(ctx, img); err != nil {
 			status := "fail"
-			if img == pod.DefaultImage {
+			if img == config.DefaultImage {
 				status = "warn" // only needed without --image / [workspace] image
 			}
 			add("image", status, "%s is missing: run `make images`", img)

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -37,19 +39,19 @@ agent's files in the repository and the agent its files.
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if container != pod.RoleWorkspace && container != pod.RoleAgent {
+			if container != plan.RoleWorkspace && container != plan.RoleAgent {
 				return fmt.Errorf("unknown container %q: use workspace or agent", container)
 			}
 			argv := args[1:]
 			if len(argv) == 0 {
 				argv = defaultShell
 			}
-			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
-				if container == pod.RoleAgent {
-					if _, err := pod.RunningPod(cmd.Context(), p, short, pod.RoleAgent); err != nil {
+			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+				if container == plan.RoleAgent {
+					if _, err := pod.RunningPod(cmd.Context(), p, short, plan.RoleAgent); err != nil {
 						return err
 					}
-					return podmanExec(cmd, p.URI, pod.ContainerName(short, container), user, argv)
+					return podmanExec(cmd, p.URI, plan.ContainerName(short, container), user, argv)
 				}
 				as, err := pod.WorkspaceExecAs(cmd.Context(), p, short)
 				if err != nil {
@@ -62,17 +64,17 @@ agent's files in the repository and the agent its files.
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleWorkspace, "container: workspace or agent")
+	cmd.Flags().StringVarP(&container, "container", "c", plan.RoleWorkspace, "container: workspace or agent")
 	cmd.Flags().StringVarP(&user, "user", "u", "", "run as this `USER` (NAME, UID, NAME:GROUP, UID:GID; default: the devcontainer's remote user, else the container's)")
-	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions([]string{pod.RoleWorkspace, pod.RoleAgent}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions([]string{plan.RoleWorkspace, plan.RoleAgent}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 // workspaceExec runs argv in the pod's workspace as as says, with the
 // trusted variables.
-func workspaceExec(cmd *cobra.Command, uri, short string, as pod.ExecAs, argv []string) error {
+func workspaceExec(cmd *cobra.Command, uri, short string, as plan.ExecAs, argv []string) error {
 	user, wrapped := as.Command(argv, true)
-	return podmanExec(cmd, uri, pod.ContainerName(short, pod.RoleWorkspace), user, wrapped)
+	return podmanExec(cmd, uri, plan.ContainerName(short, plan.RoleWorkspace), user, wrapped)
 }
 
 func newAttachCommand(g *globalFlags) *cobra.Command {
@@ -92,14 +94,14 @@ It runs the devcontainer's postAttachCommand first. This is
 				return &hintError{err: errors.New("attach opens a terminal UI, and its input is not a terminal"),
 					hint: "run it in a terminal; from a script, use `devaipod attach NAME --no-ui` (postAttachCommand only) or `devaipod exec NAME -- CMD`"}
 			}
-			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
 				// Also checks that the workspace runs.
 				as, err := pod.WorkspaceExecAs(cmd.Context(), p, short)
 				if err != nil {
 					return err
 				}
 				// The devcontainer's postAttachCommand runs on every attach.
-				if err := pod.RunPodLifecycle(cmd.Context(), p, short, pod.StageAttach, cmd.ErrOrStderr()); err != nil {
+				if err := pod.RunPodLifecycle(cmd.Context(), p, short, plan.StageAttach, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 				if noUI {

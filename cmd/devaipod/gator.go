@@ -6,14 +6,16 @@ import (
 	"strings"
 
 	"github.com/devaipod/devaipod/gator/policy"
-	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/source"
 )
 
 // gatorScopes decides the gator's scopes for an up: --gator flags and
 // [gator.github] repos; without either, read and create-draft on the
 // source's own repository when it is on the forge and a token is there.
 // Malformed scopes fail here, before anything is created.
-func gatorScopes(flags []string, cfg *pod.Config, src *pod.Source, forge string, hostEnv map[string]string) ([]string, error) {
+func gatorScopes(flags []string, cfg *config.Config, src *source.Source, forge string, hostEnv map[string]string) ([]string, error) {
 	explicit, err := policy.ParseScopes(flags)
 	if err != nil {
 		return nil, fmt.Errorf("--gator: %w", err)
@@ -39,16 +41,16 @@ func gatorScopes(flags []string, cfg *pod.Config, src *pod.Source, forge string,
 // HOST/api/v3/ for a GitHub Enterprise forge (so that its token never goes
 // to api.github.com), else "" (api.github.com).
 func forgeAPIURL(configured, forge string) string {
-	if configured != "" || forge == "" || strings.TrimSuffix(forge, "/") == pod.DefaultForgeURL {
+	if configured != "" || forge == "" || strings.TrimSuffix(forge, "/") == source.DefaultForgeURL {
 		return configured
 	}
 	return strings.TrimSuffix(forge, "/") + "/api/v3/"
 }
 
 // hasForgeToken tells whether [trusted.env] gives the gator a token.
-func hasForgeToken(cfg *pod.Config, hostEnv map[string]string) bool {
+func hasForgeToken(cfg *config.Config, hostEnv map[string]string) bool {
 	t := cfg.Trusted.Env
-	for _, v := range pod.TokenVars {
+	for _, v := range plan.TokenVars {
 		if t.Vars[v] != "" {
 			return true
 		}
@@ -68,12 +70,12 @@ func hasForgeToken(cfg *pod.Config, hostEnv map[string]string) bool {
 
 // forgeRepo finds OWNER/REPO of a source on the forge: a pull request's
 // base, or a remote on the forge's host (https or scp-like ssh).
-func forgeRepo(src *pod.Source, forge string) (owner, repo string, ok bool) {
+func forgeRepo(src *source.Source, forge string) (owner, repo string, ok bool) {
 	if forge == "" {
-		forge = pod.DefaultForgeURL
+		forge = source.DefaultForgeURL
 	}
 	if src.PR > 0 {
-		pr, err := pod.ParsePRURL(src.PRURL, forge)
+		pr, err := source.ParsePRURL(src.PRURL, forge)
 		return pr.Owner, pr.Repo, err == nil
 	}
 	f, err := url.Parse(forge)

@@ -4,13 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/source"
 )
 
 func TestForgeAPIURL(t *testing.T) {
 	for _, tt := range []struct{ configured, forge, want string }{
 		{"", "", ""},
-		{"", pod.DefaultForgeURL, ""},
+		{"", source.DefaultForgeURL, ""},
 		{"", "https://ghe.example.test/", "https://ghe.example.test/api/v3/"},
 		{"https://api.ghe.example.test/", "https://ghe.example.test", "https://api.ghe.example.test/"},
 	} {
@@ -21,23 +22,23 @@ func TestForgeAPIURL(t *testing.T) {
 }
 
 func TestGatorScopes(t *testing.T) {
-	withToken := &pod.Config{Trusted: pod.TrustedConfig{Env: pod.TrustedEnvConfig{Vars: map[string]string{"GH_TOKEN": "ghp_x"}}}}
-	emptyToken := &pod.Config{Trusted: pod.TrustedConfig{Env: pod.TrustedEnvConfig{Vars: map[string]string{"GH_TOKEN": ""}}}}
+	withToken := &config.Config{Trusted: config.TrustedConfig{Env: config.TrustedEnvConfig{Vars: map[string]string{"GH_TOKEN": "ghp_x"}}}}
+	emptyToken := &config.Config{Trusted: config.TrustedConfig{Env: config.TrustedEnvConfig{Vars: map[string]string{"GH_TOKEN": ""}}}}
 	// Only parsed, never dialled: a forge of the test's own naming.
 	const forge = "https://forge.example.test"
-	onGitHub := &pod.Source{Remote: forge + "/org/app.git"}
+	onGitHub := &source.Source{Remote: forge + "/org/app.git"}
 	for _, tt := range []struct {
 		name  string
 		flags []string
-		cfg   *pod.Config
-		src   *pod.Source
+		cfg   *config.Config
+		src   *source.Source
 		want  string
 	}{
 		{"default scope on the source's repository", nil, withToken, onGitHub, "github:org/app:read,create-draft"},
-		{"ssh remote", nil, withToken, &pod.Source{Remote: "git@forge.example.test:org/app.git"}, "github:org/app:read,create-draft"},
-		{"no token, no gator", nil, &pod.Config{}, onGitHub, ""},
+		{"ssh remote", nil, withToken, &source.Source{Remote: "git@forge.example.test:org/app.git"}, "github:org/app:read,create-draft"},
+		{"no token, no gator", nil, &config.Config{}, onGitHub, ""},
 		{"an empty token is none", nil, emptyToken, onGitHub, ""},
-		{"not on the forge", nil, withToken, &pod.Source{Remote: "https://git.example.test/org/app.git"}, ""},
+		{"not on the forge", nil, withToken, &source.Source{Remote: "https://git.example.test/org/app.git"}, ""},
 		{"flags win", []string{"github:org/*:read"}, withToken, onGitHub, "github:org/*:read"},
 	} {
 		got, err := gatorScopes(tt.flags, tt.cfg, tt.src, forge, map[string]string{})

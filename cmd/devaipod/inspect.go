@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -67,14 +69,14 @@ func newStatusCommand(g *globalFlags) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
 				return printStatus(cmd, g, p, short)
 			})
 		},
 	}
 }
 
-func printStatus(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string) error {
+func printStatus(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string) error {
 	s, err := pod.Status(cmd.Context(), p, short)
 	if err != nil {
 		return err
@@ -130,8 +132,8 @@ func newLogsCommand(g *globalFlags) *cobra.Command {
 			if err := checkRole(container); err != nil {
 				return err
 			}
-			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
-				err := p.Logs(cmd.Context(), pod.ContainerName(short, container), tail, follow, cmd.OutOrStdout())
+			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+				err := p.Logs(cmd.Context(), plan.ContainerName(short, container), tail, follow, cmd.OutOrStdout())
 				if !errors.Is(err, pod.ErrNotFound) {
 					return err
 				}
@@ -142,14 +144,14 @@ func newLogsCommand(g *globalFlags) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&container, "container", "c", pod.RoleAgent, "container: workspace, agent, proxy or gator")
+	cmd.Flags().StringVarP(&container, "container", "c", plan.RoleAgent, "container: workspace, agent, proxy or gator")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
 	cmd.Flags().IntVar(&tail, "tail", -1, "print only the last N lines")
 	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-var roles = []string{pod.RoleWorkspace, pod.RoleAgent, pod.RoleProxy, pod.RoleGator}
+var roles = []string{plan.RoleWorkspace, plan.RoleAgent, plan.RoleProxy, plan.RoleGator}
 
 func checkRole(role string) error {
 	for _, r := range roles {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -17,8 +19,8 @@ func newStopCommand(g *globalFlags) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onPod(cmd, g, args, "stopped", func(p *pod.Podman, short string) error {
-				return p.StopPod(cmd.Context(), pod.PodName(short), 10)
+			return onPod(cmd, g, args, "stopped", func(p *podman.Podman, short string) error {
+				return p.StopPod(cmd.Context(), plan.PodName(short), 10)
 			})
 		},
 	}
@@ -31,19 +33,19 @@ func newStartCommand(g *globalFlags) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onPod(cmd, g, args, "started", func(p *pod.Podman, short string) error {
-				if err := p.StartPod(cmd.Context(), pod.PodName(short)); err != nil {
+			return onPod(cmd, g, args, "started", func(p *podman.Podman, short string) error {
+				if err := p.StartPod(cmd.Context(), plan.PodName(short)); err != nil {
 					return err
 				}
 				// The devcontainer's postStartCommand runs on every start.
-				return pod.RunPodLifecycle(cmd.Context(), p, short, pod.StageStart, cmd.ErrOrStderr())
+				return pod.RunPodLifecycle(cmd.Context(), p, short, plan.StageStart, cmd.ErrOrStderr())
 			})
 		},
 	}
 }
 
 // withPod validates the NAME argument, connects to podman and runs fn.
-func withPod(cmd *cobra.Command, g *globalFlags, args []string, fn func(p *pod.Podman, short string) error) error {
+func withPod(cmd *cobra.Command, g *globalFlags, args []string, fn func(p *podman.Podman, short string) error) error {
 	short, err := podArg(args)
 	if err != nil {
 		return err
@@ -57,8 +59,8 @@ func withPod(cmd *cobra.Command, g *globalFlags, args []string, fn func(p *pod.P
 }
 
 // onPod runs fn on the named pod and reports done.
-func onPod(cmd *cobra.Command, g *globalFlags, args []string, done string, fn func(*pod.Podman, string) error) error {
-	return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+func onPod(cmd *cobra.Command, g *globalFlags, args []string, done string, fn func(*podman.Podman, string) error) error {
+	return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
 		if err := fn(p, short); err != nil {
 			if err := missingPod(cmd.Context(), p, short, err); err != nil {
 				return err
@@ -90,7 +92,7 @@ copy and the agent's HOME stay (and are removed by a later delete or gc).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
 				removed, err := pod.Delete(cmd.Context(), p, short, keepVolumes)
 				if err != nil {
 					return err
@@ -159,11 +161,11 @@ func reportObjects(cmd *cobra.Command, g *globalFlags, key string, objs []pod.Ob
 // into "pod short: not found" when the pod itself is what is missing (the
 // operation's own error names a container, or is podman's wording); nil
 // otherwise.
-func missingPod(ctx context.Context, p *pod.Podman, short string, err error) error {
+func missingPod(ctx context.Context, p *podman.Podman, short string, err error) error {
 	if !errors.Is(err, pod.ErrNotFound) {
 		return nil
 	}
-	if exists, perr := p.PodExists(ctx, pod.PodName(short)); perr == nil && !exists {
+	if exists, perr := p.PodExists(ctx, plan.PodName(short)); perr == nil && !exists {
 		return fmt.Errorf("pod %s: %w", short, pod.ErrNotFound)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/devaipod/devaipod/proxy"
 	"github.com/spf13/cobra"
 )
@@ -34,7 +35,7 @@ configuration file.`,
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onPod(cmd, g, args[:1], op+"ed "+args[1], func(p *pod.Podman, name string) error {
+			return onPod(cmd, g, args[:1], op+"ed "+args[1], func(p *podman.Podman, name string) error {
 				return pod.EditPolicy(cmd.Context(), p, name, op, args[1])
 			})
 		},
@@ -54,7 +55,7 @@ JSON lines (gator records carry "kind":"gator").`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
 				return printAudit(cmd, g, p, short, denied, follow)
 			})
 		},
@@ -64,7 +65,7 @@ JSON lines (gator records carry "kind":"gator").`,
 	return cmd
 }
 
-func printAudit(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string, denied, follow bool) error {
+func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, denied, follow bool) error {
 	out := cmd.OutOrStdout()
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	if !g.json() {

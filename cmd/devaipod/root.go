@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -51,7 +54,7 @@ func run(ctx context.Context, args []string, s streams) int {
 // printError is the one place that turns errors into advice.
 func printError(w io.Writer, err error) {
 	fmt.Fprintf(w, "Error: %v\n", err)
-	var ce *pod.ConnectError
+	var ce *podman.ConnectError
 	var re *pod.ReadyError
 	var he *hintError
 	switch {
@@ -146,8 +149,8 @@ in the workspace. 'devaipod doctor' says what this host can enforce.`,
 }
 
 // connect reaches podman and says so when it had to start a service.
-func (g *globalFlags) connect(cmd *cobra.Command) (*pod.Podman, error) {
-	p, err := pod.Connect(cmd.Context(), g.connection)
+func (g *globalFlags) connect(cmd *cobra.Command) (*podman.Podman, error) {
+	p, err := podman.Connect(cmd.Context(), g.connection)
 	if err != nil {
 		return nil, err
 	}
@@ -158,11 +161,11 @@ func (g *globalFlags) connect(cmd *cobra.Command) (*pod.Podman, error) {
 }
 
 // loadConfig reads --config, or the default file if it exists.
-func (g *globalFlags) loadConfig() (*pod.Config, error) {
+func (g *globalFlags) loadConfig() (*config.Config, error) {
 	if g.config != "" {
-		return pod.LoadConfig(g.config, true)
+		return config.LoadConfig(g.config, true)
 	}
-	return pod.LoadConfig(pod.DefaultConfigPath(), false)
+	return config.LoadConfig(config.DefaultConfigPath(), false)
 }
 
 func (g *globalFlags) infof(cmd *cobra.Command, format string, args ...any) {
@@ -188,7 +191,7 @@ func podArg(args []string) (string, error) {
 	if len(args) == 0 {
 		return "", errors.New("missing pod NAME (see `devaipod list`)")
 	}
-	return pod.NormalizeName(args[0])
+	return plan.NormalizeName(args[0])
 }
 
 // completePods offers existing pod names for shell completion.
@@ -197,7 +200,7 @@ func completePods(g *globalFlags) func(*cobra.Command, []string, string) ([]stri
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		p, err := pod.Connect(cmd.Context(), g.connection)
+		p, err := podman.Connect(cmd.Context(), g.connection)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

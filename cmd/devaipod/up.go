@@ -16,6 +16,10 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/podman"
+	"github.com/devaipod/devaipod/pod/source"
 	"github.com/spf13/cobra"
 )
 
@@ -36,7 +40,7 @@ type upFlags struct {
 	pull              string
 }
 
-var pullPolicies = []string{pod.PullMissing, pod.PullAlways, pod.PullNever}
+var pullPolicies = []string{podman.PullMissing, podman.PullAlways, podman.PullNever}
 
 func newUpCommand(g *globalFlags) *cobra.Command {
 	f := &upFlags{}
@@ -81,8 +85,8 @@ created is removed again (unless --keep-on-failure).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.name, "name", "", "pod name (default: the repository's name plus a random suffix)")
-	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+pod.DefaultImage+")")
-	fl.StringVar(&f.pull, "pull", pod.PullMissing, "pull the pod's images from their registries: missing, always or never (images under localhost/ are never pulled)")
+	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+config.DefaultImage+")")
+	fl.StringVar(&f.pull, "pull", podman.PullMissing, "pull the pod's images from their registries: missing, always or never (images under localhost/ are never pulled)")
 	fl.StringVar(&f.ref, "ref", "", "branch or tag to clone (git URLs only)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing")
 	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
@@ -110,18 +114,18 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	}
 	name := f.name
 	if name != "" {
-		if name, err = pod.NormalizeName(name); err != nil {
+		if name, err = plan.NormalizeName(name); err != nil {
 			return err
 		}
 	}
 	forge := cfg.Forge.URL
 	if f.forgeURL != "" {
 		forge = f.forgeURL
-		if err := pod.ValidateForgeURL(f.forgeURL); err != nil {
+		if err := source.ValidateForgeURL(f.forgeURL); err != nil {
 			return fmt.Errorf("--forge-url: %w", err)
 		}
 	}
-	src, err := pod.ResolveSourceWith(ctx, input, pod.SourceOptions{Ref: f.ref, ForgeURL: forge, APIURL: cfg.Forge.APIURL})
+	src, err := source.ResolveSourceWith(ctx, input, source.SourceOptions{Ref: f.ref, ForgeURL: forge, APIURL: cfg.Forge.APIURL})
 	if err != nil {
 		return err
 	}
@@ -129,19 +133,19 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		g.warnf(cmd, "%s", w)
 	}
 	if name == "" {
-		name = pod.DeriveNameFor(src)
+		name = plan.DeriveNameFor(src)
 	}
-	if a := f.workspaceAccess; a != "" && a != pod.AccessRW && a != pod.AccessRO {
+	if a := f.workspaceAccess; a != "" && a != config.AccessRW && a != config.AccessRO {
 		return fmt.Errorf("--workspace-access %q: use rw or ro", a)
 	}
 	for _, r := range f.allow {
-		if err := pod.ValidateRule(r); err != nil {
+		if err := config.ValidateRule(r); err != nil {
 			return fmt.Errorf("--allow: %w", err)
 		}
 	}
 	configFile := g.config
 	if configFile == "" {
-		configFile = pod.DefaultConfigPath()
+		configFile = config.DefaultConfigPath()
 	}
 	home, _ := os.UserHomeDir()
 	forbidden := pod.ForbiddenMounts(home, configFile, os.Getenv("XDG_RUNTIME_DIR"))
@@ -161,7 +165,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	if err != nil {
 		return err
 	}
-	in := pod.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: env, Allow: f.allow,
+	in := plan.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: env, Allow: f.allow,
 		Mounts: mounts, AgentPassword: password, Task: task, NoVerify: f.noVerify,
 		GatorScopes: scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
 	if len(src.LeftOut) > 0 {
@@ -183,8 +187,8 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	cloned := make(chan error, 1)
 	go func() { cloned <- src.Checkout(cloneCtx, tree) }()
 
-	var p *pod.Podman
-	hostInfo := func() (pod.HostInfo, error) { return pod.HostInfo{}, nil }
+	var p *podman.Podman
+	hostInfo := func() (plan.HostInfo, error) { return plan.HostInfo{}, nil }
 	var rootless, modeKnown bool
 	if !f.dryRun {
 		if p, err = g.connect(cmd); err != nil {
@@ -197,7 +201,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		rootless, modeKnown = p.Rootless()
 		if !modeKnown || cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable() {
 			type infoResult struct {
-				host pod.HostInfo
+				host plan.HostInfo
 				err  error
 			}
 			info := make(chan infoResult, 1)
@@ -205,7 +209,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 				h, err := p.Info(ctx)
 				info <- infoResult{h, err}
 			}()
-			hostInfo = sync.OnceValues(func() (pod.HostInfo, error) {
+			hostInfo = sync.OnceValues(func() (plan.HostInfo, error) {
 				r := <-info
 				return r.host, r.err
 			})
@@ -219,9 +223,9 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	}
 	early := make(chan lookup, 1)
 	if p != nil {
-		go func(in pod.PlanInput) { // a copy: in changes once the clone is there
+		go func(in plan.PlanInput) { // a copy: in changes once the clone is there
 			configs := map[string]pod.ImageConfig{}
-			probe, err := pod.Build(in)
+			probe, err := plan.Build(in)
 			if err == nil {
 				err = lookUpImages(ctx, p, probe.Images(), configs)
 			}
@@ -232,14 +236,14 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		return err
 	}
 	in.Source = src // now with the commit of a URL's clone
-	if in.Tree, err = pod.ScanTree(ctx, tree, pod.ProtectedPaths(cfg), pod.MaskPatterns(cfg)); err != nil {
+	if in.Tree, err = source.ScanTree(ctx, tree, config.ProtectedPaths(cfg), config.MaskPatterns(cfg)); err != nil {
 		return fmt.Errorf("scan the repository: %w", err)
 	}
 	if err := prepareDevcontainer(cmd, g, f, p, &in, tree, forbidden); err != nil {
 		return err
 	}
 	if f.dryRun {
-		plan, err := pod.Build(in)
+		plan, err := plan.Build(in)
 		if err != nil {
 			return err
 		}
@@ -256,7 +260,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	}
 	// The plan needs the image's PATH and USER, and a missing image is better
 	// reported now than as a create failure.
-	probe, err := pod.Build(in)
+	probe, err := plan.Build(in)
 	if err != nil {
 		return err
 	}
@@ -275,7 +279,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 			return err
 		}
 	}
-	plan, err := pod.Build(in)
+	plan, err := plan.Build(in)
 	if err != nil {
 		return err
 	}
@@ -316,7 +320,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 
 // lookUpImages records the config of each image that is present; missing
 // ones are left to ensureImages, once the plan's images are final.
-func lookUpImages(ctx context.Context, p *pod.Podman, images []string, configs map[string]pod.ImageConfig) error {
+func lookUpImages(ctx context.Context, p *podman.Podman, images []string, configs map[string]pod.ImageConfig) error {
 	for _, img := range images {
 		c, err := p.ImageConfig(ctx, img)
 		if errors.Is(err, pod.ErrNotFound) {
@@ -332,7 +336,7 @@ func lookUpImages(ctx context.Context, p *pod.Podman, images []string, configs m
 // ensureImages records the config of each image not in configs yet,
 // pulling it first as policy says. A missing image is better reported now
 // than as a create failure.
-func ensureImages(cmd *cobra.Command, g *globalFlags, p *pod.Podman, images []string, configs map[string]pod.ImageConfig, policy string) error {
+func ensureImages(cmd *cobra.Command, g *globalFlags, p *podman.Podman, images []string, configs map[string]pod.ImageConfig, policy string) error {
 	ctx := cmd.Context()
 	out := cmd.ErrOrStderr()
 	if g.quiet {
@@ -347,7 +351,7 @@ func ensureImages(cmd *cobra.Command, g *globalFlags, p *pod.Podman, images []st
 	}
 	for _, img := range images {
 		_, known := configs[img]
-		if policy == pod.PullAlways && pod.Pullable(img) {
+		if policy == podman.PullAlways && podman.Pullable(img) {
 			if err := pull(img); err != nil {
 				return err
 			}
@@ -355,7 +359,7 @@ func ensureImages(cmd *cobra.Command, g *globalFlags, p *pod.Podman, images []st
 			continue
 		}
 		c, err := p.ImageConfig(ctx, img)
-		if errors.Is(err, pod.ErrNotFound) && policy == pod.PullMissing && pod.Pullable(img) {
+		if errors.Is(err, pod.ErrNotFound) && policy == podman.PullMissing && podman.Pullable(img) {
 			if err := pull(img); err != nil {
 				return err
 			}
@@ -375,11 +379,11 @@ func ensureImages(cmd *cobra.Command, g *globalFlags, p *pod.Podman, images []st
 // ensureImages did what policy allows.
 func missingImage(img, policy string) error {
 	switch {
-	case pod.Pullable(img) && policy == pod.PullNever:
+	case podman.Pullable(img) && policy == podman.PullNever:
 		return fmt.Errorf("image %s is not in podman's storage and --pull is never: pull it (podman pull %s) or drop --pull never", img, img)
-	case pod.Pullable(img):
+	case podman.Pullable(img):
 		return fmt.Errorf("image %s was pulled, yet podman does not find it by that name: name it by tag or digest alone", img)
-	case img == pod.DefaultImage || img == pod.DefaultHelperImage:
+	case img == config.DefaultImage || img == config.DefaultHelperImage:
 		return fmt.Errorf("image %s is not in podman's storage: build devaipod's images with `make images` (or pass --image)", img)
 	}
 	return fmt.Errorf("image %s is not in podman's storage: build it, or name another with --image or [workspace] image", img)
@@ -409,7 +413,7 @@ func summarisePaths(paths []string, max int) string {
 }
 
 // printPlan shows a plan for people: each object and its security settings.
-func printPlan(w io.Writer, p *pod.Plan) {
+func printPlan(w io.Writer, p *plan.Plan) {
 	fmt.Fprintf(w, "Plan for pod %s (nothing created):\n", p.Pod.Name)
 	fmt.Fprintf(w, "  pod      %s  labels %s\n", p.Pod.Name, labelString(p.Pod.Labels))
 	for _, v := range p.Volumes {

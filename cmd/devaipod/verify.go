@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -33,7 +35,7 @@ Exit status: 0 when nothing FAILs, 1 when something does.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *pod.Podman, short string) error {
+			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
 				return runVerify(cmd, g, p, short, fast)
 			})
 		},
@@ -42,21 +44,21 @@ Exit status: 0 when nothing FAILs, 1 when something does.`,
 	return cmd
 }
 
-func runVerify(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string, fast bool) error {
+func runVerify(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, fast bool) error {
 	ctx := cmd.Context()
-	o, err := pod.RunningPod(ctx, p, short, pod.RoleAgent)
+	o, err := pod.RunningPod(ctx, p, short, plan.RoleAgent)
 	if err != nil {
 		return err
 	}
 	labels := o.Labels
 	var verifyArgs []string
-	if err := json.Unmarshal([]byte(labels[pod.LabelVerify]), &verifyArgs); err != nil {
-		return fmt.Errorf("pod %s was created by a devaipod without verify (label %s): recreate it", short, pod.LabelVerify)
+	if err := json.Unmarshal([]byte(labels[plan.LabelVerify]), &verifyArgs); err != nil {
+		return fmt.Errorf("pod %s was created by a devaipod without verify (label %s): recreate it", short, plan.LabelVerify)
 	}
 	// The trusted values, hashed in the workspace; the agent's own
 	// password is shared with it by design.
-	code, out, err := p.Exec(ctx, pod.ContainerName(short, pod.RoleWorkspace),
-		pod.AsRoot([]string{pod.HelperBin, "secret-env", "--dir", pod.SecretDir, "--print-hashes"}))
+	code, out, err := p.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace),
+		pod.AsRoot([]string{plan.HelperBin, "secret-env", "--dir", plan.SecretDir, "--print-hashes"}))
 	if err == nil && code != 0 {
 		err = errors.New(strings.TrimSpace(out))
 	}
@@ -66,13 +68,13 @@ func runVerify(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string, 
 	var hashes strings.Builder
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		name, hash, ok := strings.Cut(line, " ")
-		if !ok || name == pod.PasswordVar {
+		if !ok || name == plan.PasswordVar {
 			continue
 		}
 		verifyArgs = append(verifyArgs, "--secret-var", name)
 		fmt.Fprintln(&hashes, hash)
 	}
-	argv := append([]string{pod.HelperBin, "verify", "--output", g.output, "--secret-hashes-file", "-"}, verifyArgs...)
+	argv := append([]string{plan.HelperBin, "verify", "--output", g.output, "--secret-hashes-file", "-"}, verifyArgs...)
 	if fast {
 		argv = append(argv, "--fast")
 	}
@@ -81,7 +83,7 @@ func runVerify(cmd *cobra.Command, g *globalFlags, p *pod.Podman, short string, 
 		return errors.New("verify needs the podman command on this host: install podman")
 	}
 	run := exec.CommandContext(ctx, bin, append([]string{"--remote", "--url", p.URI, "exec", "-i",
-		pod.ContainerName(short, pod.RoleAgent)}, argv...)...)
+		plan.ContainerName(short, plan.RoleAgent)}, argv...)...)
 	var stderr bytes.Buffer
 	run.Stdin, run.Stdout, run.Stderr = strings.NewReader(hashes.String()), cmd.OutOrStdout(), &stderr
 	err = run.Run()

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/spf13/cobra"
 )
 
@@ -14,7 +14,7 @@ func newVersionCommand(g *globalFlags) *cobra.Command {
 		Short: "Print devaipod's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := map[string]string{"version": pod.Version, "go": runtime.Version(),
+			v := map[string]string{"version": plan.Version, "go": runtime.Version(),
 				"platform": runtime.GOOS + "/" + runtime.GOARCH}
 			if g.json() {
 				return writeJSON(cmd.OutOrStdout(), v)

@@ -1,4 +1,4 @@
-package pod
+package source
 
 import (
 	"archive/tar"
@@ -11,14 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+	"github.com/devaipod/devaipod/internal/gittest"
+)
 
 func TestIsGitURL(t *testing.T) {
 	for in, want := range map[string]bool{
@@ -42,7 +37,7 @@ func TestResolveSourceErrors(t *testing.T) {
 	ctx := context.Background()
 	empty := t.TempDir()
 	file := filepath.Join(empty, "f")
-	writeFile(t, file, "x")
+	gittest.WriteFile(t, file, "x")
 	noCommits := t.TempDir()
 	if out, err := exec.Command("git", "init", "-q", noCommits).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
@@ -62,7 +57,7 @@ func TestResolveSourceErrors(t *testing.T) {
 		{"https::x", "", "transport syntax"},
 		{"https://user:s3cret@host/", "", "https://host/"},
 		{"%zz://x", "", "malformed"},
-		{testRepo(t), "main", "--ref applies to git URLs"},
+		{gittest.Repo(t), "main", "--ref applies to git URLs"},
 	}
 	for _, tt := range tests {
 		_, err := ResolveSource(ctx, tt.in, tt.ref)
@@ -74,7 +69,7 @@ func TestResolveSourceErrors(t *testing.T) {
 
 func TestResolveAndCheckoutLocal(t *testing.T) {
 	ctx := context.Background()
-	repo := testRepo(t)
+	repo := gittest.Repo(t)
 	if out, err := exec.Command("git", "-C", repo, "remote", "add", "origin", "https://git.example.test/o/r.git").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
@@ -84,7 +79,7 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 			t.Fatalf("%v %s", err, out)
 		}
 	}
-	writeFile(t, filepath.Join(repo, "dirty.txt"), "uncommitted")
+	gittest.WriteFile(t, filepath.Join(repo, "dirty.txt"), "uncommitted")
 	src, err := ResolveSource(ctx, repo, "")
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +126,7 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 
 func TestCheckoutURL(t *testing.T) {
 	ctx := context.Background()
-	repo := testRepo(t)
+	repo := gittest.Repo(t)
 	src, err := ResolveSource(ctx, "file://"+repo, "main")
 	if err != nil {
 		t.Fatal(err)
@@ -195,15 +190,15 @@ func FuzzResolveURL(f *testing.F) {
 // modes and symlinks; directories are group-shared.
 func TestTarTreeKeepsEveryFile(t *testing.T) {
 	ctx := context.Background()
-	repo := testRepo(t)
+	repo := gittest.Repo(t)
 	os.MkdirAll(filepath.Join(repo, "sub"), 0o755)
-	writeFile(t, filepath.Join(repo, ".gitattributes"), "hidden.txt export-ignore\nsubst.txt export-subst\n")
-	writeFile(t, filepath.Join(repo, "hidden.txt"), "still here\n")
-	writeFile(t, filepath.Join(repo, "subst.txt"), "$Format:%H$\n")
-	writeFile(t, filepath.Join(repo, "sub", "run.sh"), "#!/bin/sh\n")
+	gittest.WriteFile(t, filepath.Join(repo, ".gitattributes"), "hidden.txt export-ignore\nsubst.txt export-subst\n")
+	gittest.WriteFile(t, filepath.Join(repo, "hidden.txt"), "still here\n")
+	gittest.WriteFile(t, filepath.Join(repo, "subst.txt"), "$Format:%H$\n")
+	gittest.WriteFile(t, filepath.Join(repo, "sub", "run.sh"), "#!/bin/sh\n")
 	os.Chmod(filepath.Join(repo, "sub", "run.sh"), 0o755)
 	os.Symlink("sub/run.sh", filepath.Join(repo, "link"))
-	gitIn(t, repo, []string{"add", "-A"}, []string{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "more"})
+	gittest.Git(t, repo, []string{"add", "-A"}, []string{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "more"})
 	dir := checkOut(t, repo)
 	got, content := readTar(t, ctx, dir, "p")
 	if content["p/hidden.txt"] != "still here\n" || content["p/subst.txt"] != "$Format:%H$\n" {
@@ -252,4 +247,45 @@ func readTar(t *testing.T, ctx context.Context, dir, prefix string, placeholders
 		}
 		headers[h.Name], content[h.Name] = h, string(b)
 	}
+}
+
+// TestTarTreePlaceholders: the copy creates the placeholders of absent
+// protected paths, and git does not report them.
+func TestTarTreePlaceholders(t *testing.T) {
+	ctx := context.Background()
+	src, err := ResolveSource(ctx, gittest.Repo(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "co")
+	if err := src.Checkout(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	// The copy creates the placeholders, and git does not report them.
+	got, _ := readTar(t, ctx, dir, "p", ".envrc", "new/dir/")
+	for _, name := range []string{"p/.envrc", "p/new/", "p/new/dir/"} {
+		if got[name] == nil {
+			t.Errorf("placeholder %s missing from the copy", name)
+		}
+	}
+	if status, err := git(ctx, dir, "status", "--porcelain", "--ignored"); err != nil {
+		t.Fatal(err)
+	} else if exclude, _ := os.ReadFile(filepath.Join(dir, ".git", "info", "exclude")); !strings.Contains(string(exclude), "/.envrc") {
+		t.Errorf("info/exclude lacks the placeholder:\n%s\n%s", exclude, status)
+	}
+}
+
+// checkOut checks repo's HEAD out the way up does and returns where.
+func checkOut(t *testing.T, repo string) string {
+	t.Helper()
+	ctx := context.Background()
+	src, err := ResolveSource(ctx, repo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "co")
+	if err := src.Checkout(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -1,9 +1,11 @@
-package pod
+package plan
 
 import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/devaipod/devaipod/pod/config"
 )
 
 // The gator holds the forge token and gives the agent scoped forge access
@@ -62,7 +64,7 @@ func (b *builder) connectGator(agent *ContainerSpec) {
 		"--forward", "tcp:"+GatorAddr+"=unix:"+GatorSocket, "--")
 	agent.Mounts = append(agent.Mounts, Mount{Volume: ObjectName(b.short, "gator-sock"), Dest: GatorSocketDir, ReadOnly: true})
 	agent.Env["DEVAIPOD_GATOR_URL"] = "http://" + GatorAddr + "/mcp"
-	if _, set := agent.Env["OPENCODE_CONFIG"]; !set && b.cfg.Agent.Kind != AgentCustom {
+	if _, set := agent.Env["OPENCODE_CONFIG"]; !set && b.cfg.Agent.Kind != config.AgentCustom {
 		agent.Env["OPENCODE_CONFIG"] = GatorOpencodeConfig
 	}
 }

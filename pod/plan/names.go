@@ -1,4 +1,4 @@
-package pod
+package plan
 
 import (
 	"crypto/rand"
@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/devaipod/devaipod/pod/source"
 )
 
 // Prefix starts the name of every podman object devaipod creates.
@@ -66,6 +68,15 @@ func NormalizeName(name string) (string, error) {
 	return short, nil
 }
 
+// PodName is the podman name of the pod called short.
+func PodName(short string) string { return Prefix + short }
+
+// ContainerName is the podman name of a container of the pod.
+func ContainerName(short, role string) string { return Prefix + short + "-" + role }
+
+// ObjectName is the podman name of one of the pod's volumes or secrets.
+func ObjectName(short, what string) string { return Prefix + short + "-" + what }
+
 // DeriveName makes a pod name from a project name and a short random suffix,
 // so that two pods of the same repository never collide.
 func DeriveName(project string) string {
@@ -94,7 +105,7 @@ func DeriveName(project string) string {
 // DeriveNameFor makes a pod name for src: REPO-prN-xxxxxx for a pull
 // request, else what DeriveName makes of the project name. The repository
 // part is shortened so that -prN always survives.
-func DeriveNameFor(src *Source) string {
+func DeriveNameFor(src *source.Source) string {
 	if src.PR <= 0 {
 		return DeriveName(src.Project)
 	}
@@ -118,12 +129,3 @@ func randomSuffix() string {
 	}
 	return hex.EncodeToString(b[:])
 }
-
-// PodName is the podman name of the pod called short.
-func PodName(short string) string { return Prefix + short }
-
-// ContainerName is the podman name of a container of the pod.
-func ContainerName(short, role string) string { return Prefix + short + "-" + role }
-
-// ObjectName is the podman name of one of the pod's volumes or secrets.
-func ObjectName(short, what string) string { return Prefix + short + "-" + what }

@@ -1,4 +1,4 @@
-package pod
+package config
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/devaipod/devaipod/pod/source"
 )
 
 // Config is devaipod's configuration file (TOML). Every key is documented in
@@ -367,8 +368,10 @@ func (c *Config) validate() error {
 		if !ok || !envName.MatchString(v) || secret == "" {
 			return bad("trusted.env.secrets", "%q must have the form VAR=podman_secret_name", s)
 		}
-		if strings.HasPrefix(secret, Prefix) {
-			return bad("trusted.env.secrets", "%q: secrets named %s* are devaipod's own and deleted with pods; rename yours", s, Prefix)
+		// objectPrefix is plan.Prefix (a test holds them equal): config
+		// sits below plan and cannot import it.
+		if strings.HasPrefix(secret, objectPrefix) {
+			return bad("trusted.env.secrets", "%q: secrets named %s* are devaipod's own and deleted with pods; rename yours", s, objectPrefix)
 		}
 	}
 	switch c.Network.Mode {
@@ -418,7 +421,7 @@ func (c *Config) validate() error {
 		}
 	}
 	if c.Forge.URL != "" {
-		if err := ValidateForgeURL(c.Forge.URL); err != nil {
+		if err := source.ValidateForgeURL(c.Forge.URL); err != nil {
 			return bad("forge.url", "%v", err)
 		}
 	}
@@ -521,3 +524,6 @@ func secretVars(entries []string) []string {
 	}
 	return vars
 }
+
+// objectPrefix starts the names of the podman objects devaipod creates.
+const objectPrefix = "devaipod-"

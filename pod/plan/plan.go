@@ -1,15 +1,19 @@
-package pod
+package plan
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/devcontainer"
+	"github.com/devaipod/devaipod/pod/source"
 )
 
 // Paths inside the containers.
@@ -188,11 +192,11 @@ type ContainerSpec struct {
 	ShmSize     string   `json:"shm_size,omitempty"`
 	Ulimits     []string `json:"ulimits,omitempty"`
 
-	Mounts      []Mount      `json:"mounts"`
-	Binds       []Bind       `json:"binds,omitempty"`
-	ImageMounts []ImageMount `json:"image_mounts,omitempty"`
-	Tmpfs       []Tmpfs      `json:"tmpfs,omitempty"`
-	Limits      *Limits      `json:"limits,omitempty"`
+	Mounts      []Mount        `json:"mounts"`
+	Binds       []Bind         `json:"binds,omitempty"`
+	ImageMounts []ImageMount   `json:"image_mounts,omitempty"`
+	Tmpfs       []Tmpfs        `json:"tmpfs,omitempty"`
+	Limits      *config.Limits `json:"limits,omitempty"`
 	// Seccomp names devaipod's own seccomp profile (SeccompAgent), or is
 	// empty for podman's default.
 	Seccomp string `json:"seccomp,omitempty"`
@@ -235,8 +239,8 @@ type Tmpfs struct {
 // Build itself stays pure.
 type PlanInput struct {
 	Name   string
-	Config *Config
-	Source *Source
+	Config *config.Config
+	Source *source.Source
 	// Image overrides the workspace and agent images (up --image).
 	Image       string
 	HelperImage string
@@ -252,7 +256,7 @@ type PlanInput struct {
 	Host HostInfo
 	// Tree is what ScanTree found in the checkout (protected paths
 	// present, files to mask).
-	Tree TreeInfo
+	Tree source.TreeInfo
 	// Mounts are the [[mounts]] entries after ResolveMounts.
 	Mounts []HostMount
 	// Devcontainer is the repository's devcontainer.json after
@@ -321,7 +325,7 @@ func Build(in PlanInput) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := Config{}
+	cfg := config.Config{}
 	if in.Config != nil {
 		cfg = *in.Config
 	}
@@ -335,7 +339,7 @@ func Build(in PlanInput) (*Plan, error) {
 // builder holds what the per-container parts of Build share.
 type builder struct {
 	in      PlanInput
-	cfg     *Config
+	cfg     *config.Config
 	short   string
 	port    int
 	helper  string
@@ -352,7 +356,7 @@ type builder struct {
 func (b *builder) labels(extra ...string) map[string]string {
 	l := map[string]string{LabelPod: b.short, LabelVersion: Version}
 	if src := b.in.Source; src != nil {
-		l[LabelRepo] = firstNonEmpty(src.Upstream, src.Remote, src.Display)
+		l[LabelRepo] = cmp.Or(src.Upstream, src.Remote, src.Display)
 		if src.PR > 0 {
 			l[LabelPR] = strconv.Itoa(src.PR)
 		}
@@ -374,22 +378,22 @@ func (b *builder) build() (*Plan, error) {
 	cfg, src := b.cfg, b.in.Source
 	b.port = cfg.Agent.Port
 	if b.port == 0 {
-		b.port = DefaultAgentPort
+		b.port = config.DefaultAgentPort
 	}
-	b.helper = firstNonEmpty(b.in.HelperImage, DefaultHelperImage)
-	b.mode = firstNonEmpty(cfg.Network.Mode, NetworkAllowlist)
+	b.helper = cmp.Or(b.in.HelperImage, config.DefaultHelperImage)
+	b.mode = cmp.Or(cfg.Network.Mode, config.NetworkAllowlist)
 	project := "project"
 	if src != nil && src.Project != "" {
 		project = src.Project
 	}
-	if p := devcontainerProject(b.in.Devcontainer); p != "" {
+	if p := DevcontainerProject(b.in.Devcontainer); p != "" {
 		project = p
 	}
 	dcImage := ""
 	if dc := b.in.Devcontainer; dc != nil {
-		dcImage = firstNonEmpty(b.in.DevcontainerImage, dc.Image)
+		dcImage = cmp.Or(b.in.DevcontainerImage, dc.Image)
 	}
-	b.wsImage = firstNonEmpty(b.in.Image, dcImage, cfg.Workspace.Image, DefaultImage)
+	b.wsImage = cmp.Or(b.in.Image, dcImage, cfg.Workspace.Image, config.DefaultImage)
 	b.workdir = path.Join(WorkspacesDir, project)
 	agentURL := fmt.Sprintf("http://127.0.0.1:%d", b.port)
 
@@ -397,10 +401,10 @@ func (b *builder) build() (*Plan, error) {
 	if b.in.Task != "" {
 		podLabels[LabelTask] = taskLabel(b.in.Task)
 	}
-	preset := cfg.Agent.preset()
+	preset := presetOf(cfg.Agent)
 	p := &Plan{
-		AgentKind:   firstNonEmpty(cfg.Agent.Kind, AgentOpencode),
-		AgentHealth: firstNonEmpty(cfg.Agent.Health, preset.health),
+		AgentKind:   cmp.Or(cfg.Agent.Kind, config.AgentOpencode),
+		AgentHealth: cmp.Or(cfg.Agent.Health, preset.health),
 		Task:        b.in.Task,
 		Name:        b.short,
 		Pod: PodSpec{Name: PodName(b.short), Labels: podLabels,
@@ -449,9 +453,9 @@ func (b *builder) build() (*Plan, error) {
 	}
 	egressCheck := []string{HelperBin, "egress-check", "--canary", CanaryAddr}
 	switch b.mode {
-	case NetworkAllowlist:
+	case config.NetworkAllowlist:
 		if !cfg.Network.NoDefaultAllow {
-			p.Allow = append(p.Allow, DefaultAllow...)
+			p.Allow = append(p.Allow, config.DefaultAllow...)
 		}
 		p.Allow = append(append(p.Allow, cfg.Network.Allow...), b.in.Allow...)
 		if dc := b.in.Devcontainer; dc != nil {
@@ -460,21 +464,21 @@ func (b *builder) build() (*Plan, error) {
 		p.Volumes = append(p.Volumes, b.volume("proxy-sock", ProxyUID), b.volume("proxy-state", ProxyUID))
 		p.Containers = append(p.Containers, b.proxy(p.Allow))
 		egressCheck = append(egressCheck, "--proxy", "http://"+ProxyAddr)
-	case NetworkOpen:
+	case config.NetworkOpen:
 		p.Warnings = append(p.Warnings, "network mode \"open\": the agent shares the pod's network and its egress is unrestricted")
 	}
-	if b.mode != NetworkOpen {
+	if b.mode != config.NetworkOpen {
 		p.Checks = append(p.Checks, Check{Container: ws.Name, What: "the canary answers in the pod's network namespace",
 			Command: []string{HelperBin, "egress-check", "--expect-canary", CanaryAddr}})
 		// The fast verify battery (below) tries the same and more: this
 		// check stands in for it under --no-verify.
 		if b.in.NoVerify {
 			p.Checks = append(p.Checks, Check{Container: agent.Name, Command: egressCheck,
-				What: "the agent has no direct way out" + map[bool]string{true: " and the proxy answers"}[b.mode == NetworkAllowlist]})
+				What: "the agent has no direct way out" + map[bool]string{true: " and the proxy answers"}[b.mode == config.NetworkAllowlist]})
 		}
 	}
-	if cfg.Agent.WorkspaceAccess != AccessRO {
-		dirs, files := PlaceHolders(ProtectedPaths(cfg), b.in.Tree)
+	if cfg.Agent.WorkspaceAccess != config.AccessRO {
+		dirs, files := PlaceHolders(config.ProtectedPaths(cfg), b.in.Tree)
 		for _, d := range dirs {
 			p.Placeholders = append(p.Placeholders, d+"/")
 		}
@@ -484,13 +488,13 @@ func (b *builder) build() (*Plan, error) {
 		}
 	}
 	if b.in.Tree.Truncated {
-		b.warnings = append(b.warnings, fmt.Sprintf("more than %d files match [agent] mask: only the first %d are hidden from the agent", MaxMasked, MaxMasked))
+		b.warnings = append(b.warnings, fmt.Sprintf("more than %d files match [agent] mask: only the first %d are hidden from the agent", source.MaxMasked, source.MaxMasked))
 	}
 	p.Verify = b.verifyArgs(p, agent)
 	if verify, err := json.Marshal(p.Verify); err == nil {
 		p.Pod.Labels[LabelVerify] = string(verify)
 	}
-	if b.mode != NetworkOpen && !b.in.NoVerify {
+	if b.mode != config.NetworkOpen && !b.in.NoVerify {
 		cmd := append([]string{HelperBin, "verify", "--fast"}, p.Verify...)
 		for _, k := range slices.Sorted(maps.Keys(ws.SecretEnv)) {
 			cmd = append(cmd, "--secret-var", k)
@@ -567,8 +571,8 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 }
 
 // workspaceLimits is nil unless [workspace.limits] sets something.
-func workspaceLimits(l Limits) *Limits {
-	if l == (Limits{}) {
+func workspaceLimits(l config.Limits) *config.Limits {
+	if l == (config.Limits{}) {
 		return nil
 	}
 	return &l
@@ -578,7 +582,7 @@ func workspaceLimits(l Limits) *Limits {
 // in open mode, where the agent is in that network itself.
 func (b *builder) workspaceInit() []string {
 	args := []string{HelperBin, "init", "--canary", "tcp:" + CanaryAddr}
-	if b.mode == NetworkOpen {
+	if b.mode == config.NetworkOpen {
 		return args
 	}
 	return append(args, "--forward", fmt.Sprintf("tcp:127.0.0.1:%d=unix:%s", b.port, AgentSocket))
@@ -588,13 +592,13 @@ func (b *builder) workspaceInit() []string {
 // trusted; no capabilities, no network but the proxy's socket.
 func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	cfg := b.cfg
-	preset := cfg.Agent.preset()
+	preset := presetOf(cfg.Agent)
 	env := copyEnv(preset.env)
 	maps.Copy(env, shared)
 	if b.in.AgentPassword != "" && preset.passwordEnv != "" {
 		env[preset.passwordEnv] = b.in.AgentPassword
 	}
-	if b.in.Task != "" && cfg.Agent.Kind == AgentCustom {
+	if b.in.Task != "" && cfg.Agent.Kind == config.AgentCustom {
 		env["DEVAIPOD_TASK"] = b.in.Task // opencode gets it through its API instead
 	}
 	for _, k := range LLMKeyVars {
@@ -615,7 +619,7 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	env["TMPDIR"] = "/tmp"
 	entrypoint := []string{HelperBin, "init",
 		"--expose", fmt.Sprintf("unix:%s=tcp:127.0.0.1:%d", AgentSocket, b.port)}
-	readOnly := cfg.Agent.WorkspaceAccess == AccessRO
+	readOnly := cfg.Agent.WorkspaceAccess == config.AccessRO
 	mounts := []Mount{
 		{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir, ReadOnly: readOnly},
 		{Volume: ObjectName(b.short, "agent-home"), Dest: AgentHome},
@@ -623,7 +627,7 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	}
 	network := NetworkNone
 	switch b.mode {
-	case NetworkAllowlist:
+	case config.NetworkAllowlist:
 		entrypoint = append(entrypoint, "--forward", "tcp:"+ProxyAddr+"=unix:"+ProxySocket)
 		// Read-only: the agent can connect to the socket, not replace it.
 		mounts = append(mounts, Mount{Volume: ObjectName(b.short, "proxy-sock"), Dest: ProxySocketDir, ReadOnly: true})
@@ -631,7 +635,7 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 			env[k] = "http://" + ProxyAddr
 		}
 		env["NO_PROXY"], env["no_proxy"] = "127.0.0.1,localhost", "127.0.0.1,localhost"
-	case NetworkOpen:
+	case config.NetworkOpen:
 		network = NetworkPod
 	}
 	command := cfg.Agent.Command
@@ -640,18 +644,18 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	}
 	limits := cfg.Agent.Limits
 	if limits.TmpSize == "" {
-		limits.TmpSize = DefaultTmpSize
+		limits.TmpSize = config.DefaultTmpSize
 	}
 	if limits.Pids == 0 {
-		limits.Pids = DefaultPids
+		limits.Pids = config.DefaultPids
 	}
 	if limits.Memory == "" {
-		limits.Memory = DefaultMemory
+		limits.Memory = config.DefaultMemory
 	}
 	return ContainerSpec{
 		Name:            ContainerName(b.short, RoleAgent),
 		Role:            RoleAgent,
-		Image:           firstNonEmpty(b.in.Image, cfg.Agent.Image, b.wsImage),
+		Image:           cmp.Or(b.in.Image, cfg.Agent.Image, b.wsImage),
 		Entrypoint:      append(entrypoint, "--"),
 		Command:         command,
 		User:            fmt.Sprintf("%d:%d", AgentUID, AgentGID),
@@ -678,10 +682,10 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 // and proxy, the paths the agent must not write, its mounts and limits.
 func (b *builder) verifyArgs(p *Plan, agent ContainerSpec) []string {
 	args := []string{"--pod", b.short, "--workspace", b.workdir, "--canary", CanaryAddr}
-	if b.mode == NetworkAllowlist {
+	if b.mode == config.NetworkAllowlist {
 		args = append(args, "--proxy", "http://"+ProxyAddr)
 	}
-	for _, path := range ProtectedPaths(b.cfg) {
+	for _, path := range config.ProtectedPaths(b.cfg) {
 		if !slices.Contains(b.in.Tree.Unprotectable, path) {
 			args = append(args, "--protect", path)
 		}
@@ -717,7 +721,7 @@ func (b *builder) agentBinds(readOnly bool) []Bind {
 	var binds []Bind
 	if !readOnly {
 		binds = append(binds, bind(".", false), bind(".git", false))
-		for _, p := range ProtectedPaths(b.cfg) {
+		for _, p := range config.ProtectedPaths(b.cfg) {
 			if !slices.Contains(b.in.Tree.Unprotectable, p) {
 				binds = append(binds, bind(p, true))
 			}
@@ -812,7 +816,7 @@ func imagePath(env []string) string {
 // variables' files, and the helper becomes that user once it has read them.
 func (b *builder) labelExecAs(p *Plan) error {
 	as := b.execAs
-	as.User = firstNonEmpty(as.User, b.in.ImageUser)
+	as.User = cmp.Or(as.User, b.in.ImageUser)
 	if as.User == "" && len(as.Env) == 0 {
 		return nil
 	}
@@ -822,15 +826,6 @@ func (b *builder) labelExecAs(p *Plan) error {
 	}
 	p.Pod.Labels[LabelExec] = string(label)
 	return nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // ownEnv are the variables devaipod sets itself; their values are not
@@ -861,3 +856,41 @@ func (p *Plan) Redacted() *Plan {
 	}
 	return &c
 }
+
+// SeccompAgent names the agent's seccomp profile: podman's default, except
+// that new namespaces and ptrace are refused. Podman's default allows unshare and
+// clone with any flags, because the kernel allows unprivileged user
+// namespaces; inside a user namespace of its own the agent would be "root"
+// with every capability, which is how most container escapes through
+// kernel bugs begin (and how `unshare -r` then lets it mount). Docker's
+// default profile refuses the same flags to containers without
+// CAP_SYS_ADMIN.
+const SeccompAgent = "agent"
+
+// Version is the devaipod version, set at build time with -ldflags -X.
+var Version = "dev"
+
+// ParseSize reads sizes such as "512m" or "4g" (binary units).
+func ParseSize(s string) (int64, error) {
+	if !sizeExpr.MatchString(s) {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	mult := int64(1)
+	switch strings.ToLower(s[len(s)-1:]) {
+	case "k":
+		mult = 1 << 10
+	case "m":
+		mult = 1 << 20
+	case "g":
+		mult = 1 << 30
+	}
+	num := strings.TrimRight(s, "bkmgBKMG")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid size %q: %w", s, err)
+	}
+	return n * mult, nil
+}
+
+// sizeExpr: replaced by internal/size in this refactor.
+var sizeExpr = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)

@@ -1,4 +1,4 @@
-package pod
+package config
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package pod
+package podman
 
 import (
 	"bufio"
@@ -31,6 +31,8 @@ import (
 	"github.com/containers/podman/v5/pkg/domain/entities/types"
 	"github.com/containers/podman/v5/pkg/errorhandling"
 	"github.com/containers/podman/v5/pkg/specgen"
+	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/plan"
 	dockerContainer "github.com/docker/docker/api/types/container"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
 	nettypes "go.podman.io/common/libnetwork/types"
@@ -54,7 +56,7 @@ type Podman struct {
 	serviceDone chan struct{}
 }
 
-var _ Engine = (*Podman)(nil)
+var _ pod.Engine = (*Podman)(nil)
 
 // ConnectError says no podman service could be reached; Hint says what to do.
 type ConnectError struct {
@@ -201,7 +203,7 @@ wait:
 		msg += " (" + cause.Error() + ")"
 	}
 	log := strings.TrimSpace(string(out))
-	return nil, &ConnectError{Msg: msg, Err: errors.New(lastLine(log)), Hint: serviceHint(log)}
+	return nil, &ConnectError{Msg: msg, Err: errors.New(log[strings.LastIndexByte(log, '\n')+1:]), Hint: serviceHint(log)}
 }
 
 // serviceHint is the advice for a podman service that would not start,
@@ -272,12 +274,12 @@ func (c connContext) Value(key any) any {
 }
 
 // Info describes the host podman runs on.
-func (p *Podman) Info(ctx context.Context) (HostInfo, error) {
+func (p *Podman) Info(ctx context.Context) (plan.HostInfo, error) {
 	info, err := system.Info(p.withConn(ctx), nil)
 	if err != nil {
-		return HostInfo{}, err
+		return plan.HostInfo{}, err
 	}
-	h := HostInfo{Version: info.Version.Version, APIVersion: info.Version.APIVersion,
+	h := plan.HostInfo{Version: info.Version.Version, APIVersion: info.Version.APIVersion,
 		Rootless: info.Host.Security.Rootless, CgroupVersion: info.Host.CgroupsVersion,
 		CgroupManager: info.Host.CgroupManager, GraphDriver: info.Store.GraphDriverName,
 		NetworkBackend: info.Host.NetworkBackend, Kernel: info.Host.Kernel}
@@ -288,15 +290,15 @@ func (p *Podman) Info(ctx context.Context) (HostInfo, error) {
 }
 
 // ImageConfig implements Engine.
-func (p *Podman) ImageConfig(ctx context.Context, image string) (ImageConfig, error) {
+func (p *Podman) ImageConfig(ctx context.Context, image string) (pod.ImageConfig, error) {
 	img, err := images.GetImage(p.withConn(ctx), image, nil)
 	if err != nil {
-		return ImageConfig{}, mapErr(err)
+		return pod.ImageConfig{}, mapErr(err)
 	}
 	if img.Config == nil {
-		return ImageConfig{}, nil
+		return pod.ImageConfig{}, nil
 	}
-	return ImageConfig{Env: img.Config.Env, User: img.Config.User}, nil
+	return pod.ImageConfig{Env: img.Config.Env, User: img.Config.User}, nil
 }
 
 // PodExists implements Engine.
@@ -305,7 +307,7 @@ func (p *Podman) PodExists(ctx context.Context, name string) (bool, error) {
 }
 
 // CreatePod implements Engine.
-func (p *Podman) CreatePod(ctx context.Context, ps PodSpec) error {
+func (p *Podman) CreatePod(ctx context.Context, ps plan.PodSpec) error {
 	s := specgen.NewPodSpecGenerator()
 	s.Name = ps.Name
 	s.Labels = ps.Labels
@@ -326,7 +328,7 @@ func (p *Podman) CreatePod(ctx context.Context, ps PodSpec) error {
 }
 
 // CreateVolume implements Engine.
-func (p *Podman) CreateVolume(ctx context.Context, v VolumeSpec) error {
+func (p *Podman) CreateVolume(ctx context.Context, v plan.VolumeSpec) error {
 	_, err := volumes.Create(p.withConn(ctx), types.VolumeCreateOptions{
 		Name:    v.Name,
 		Labels:  v.Labels,
@@ -336,14 +338,14 @@ func (p *Podman) CreateVolume(ctx context.Context, v VolumeSpec) error {
 }
 
 // CreateSecret implements Engine.
-func (p *Podman) CreateSecret(ctx context.Context, s SecretSpec) error {
+func (p *Podman) CreateSecret(ctx context.Context, s plan.SecretSpec) error {
 	_, err := secrets.Create(p.withConn(ctx), strings.NewReader(s.Value),
 		new(secrets.CreateOptions).WithName(s.Name).WithLabels(s.Labels))
 	return mapCreateErr(err)
 }
 
 // CreateContainer implements Engine.
-func (p *Podman) CreateContainer(ctx context.Context, pod string, c ContainerSpec) error {
+func (p *Podman) CreateContainer(ctx context.Context, pod string, c plan.ContainerSpec) error {
 	host := hostSide{mountpoints: map[string]string{}}
 	for _, b := range c.Binds {
 		if b.Volume == "" || host.mountpoints[b.Volume] != "" {
@@ -380,7 +382,7 @@ type hostSide struct {
 // not pass through a symlink: the kernel would follow it on the host, so
 // the repository's content would choose what gets mounted. (ScanTree keeps
 // such paths out of plans; this holds the line where the path is local.)
-func (h hostSide) bindSource(b Bind) (string, error) {
+func (h hostSide) bindSource(b plan.Bind) (string, error) {
 	if b.Volume == "" {
 		return b.HostPath, nil
 	}
@@ -398,7 +400,7 @@ func (h hostSide) bindSource(b Bind) (string, error) {
 }
 
 // containerSpec translates a planned container into podman's spec.
-func containerSpec(pod string, c ContainerSpec, host hostSide) (*specgen.SpecGenerator, error) {
+func containerSpec(pod string, c plan.ContainerSpec, host hostSide) (*specgen.SpecGenerator, error) {
 	s := specgen.NewSpecGenerator(c.Image, false)
 	s.Name = c.Name
 	s.Pod = pod
@@ -413,7 +415,7 @@ func containerSpec(pod string, c ContainerSpec, host hostSide) (*specgen.SpecGen
 	// Not EnvSecrets: podman 4.3's inspect shows their values. Root-only
 	// files instead, which `devaipod exec` turns into environment.
 	for _, v := range slices.Sorted(maps.Keys(c.SecretEnv)) {
-		s.Secrets = append(s.Secrets, specgen.Secret{Source: c.SecretEnv[v], Target: SecretDir + "/" + v, Mode: 0o400,
+		s.Secrets = append(s.Secrets, specgen.Secret{Source: c.SecretEnv[v], Target: plan.SecretDir + "/" + v, Mode: 0o400,
 			UID: uint32(c.SecretUID), GID: uint32(c.SecretUID)})
 	}
 	s.Labels = c.Labels
@@ -429,7 +431,7 @@ func containerSpec(pod string, c ContainerSpec, host hostSide) (*specgen.SpecGen
 	stop := c.StopTimeout
 	s.StopTimeout = &stop
 	s.Umask = c.Umask
-	if c.Network == NetworkNone {
+	if c.Network == plan.NetworkNone {
 		s.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
 	}
 	if c.PrivateIPC {
@@ -472,7 +474,7 @@ func containerSpec(pod string, c ContainerSpec, host hostSide) (*specgen.SpecGen
 	if l := c.Limits; l != nil && (l.Memory != "" || l.CPUs > 0 || l.Pids > 0) {
 		r := &spec.LinuxResources{}
 		if l.Memory != "" {
-			n, err := ParseSize(l.Memory)
+			n, err := plan.ParseSize(l.Memory)
 			if err != nil {
 				return nil, err
 			}
@@ -503,7 +505,7 @@ func containerSpec(pod string, c ContainerSpec, host hostSide) (*specgen.SpecGen
 
 // devcontainerSettings maps the settings only a devcontainer asks for
 // (workspace only): privileged, --security-opt, devices, shm size, ulimits.
-func devcontainerSettings(s *specgen.SpecGenerator, c ContainerSpec) error {
+func devcontainerSettings(s *specgen.SpecGenerator, c plan.ContainerSpec) error {
 	if c.Privileged {
 		s.Privileged = &c.Privileged
 	}
@@ -531,7 +533,7 @@ func devcontainerSettings(s *specgen.SpecGenerator, c ContainerSpec) error {
 		s.Devices = append(s.Devices, spec.LinuxDevice{Path: d})
 	}
 	if c.ShmSize != "" {
-		n, err := ParseSize(c.ShmSize)
+		n, err := plan.ParseSize(c.ShmSize)
 		if err != nil {
 			return fmt.Errorf("shm size: %w", err)
 		}
@@ -551,28 +553,6 @@ func devcontainerSettings(s *specgen.SpecGenerator, c ContainerSpec) error {
 		s.Rlimits = append(s.Rlimits, spec.POSIXRlimit{Type: "RLIMIT_" + strings.ToUpper(name), Soft: uint64(sn), Hard: uint64(hn)})
 	}
 	return nil
-}
-
-// ParseSize reads sizes such as "512m" or "4g" (binary units).
-func ParseSize(s string) (int64, error) {
-	if !sizeExpr.MatchString(s) {
-		return 0, fmt.Errorf("invalid size %q", s)
-	}
-	mult := int64(1)
-	switch strings.ToLower(s[len(s)-1:]) {
-	case "k":
-		mult = 1 << 10
-	case "m":
-		mult = 1 << 20
-	case "g":
-		mult = 1 << 30
-	}
-	num := strings.TrimRight(s, "bkmgBKMG")
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid size %q: %w", s, err)
-	}
-	return n * mult, nil
 }
 
 // CopyInto implements Engine.
@@ -600,7 +580,7 @@ func (p *Podman) StopPod(ctx context.Context, name string, timeout uint) error {
 }
 
 // Exec implements Engine.
-func (p *Podman) Exec(ctx context.Context, container string, e ExecSpec) (int, string, error) {
+func (p *Podman) Exec(ctx context.Context, container string, e pod.ExecSpec) (int, string, error) {
 	cctx := p.withConn(ctx)
 	cfg := &handlers.ExecCreateConfig{ExecOptions: dockerContainer.ExecOptions{
 		Cmd: e.Cmd, User: e.User, Env: e.Env, WorkingDir: e.Workdir, AttachStdout: true, AttachStderr: true}}
@@ -690,20 +670,20 @@ func (p *Podman) Logs(ctx context.Context, container string, tail int, follow bo
 }
 
 // Objects implements Engine. The four kinds are listed at once.
-func (p *Podman) Objects(ctx context.Context, short string) ([]Object, error) {
+func (p *Podman) Objects(ctx context.Context, short string) ([]pod.Object, error) {
 	cctx := p.withConn(ctx)
-	label := LabelPod
+	label := plan.LabelPod
 	if short != "" {
 		label += "=" + short
 	}
 	filters := map[string][]string{"label": {label}}
-	listers := []func() ([]Object, error){
-		func() ([]Object, error) { return p.listPods(cctx, filters) },
-		func() ([]Object, error) { return p.listContainers(cctx, filters) },
-		func() ([]Object, error) { return p.listVolumes(cctx, filters) },
-		func() ([]Object, error) { return p.listSecrets(cctx, short) },
+	listers := []func() ([]pod.Object, error){
+		func() ([]pod.Object, error) { return p.listPods(cctx, filters) },
+		func() ([]pod.Object, error) { return p.listContainers(cctx, filters) },
+		func() ([]pod.Object, error) { return p.listVolumes(cctx, filters) },
+		func() ([]pod.Object, error) { return p.listSecrets(cctx, short) },
 	}
-	results := make([][]Object, len(listers))
+	results := make([][]pod.Object, len(listers))
 	errs := make([]error, len(listers))
 	var wg sync.WaitGroup
 	for i, list := range listers {
@@ -717,27 +697,27 @@ func (p *Podman) Objects(ctx context.Context, short string) ([]Object, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, mapErr(err)
 	}
-	var objs []Object
+	var objs []pod.Object
 	for _, r := range results {
 		objs = append(objs, r...)
 	}
 	return objs, nil
 }
 
-func (p *Podman) listPods(ctx context.Context, filters map[string][]string) ([]Object, error) {
+func (p *Podman) listPods(ctx context.Context, filters map[string][]string) ([]pod.Object, error) {
 	list, err := pods.List(ctx, new(pods.ListOptions).WithFilters(filters))
-	var objs []Object
+	var objs []pod.Object
 	for _, pd := range list {
-		objs = append(objs, Object{Kind: KindPod, Name: pd.Name, Pod: pd.Labels[LabelPod],
+		objs = append(objs, pod.Object{Kind: pod.KindPod, Name: pd.Name, Pod: pd.Labels[plan.LabelPod],
 			State: strings.ToLower(pd.Status), Labels: pd.Labels, Created: pd.Created})
 	}
 	return objs, err
 }
 
-func (p *Podman) listContainers(ctx context.Context, filters map[string][]string) ([]Object, error) {
+func (p *Podman) listContainers(ctx context.Context, filters map[string][]string) ([]pod.Object, error) {
 	all := true
 	list, err := containers.List(ctx, new(containers.ListOptions).WithAll(all).WithFilters(filters))
-	var objs []Object
+	var objs []pod.Object
 	for _, c := range list {
 		if c.IsInfra {
 			continue // removed with its pod
@@ -748,17 +728,17 @@ func (p *Podman) listContainers(ctx context.Context, filters map[string][]string
 		}
 		// A container never started has the zero time (a negative Unix
 		// time) as StartedAt.
-		objs = append(objs, Object{Kind: KindContainer, Name: name, Pod: c.Labels[LabelPod],
+		objs = append(objs, pod.Object{Kind: pod.KindContainer, Name: name, Pod: c.Labels[plan.LabelPod],
 			State: c.State, Started: c.StartedAt > 0, Labels: c.Labels, Created: c.Created})
 	}
 	return objs, err
 }
 
-func (p *Podman) listVolumes(ctx context.Context, filters map[string][]string) ([]Object, error) {
+func (p *Podman) listVolumes(ctx context.Context, filters map[string][]string) ([]pod.Object, error) {
 	list, err := volumes.List(ctx, new(volumes.ListOptions).WithFilters(filters))
-	var objs []Object
+	var objs []pod.Object
 	for _, v := range list {
-		objs = append(objs, Object{Kind: KindVolume, Name: v.Name, Pod: v.Labels[LabelPod],
+		objs = append(objs, pod.Object{Kind: pod.KindVolume, Name: v.Name, Pod: v.Labels[plan.LabelPod],
 			Labels: v.Labels, Created: v.CreatedAt})
 	}
 	return objs, err
@@ -767,16 +747,16 @@ func (p *Podman) listVolumes(ctx context.Context, filters map[string][]string) (
 // listSecrets matches secrets on their labels: label filters for secrets
 // are newer than podman 4.3, whose list does not return labels either, so
 // devaipod's (all named devaipod-NAME-...) are inspected one by one.
-func (p *Podman) listSecrets(ctx context.Context, short string) ([]Object, error) {
+func (p *Podman) listSecrets(ctx context.Context, short string) ([]pod.Object, error) {
 	list, err := secrets.List(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	prefix := Prefix
+	prefix := plan.Prefix
 	if short != "" {
-		prefix = PodName(short) + "-"
+		prefix = plan.PodName(short) + "-"
 	}
-	var objs []Object
+	var objs []pod.Object
 	for _, s := range list {
 		if !strings.HasPrefix(s.Spec.Name, prefix) {
 			continue
@@ -784,36 +764,36 @@ func (p *Podman) listSecrets(ctx context.Context, short string) ([]Object, error
 		labels := s.Spec.Labels
 		if labels == nil {
 			full, err := secrets.Inspect(ctx, s.ID, nil)
-			if errors.Is(mapErr(err), ErrNotFound) {
+			if errors.Is(mapErr(err), pod.ErrNotFound) {
 				continue // removed meanwhile
 			} else if err != nil {
 				return nil, err
 			}
 			labels = full.Spec.Labels
 		}
-		owner := labels[LabelPod]
+		owner := labels[plan.LabelPod]
 		if owner == "" || (short != "" && owner != short) {
 			continue
 		}
-		objs = append(objs, Object{Kind: KindSecret, Name: s.Spec.Name, Pod: owner,
+		objs = append(objs, pod.Object{Kind: pod.KindSecret, Name: s.Spec.Name, Pod: owner,
 			Labels: labels, Created: s.CreatedAt})
 	}
 	return objs, nil
 }
 
 // Remove implements Engine.
-func (p *Podman) Remove(ctx context.Context, o Object) error {
+func (p *Podman) Remove(ctx context.Context, o pod.Object) error {
 	cctx := p.withConn(ctx)
 	force, zero := true, uint(0)
 	var err error
 	switch o.Kind {
-	case KindPod:
+	case pod.KindPod:
 		_, err = pods.Remove(cctx, o.Name, new(pods.RemoveOptions).WithForce(force).WithTimeout(0))
-	case KindContainer:
+	case pod.KindContainer:
 		_, err = containers.Remove(cctx, o.Name, new(containers.RemoveOptions).WithForce(force).WithTimeout(zero))
-	case KindVolume:
+	case pod.KindVolume:
 		err = volumes.Remove(cctx, o.Name, new(volumes.RemoveOptions).WithForce(force))
-	case KindSecret:
+	case pod.KindSecret:
 		err = secrets.Remove(cctx, o.Name)
 	default:
 		return fmt.Errorf("unknown object kind %q", o.Kind)
@@ -825,7 +805,7 @@ func (p *Podman) Remove(ctx context.Context, o Object) error {
 func mapErr(err error) error {
 	var em *errorhandling.ErrorModel
 	if errors.As(err, &em) && em.ResponseCode == http.StatusNotFound {
-		return fmt.Errorf("%s: %w", em.Error(), ErrNotFound)
+		return fmt.Errorf("%s: %w", em.Error(), pod.ErrNotFound)
 	}
 	return err
 }
@@ -835,7 +815,7 @@ func mapErr(err error) error {
 func mapCreateErr(err error) error {
 	var em *errorhandling.ErrorModel
 	if errors.As(err, &em) && em.ResponseCode == http.StatusConflict {
-		return fmt.Errorf("%s: %w", em.Error(), ErrExists)
+		return fmt.Errorf("%s: %w", em.Error(), pod.ErrExists)
 	}
 	return mapErr(err)
 }
@@ -906,7 +886,7 @@ func (p *Podman) BuildImage(ctx context.Context, b BuildSpec, out io.Writer) (st
 		ReportWriter:     out,
 		Layers:           true,
 		PullPolicy:       buildahDefine.PullIfMissing,
-		Labels:           []string{LabelVersion + "=" + Version},
+		Labels:           []string{plan.LabelVersion + "=" + plan.Version},
 	}}
 	report, err := images.Build(p.withConn(ctx), []string{b.Dockerfile}, opts)
 	if err != nil {

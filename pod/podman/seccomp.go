@@ -1,4 +1,4 @@
-package pod
+package podman
 
 import (
 	"crypto/sha256"
@@ -9,19 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/devaipod/devaipod/pod/plan"
 	"go.podman.io/common/pkg/seccomp"
 	"golang.org/x/sys/unix"
 )
-
-// SeccompAgent names the agent's seccomp profile: podman's default, except
-// that new namespaces and ptrace are refused. Podman's default allows unshare and
-// clone with any flags, because the kernel allows unprivileged user
-// namespaces; inside a user namespace of its own the agent would be "root"
-// with every capability, which is how most container escapes through
-// kernel bugs begin (and how `unshare -r` then lets it mount). Docker's
-// default profile refuses the same flags to containers without
-// CAP_SYS_ADMIN.
-const SeccompAgent = "agent"
 
 // namespaceFlags are the clone/unshare flags that create namespaces.
 const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
@@ -63,7 +54,7 @@ func agentSeccompProfile() ([]byte, error) {
 // (and again when it starts it after a reboot), so it lives in the user's
 // cache, named by its content.
 func seccompProfileFile(name string) (string, error) {
-	if name != SeccompAgent {
+	if name != plan.SeccompAgent {
 		return "", fmt.Errorf("unknown seccomp profile %q", name)
 	}
 	data, err := agentSeccompProfile()

@@ -1,14 +1,16 @@
-package pod
+package plan
 
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/devaipod/devaipod/pod/config"
 )
 
 // agentPreset is what an [agent] kind means.
 type agentPreset struct {
 	// command starts the agent's server on the agent's loopback.
-	command func(port int) Command
+	command func(port int) config.Command
 	// health is the path up polls until it answers 2xx; "" means any
 	// answer at the agent's URL will do.
 	health string
@@ -22,9 +24,9 @@ type agentPreset struct {
 }
 
 var agentPresets = map[string]agentPreset{
-	AgentOpencode: {
-		command: func(port int) Command {
-			return Command{"opencode", "serve", "--hostname", "127.0.0.1", "--port", strconv.Itoa(port)}
+	config.AgentOpencode: {
+		command: func(port int) config.Command {
+			return config.Command{"opencode", "serve", "--hostname", "127.0.0.1", "--port", strconv.Itoa(port)}
 		},
 		health:       "/global/health",
 		passwordEnv:  "OPENCODE_SERVER_PASSWORD",
@@ -44,13 +46,13 @@ var agentPresets = map[string]agentPreset{
 			"OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
 		},
 	},
-	AgentCustom: {},
+	config.AgentCustom: {},
 }
 
-// preset is the config's agent kind, opencode by default.
-func (a AgentConfig) preset() agentPreset {
+// presetOf is the config's agent kind, opencode by default.
+func presetOf(a config.AgentConfig) agentPreset {
 	if a.Kind == "" {
-		return agentPresets[AgentOpencode]
+		return agentPresets[config.AgentOpencode]
 	}
 	return agentPresets[a.Kind]
 }

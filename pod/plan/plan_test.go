@@ -1,4 +1,4 @@
-package pod
+package plan
 
 import (
 	"bytes"
@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/devcontainer"
+	"github.com/devaipod/devaipod/pod/source"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -19,12 +21,12 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func planInput() PlanInput {
 	return PlanInput{
 		Name: "demo-1a2b3c",
-		Config: &Config{
-			Env:     EnvConfig{Allowlist: []string{"EDITOR", "MISSING"}, Vars: map[string]string{"LANG": "C.UTF-8"}},
-			Trusted: TrustedConfig{Env: TrustedEnvConfig{Allowlist: []string{"GH_TOKEN"}, Vars: map[string]string{"JIRA_TOKEN": "jira-secret"}, Secrets: []string{"NPM_TOKEN=npm_token"}}},
-			Agent:   AgentConfig{Limits: Limits{Memory: "4g", Pids: 512}},
+		Config: &config.Config{
+			Env:     config.EnvConfig{Allowlist: []string{"EDITOR", "MISSING"}, Vars: map[string]string{"LANG": "C.UTF-8"}},
+			Trusted: config.TrustedConfig{Env: config.TrustedEnvConfig{Allowlist: []string{"GH_TOKEN"}, Vars: map[string]string{"JIRA_TOKEN": "jira-secret"}, Secrets: []string{"NPM_TOKEN=npm_token"}}},
+			Agent:   config.AgentConfig{Limits: config.Limits{Memory: "4g", Pids: 512}},
 		},
-		Source:   &Source{Input: ".", Local: true, Dir: "/src/demo", Project: "demo", Remote: "https://git.example.test/org/demo.git", Commit: "0123456789abcdef0123456789abcdef01234567"},
+		Source:   &source.Source{Input: ".", Local: true, Dir: "/src/demo", Project: "demo", Remote: "https://git.example.test/org/demo.git", Commit: "0123456789abcdef0123456789abcdef01234567"},
 		ImageEnv: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"},
 		HostEnv: map[string]string{
 			"EDITOR": "vi", "GH_TOKEN": "ghp-secret", "ANTHROPIC_API_KEY": "sk-ant",
@@ -43,21 +45,21 @@ func TestBuildGolden(t *testing.T) {
 		{"default", func(*PlanInput) {}},
 		{"image-override", func(in *PlanInput) {
 			in.Image = "localhost/custom:1"
-			in.Config.Agent.Command = Command{"/bin/sh", "-c", "my-agent"}
+			in.Config.Agent.Command = config.Command{"/bin/sh", "-c", "my-agent"}
 			in.Config.Agent.Port = 5000
-			in.Config.Workspace.Limits = Limits{Memory: "2g", Pids: 2048, Timeout: "24h"}
+			in.Config.Workspace.Limits = config.Limits{Memory: "2g", Pids: 2048, Timeout: "24h"}
 		}},
 		{"rootless-cgroupv1", func(in *PlanInput) { in.Host = HostInfo{Version: "4.3.1", Rootless: true, CgroupVersion: "v1"} }},
-		{"network-none", func(in *PlanInput) { in.Config.Network.Mode = NetworkModeNone }},
-		{"network-open", func(in *PlanInput) { in.Config.Network.Mode = NetworkOpen }},
+		{"network-none", func(in *PlanInput) { in.Config.Network.Mode = config.NetworkModeNone }},
+		{"network-open", func(in *PlanInput) { in.Config.Network.Mode = config.NetworkOpen }},
 		{"network-allow", func(in *PlanInput) {
-			in.Config.Network = NetworkConfig{Allow: []string{"api.example.test", "*.pkg.example.test:8443"}, NoDefaultAllow: true,
+			in.Config.Network = config.NetworkConfig{Allow: []string{"api.example.test", "*.pkg.example.test:8443"}, NoDefaultAllow: true,
 				ExtraHosts: []string{"mirror.example.test:10.0.2.2"}, HostLoopback: true}
 			in.Allow = []string{"git.example.test:22"}
 		}},
 		{"protect-mask-mounts", func(in *PlanInput) {
 			in.Config.Agent.Protect = []string{"Makefile", "scripts/ci"}
-			in.Tree = TreeInfo{
+			in.Tree = source.TreeInfo{
 				Present:       map[string]bool{".git/hooks": true, ".git/config": false, "Makefile": false},
 				Masked:        []string{".env", "certs/server.key"},
 				Unprotectable: []string{".devcontainer"},
@@ -74,9 +76,9 @@ func TestBuildGolden(t *testing.T) {
 			in.AgentPassword = "agent-password"
 		}},
 		{"workspace-ro", func(in *PlanInput) {
-			in.Config.Agent.WorkspaceAccess = AccessRO
+			in.Config.Agent.WorkspaceAccess = config.AccessRO
 			in.Config.Agent.Limits.Timeout = "8h"
-			in.Tree = TreeInfo{Masked: []string{".env"}}
+			in.Tree = source.TreeInfo{Masked: []string{".env"}}
 		}},
 	}
 	for _, tt := range tests {
@@ -222,7 +224,7 @@ func TestRedacted(t *testing.T) {
 // the input, as up does (without touching the host for the bind mount).
 func withDevcontainer(t *testing.T, in *PlanInput) {
 	t.Helper()
-	dc, err := devcontainer.Load(filepath.Join("devcontainer", "testdata", "good", "full-image.json"))
+	dc, err := devcontainer.Load(filepath.Join("..", "devcontainer", "testdata", "good", "full-image.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +244,7 @@ func withDevcontainer(t *testing.T, in *PlanInput) {
 	in.Devcontainer, in.RunArgs = dc, ra
 	in.DevcontainerBinds = []HostMount{{Source: "/home/u/.cache/go", Target: "/home/dev/.cache/go", RW: true, Containers: []string{RoleWorkspace}}}
 	in.HostEnv["GOFLAGS"] = "-mod=mod"
-	in.Config.Agent = AgentConfig{}
+	in.Config.Agent = config.AgentConfig{}
 }
 
 // TestDevcontainerNeverReachesTheAgent checks that no privilege setting,
@@ -293,7 +295,7 @@ func TestDevcontainerNeverReachesTheAgent(t *testing.T) {
 
 func TestGatorNeedsAToken(t *testing.T) {
 	in := planInput()
-	in.Config.Trusted = TrustedConfig{}
+	in.Config.Trusted = config.TrustedConfig{}
 	in.GatorScopes = []string{"github:org/demo:read"}
 	if _, err := Build(in); !errors.Is(err, ErrNoToken) {
 		t.Errorf("a gator without a token: err %v", err)

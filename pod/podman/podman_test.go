@@ -1,7 +1,8 @@
-package pod
+package podman
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -11,27 +12,33 @@ import (
 	"time"
 
 	"github.com/containers/podman/v5/pkg/specgen"
+	"github.com/devaipod/devaipod/pod/plan"
 )
 
 // TestContainerSpec checks the translation of the plan's hardening into
 // podman's spec: dropping a field here would pass every other unit test.
 func TestContainerSpec(t *testing.T) {
-	plan, err := Build(planInput())
+	// The plan package's golden plan is the contract between the two.
+	data, err := os.ReadFile("../plan/testdata/plan-default.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var pl plan.Plan
+	if err := json.Unmarshal(data, &pl); err != nil {
+		t.Fatal(err)
+	}
 	byRole := map[string]*specgen.SpecGenerator{}
-	for _, c := range plan.Containers {
-		s, err := containerSpec(plan.Pod.Name, c, hostSide{mountpoints: map[string]string{ObjectName(plan.Name, "workspace"): "/vol"}, seccompProfile: "/profile.json"})
+	for _, c := range pl.Containers {
+		s, err := containerSpec(pl.Pod.Name, c, hostSide{mountpoints: map[string]string{plan.ObjectName(pl.Name, "workspace"): "/vol"}, seccompProfile: "/profile.json"})
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
-		if s.Pod != plan.Pod.Name || s.Name != c.Name || s.StopTimeout == nil || *s.StopTimeout != 5 {
+		if s.Pod != pl.Pod.Name || s.Name != c.Name || s.StopTimeout == nil || *s.StopTimeout != 5 {
 			t.Errorf("%s: pod %q name %q stop timeout %v", c.Name, s.Pod, s.Name, s.StopTimeout)
 		}
 		byRole[c.Role] = s
 	}
-	agent := byRole[RoleAgent]
+	agent := byRole[plan.RoleAgent]
 	if agent.NetNS.NSMode != specgen.NoNetwork || agent.IpcNS.NSMode != specgen.Private {
 		t.Errorf("agent netns %v ipcns %v", agent.NetNS, agent.IpcNS)
 	}
@@ -64,22 +71,22 @@ func TestContainerSpec(t *testing.T) {
 	// The protected paths are read-only binds of the same path in the
 	// volume; the repository's folder and .git are pinned read-write.
 	for dest, want := range map[string]string{
-		plan.Workdir:                    "/vol/demo rbind,rw",
-		plan.Workdir + "/.git":          "/vol/demo/.git rbind,rw",
-		plan.Workdir + "/.git/hooks":    "/vol/demo/.git/hooks rbind,ro",
-		plan.Workdir + "/.git/config":   "/vol/demo/.git/config rbind,ro",
-		plan.Workdir + "/.devcontainer": "/vol/demo/.devcontainer rbind,ro",
+		pl.Workdir:                    "/vol/demo rbind,rw",
+		pl.Workdir + "/.git":          "/vol/demo/.git rbind,rw",
+		pl.Workdir + "/.git/hooks":    "/vol/demo/.git/hooks rbind,ro",
+		pl.Workdir + "/.git/config":   "/vol/demo/.git/config rbind,ro",
+		pl.Workdir + "/.devcontainer": "/vol/demo/.devcontainer rbind,ro",
 	} {
 		if binds[dest] != want {
 			t.Errorf("agent bind at %s = %q, want %q", dest, binds[dest], want)
 		}
 	}
-	if agent.SeccompProfilePath != "/profile.json" || byRole[RoleWorkspace].SeccompProfilePath != "" {
-		t.Errorf("seccomp profiles: agent %q workspace %q", agent.SeccompProfilePath, byRole[RoleWorkspace].SeccompProfilePath)
+	if agent.SeccompProfilePath != "/profile.json" || byRole[plan.RoleWorkspace].SeccompProfilePath != "" {
+		t.Errorf("seccomp profiles: agent %q workspace %q", agent.SeccompProfilePath, byRole[plan.RoleWorkspace].SeccompProfilePath)
 	}
 	for _, v := range agent.Volumes {
 		ro := len(v.Options) == 1 && v.Options[0] == "ro"
-		if (v.Dest == ProxySocketDir) != ro {
+		if (v.Dest == plan.ProxySocketDir) != ro {
 			t.Errorf("agent volume %s at %s options %v", v.Name, v.Dest, v.Options)
 		}
 	}
@@ -87,19 +94,19 @@ func TestContainerSpec(t *testing.T) {
 		t.Errorf("agent image mounts %+v", agent.ImageVolumes)
 	}
 
-	ws := byRole[RoleWorkspace]
+	ws := byRole[plan.RoleWorkspace]
 	if len(ws.EnvSecrets) != 0 {
 		t.Errorf("workspace uses env secrets (podman 4.3's inspect shows them): %v", ws.EnvSecrets)
 	}
 	for _, sec := range ws.Secrets {
-		if sec.Mode != 0o400 || sec.Target[:len(SecretDir)] != SecretDir {
+		if sec.Mode != 0o400 || sec.Target[:len(plan.SecretDir)] != plan.SecretDir {
 			t.Errorf("workspace secret %+v", sec)
 		}
 	}
 	if len(ws.Secrets) != 3 {
 		t.Errorf("workspace secrets = %d; want 3", len(ws.Secrets))
 	}
-	proxy := byRole[RoleProxy]
+	proxy := byRole[plan.RoleProxy]
 	if proxy.User == "" || proxy.User == agent.User || !*proxy.ReadOnlyFilesystem || len(proxy.CapDrop) != 1 {
 		t.Errorf("proxy user %q read-only %v caps %v", proxy.User, *proxy.ReadOnlyFilesystem, proxy.CapDrop)
 	}
@@ -107,11 +114,11 @@ func TestContainerSpec(t *testing.T) {
 
 func TestParseSizeAndVersions(t *testing.T) {
 	for in, want := range map[string]int64{"512": 512, "1k": 1024, "512m": 512 << 20, "4G": 4 << 30} {
-		if got, err := ParseSize(in); err != nil || got != want {
+		if got, err := plan.ParseSize(in); err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	if _, err := ParseSize("lots"); err == nil {
+	if _, err := plan.ParseSize("lots"); err == nil {
 		t.Error("ParseSize(lots) accepted")
 	}
 	for _, tt := range []struct {
@@ -121,31 +128,6 @@ func TestParseSizeAndVersions(t *testing.T) {
 		if got := versionLess(tt.a, tt.b); got != tt.less {
 			t.Errorf("versionLess(%q, %q) = %v", tt.a, tt.b, got)
 		}
-	}
-}
-
-func TestLeftoversSkipsLockedPod(t *testing.T) {
-	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
-	f := newFake()
-	f.add(KindVolume, "devaipod-busy-workspace", "busy", map[string]string{LabelPod: "busy"})
-	unlock, err := lockPod("busy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, _ := Leftovers(context.Background(), f)
-	if len(left) != 0 {
-		t.Errorf("Leftovers took a pod whose up holds the lock: %v", left)
-	}
-	if _, err := lockPod("busy"); err == nil {
-		t.Error("a second lock of the same pod succeeded")
-	}
-	unlock()
-	left, _ = Leftovers(context.Background(), f)
-	if len(left) != 1 {
-		t.Errorf("after unlock, Leftovers = %v", left)
-	}
-	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != 0 {
-		t.Errorf("RemoveLeftovers: %v, left %v", err, f.objects)
 	}
 }
 

@@ -1,8 +1,12 @@
-package pod
+package plan
 
 import (
+	"fmt"
 	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/devaipod/devaipod/pod/source"
 )
 
 func TestNormalizeName(t *testing.T) {
@@ -64,4 +68,38 @@ func FuzzNormalizeName(f *testing.F) {
 			t.Fatalf("DeriveName(%q) invalid: %v", short, err)
 		}
 	})
+}
+
+func TestDeriveNameFor(t *testing.T) {
+	shape := regexp.MustCompile(`^my-repo-pr7-[0-9a-f]{6}$`)
+	if got := DeriveNameFor(&source.Source{Project: "My_Repo", PR: 7}); !shape.MatchString(got) {
+		t.Errorf("DeriveNameFor(PR 7 of My_Repo) = %q; want my-repo-pr7-XXXXXX", got)
+	}
+	if got := DeriveNameFor(&source.Source{Project: "My_Repo"}); !regexp.MustCompile(`^my-repo-[0-9a-f]{6}$`).MatchString(got) {
+		t.Errorf("DeriveNameFor(My_Repo) = %q; want my-repo-XXXXXX", got)
+	}
+	for _, src := range []*source.Source{
+		{Project: strings.Repeat("abc-", 30), PR: 2147483647},
+		{Project: strings.Repeat("x", 60), PR: 12},
+		{Project: "___", PR: 1},
+	} {
+		got := DeriveNameFor(src)
+		if _, err := NormalizeName(got); err != nil {
+			t.Errorf("DeriveNameFor(%q, PR %d) = %q: %v", src.Project, src.PR, got, err)
+		}
+		if !strings.Contains(got, fmt.Sprintf("-pr%d-", src.PR)) {
+			t.Errorf("DeriveNameFor(%q, PR %d) = %q lost the PR number", src.Project, src.PR, got)
+		}
+	}
+}
+
+func TestTaskLabel(t *testing.T) {
+	long := strings.Repeat("é", MaxTaskLabel)
+	got := taskLabel(long)
+	if len(got) > MaxTaskLabel || !strings.HasSuffix(got, "…") || !strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
+		t.Errorf("taskLabel cut badly: %d bytes", len(got))
+	}
+	if taskLabel("short") != "short" {
+		t.Error("short tasks must stay as they are")
+	}
 }

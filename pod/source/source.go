@@ -1,4 +1,4 @@
-package pod
+package source
 
 import (
 	"archive/tar"

@@ -1,4 +1,4 @@
-package pod
+package plan
 
 // HostInfo is what the podman service says about the host.
 type HostInfo struct {

@@ -1,6 +1,7 @@
-package pod
+package source
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,9 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/devaipod/devaipod/internal/gittest"
 )
 
 func TestParsePRURL(t *testing.T) {
@@ -137,7 +139,7 @@ func FuzzParsePRURL(f *testing.F) {
 			t.Fatalf("ParsePRURL(%q, %q) = %+v", in, forge, pr)
 		}
 		// The clone URL stays on the forge's host, whatever the input.
-		fu, _ := parseForgeURL(firstNonEmpty(forge, DefaultForgeURL))
+		fu, _ := parseForgeURL(cmp.Or(forge, DefaultForgeURL))
 		ru, err := url.Parse(pr.RepoURL())
 		if err != nil || ru.Host != fu.Host || ru.Scheme != fu.Scheme {
 			t.Fatalf("ParsePRURL(%q, %q).RepoURL() = %q (%v); forge host %q", in, forge, pr.RepoURL(), err, fu.Host)
@@ -149,9 +151,6 @@ func FuzzParsePRURL(f *testing.F) {
 		src, err := resolvePR(context.Background(), in, pr, SourceOptions{})
 		if err != nil || !validProject.MatchString(src.Project) {
 			t.Fatalf("resolvePR(%q) = %+v, %v", in, src, err)
-		}
-		if _, err := NormalizeName(DeriveNameFor(src)); err != nil {
-			t.Fatalf("DeriveNameFor(%q): %v", in, err)
 		}
 	})
 }
@@ -201,29 +200,6 @@ func TestResolvePRSource(t *testing.T) {
 	}
 }
 
-func TestDeriveNameFor(t *testing.T) {
-	shape := regexp.MustCompile(`^my-repo-pr7-[0-9a-f]{6}$`)
-	if got := DeriveNameFor(&Source{Project: "My_Repo", PR: 7}); !shape.MatchString(got) {
-		t.Errorf("DeriveNameFor(PR 7 of My_Repo) = %q; want my-repo-pr7-XXXXXX", got)
-	}
-	if got := DeriveNameFor(&Source{Project: "My_Repo"}); !regexp.MustCompile(`^my-repo-[0-9a-f]{6}$`).MatchString(got) {
-		t.Errorf("DeriveNameFor(My_Repo) = %q; want my-repo-XXXXXX", got)
-	}
-	for _, src := range []*Source{
-		{Project: strings.Repeat("abc-", 30), PR: 2147483647},
-		{Project: strings.Repeat("x", 60), PR: 12},
-		{Project: "___", PR: 1},
-	} {
-		got := DeriveNameFor(src)
-		if _, err := NormalizeName(got); err != nil {
-			t.Errorf("DeriveNameFor(%q, PR %d) = %q: %v", src.Project, src.PR, got, err)
-		}
-		if !strings.Contains(got, fmt.Sprintf("-pr%d-", src.PR)) {
-			t.Errorf("DeriveNameFor(%q, PR %d) = %q lost the PR number", src.Project, src.PR, got)
-		}
-	}
-}
-
 // prForge is a forge served over git's smart HTTP on loopback: a base
 // repository owner/repo with main, a fork forker/repo with branch feature,
 // and refs/pull/7/head in the base pointing at the fork's commit, which no
@@ -250,12 +226,12 @@ func newPRForge(t *testing.T) *prForge {
 	root := t.TempDir()
 	srv := httptest.NewServer(&cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
 	t.Cleanup(srv.Close)
-	f := &prForge{URL: srv.URL, base: filepath.Join(root, "owner", "repo.git"), fork: filepath.Join(root, "forker", "repo.git"), work: testRepo(t)}
+	f := &prForge{URL: srv.URL, base: filepath.Join(root, "owner", "repo.git"), fork: filepath.Join(root, "forker", "repo.git"), work: gittest.Repo(t)}
 	gitT(t, "", "init", "-q", "--bare", "-b", "main", f.base)
 	gitT(t, f.work, "push", "-q", f.base, "main")
 	gitT(t, "", "clone", "-q", "--bare", f.base, f.fork)
 	gitT(t, f.work, "checkout", "-q", "-b", "feature")
-	writeFile(t, filepath.Join(f.work, "fix.txt"), "the fix\n")
+	gittest.WriteFile(t, filepath.Join(f.work, "fix.txt"), "the fix\n")
 	gitT(t, f.work, "add", "fix.txt")
 	gitT(t, f.work, "commit", "-q", "-m", "fix")
 	gitT(t, f.work, "push", "-q", f.fork, "feature")
@@ -298,9 +274,6 @@ func TestCheckoutPR(t *testing.T) {
 	if src.PR != 7 || src.Project != "repo" || src.Upstream != baseURL || src.Remote != baseURL || src.Branch != "pr-7" ||
 		src.PRURL != f.URL+"/owner/repo/pull/7" || src.Commit != "" || len(src.Warnings) != 0 {
 		t.Errorf("source = %+v", src)
-	}
-	if name := DeriveNameFor(src); !regexp.MustCompile(`^repo-pr7-[0-9a-f]{6}$`).MatchString(name) {
-		t.Errorf("DeriveNameFor = %q; want repo-pr7-XXXXXX", name)
 	}
 	dir := filepath.Join(t.TempDir(), "co")
 	if err := src.Checkout(ctx, dir); err != nil {
@@ -353,7 +326,7 @@ func TestCheckoutPR(t *testing.T) {
 
 	// The branch follows the pull request: a new commit on it arrives with
 	// git pull.
-	writeFile(t, filepath.Join(f.work, "fix.txt"), "a better fix\n")
+	gittest.WriteFile(t, filepath.Join(f.work, "fix.txt"), "a better fix\n")
 	gitT(t, f.work, "commit", "-q", "-am", "better")
 	gitT(t, f.work, "push", "-q", f.fork, "feature")
 	gitT(t, f.base, "fetch", "-q", f.fork, "+refs/heads/feature:refs/pull/7/head")
@@ -436,7 +409,7 @@ func TestCheckoutPRWithAPI(t *testing.T) {
 	}
 	gitT(t, f.fork, "config", "http.receivepack", "true")
 	gitT(t, dir, "reset", "-q", "--hard")
-	writeFile(t, filepath.Join(dir, "more.txt"), "more\n")
+	gittest.WriteFile(t, filepath.Join(dir, "more.txt"), "more\n")
 	gitT(t, dir, "add", "more.txt")
 	gitT(t, dir, "commit", "-q", "-m", "more")
 	gitT(t, dir, "push", "-q")

@@ -1,0 +1,65 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/devaipod/devaipod/pod/devcontainer"
+)
+
+// TestBuildLabelsExecAs checks who up says workspace commands run as: the
+// devcontainer's remote user, else the image's USER, else nobody in
+// particular (the container's user, root).
+func TestBuildLabelsExecAs(t *testing.T) {
+	tests := []struct {
+		name      string
+		imageUser string
+		dc        *devcontainer.Config
+		want      string // the label; "" for none
+	}{
+		{"image without USER", "", nil, ""},
+		{"image USER", "dev", nil, `{"user":"dev"}`},
+		{"containerUser over image USER", "dev", &devcontainer.Config{Image: "img", ContainerUser: "app"}, `{"user":"app"}`},
+		{"remoteUser over containerUser", "dev", &devcontainer.Config{Image: "img", ContainerUser: "app", RemoteUser: "vscode"}, `{"user":"vscode"}`},
+		{"remoteEnv with image USER", "dev", &devcontainer.Config{Image: "img", RemoteEnv: map[string]string{"EDITOR": "vi"}},
+			`{"user":"dev","env":["EDITOR=vi"]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := planInput()
+			in.ImageUser, in.Devcontainer = tt.imageUser, tt.dc
+			plan, err := Build(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := plan.Pod.Labels[LabelExec]; got != tt.want {
+				t.Errorf("label %s = %q, want %q", LabelExec, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestExecAsCommand(t *testing.T) {
+	tests := []struct {
+		name     string
+		as       ExecAs
+		secrets  bool
+		wantUser string
+		wantCmd  string
+	}{
+		{"container's user with secrets", ExecAs{}, true, "",
+			HelperBin + " secret-env --dir " + SecretDir + " --umask 0002 -- git status"},
+		{"another user, as root then switched, with the agent's group", ExecAs{User: "dev", Env: []string{"EDITOR=vi"}}, true, "0",
+			HelperBin + " secret-env --dir " + SecretDir + " --umask 0002 --user dev --group-add 1000 --env EDITOR=vi -- git status"},
+		{"a lifecycle command: no secrets", ExecAs{User: "dev"}, false, "0",
+			HelperBin + " secret-env --dir  --umask 0002 --user dev --group-add 1000 -- git status"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			user, cmd := tt.as.Command([]string{"git", "status"}, tt.secrets)
+			if got := strings.Join(cmd, " "); user != tt.wantUser || got != tt.wantCmd {
+				t.Errorf("Command() = %q, %q\nwant %q, %q", user, got, tt.wantUser, tt.wantCmd)
+			}
+		})
+	}
+}

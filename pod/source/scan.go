@@ -1,0 +1,104 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// MaxMasked bounds the masked files: each one is a mount.
+const MaxMasked = 256
+
+// TreeInfo is what the plan needs to know about the checked-out tree.
+type TreeInfo struct {
+	// Present lists the protected paths that exist, with whether each is a
+	// directory; absent ones are created empty by the copy (PlaceHolders).
+	Present map[string]bool `json:"present,omitempty"`
+	// Masked are the files matching the mask patterns (slash paths).
+	Masked []string `json:"masked,omitempty"`
+	// Truncated is set when more files matched than MaxMasked.
+	Truncated bool `json:"truncated,omitempty"`
+	// Unprotectable are protected paths that are symlinks or submodules
+	// in the repository, or lie under one: they cannot be bound safely.
+	Unprotectable []string `json:"unprotectable,omitempty"`
+	// Submodules are the paths of HEAD's submodules, which the copy leaves
+	// empty.
+	Submodules []string `json:"submodules,omitempty"`
+}
+
+// ScanTree looks at a checked-out repository (see Source.Checkout: its
+// files are in HEAD, not on disk; .git is on disk) for the protected paths
+// and the files to mask.
+func ScanTree(ctx context.Context, dir string, protect, mask []string) (TreeInfo, error) {
+	info := TreeInfo{Present: map[string]bool{}}
+	out, err := git(ctx, dir, "ls-tree", "-r", "-t", "-z", "HEAD")
+	if err != nil {
+		return info, err
+	}
+	modes := map[string]string{}
+	for _, entry := range strings.Split(out, "\x00") {
+		meta, name, ok := strings.Cut(entry, "\t")
+		if !ok {
+			continue
+		}
+		mode, _, _ := strings.Cut(meta, " ") // "MODE TYPE OBJECT"
+		modes[name] = mode
+		if mode == "160000" {
+			info.Submodules = append(info.Submodules, name)
+		}
+		if (mode == "100644" || mode == "100755") && matchesAny(mask, path.Base(name)) {
+			if len(info.Masked) == MaxMasked {
+				info.Truncated = true
+				continue
+			}
+			info.Masked = append(info.Masked, name)
+		}
+	}
+	for _, p := range protect {
+		if strings.HasPrefix(p, ".git/") {
+			continue
+		}
+		// A bind mount follows symlinks on the host, so a protected path
+		// that is, or lies under, a symlink (or a submodule) in the
+		// repository is never bound: the repository would choose what
+		// the host mounts.
+		bindable := true
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if m, ok := modes[d]; ok && m != "040000" {
+				bindable = false
+			}
+		}
+		switch m, ok := modes[p]; {
+		case !bindable || (ok && m != "040000" && m != "100644" && m != "100755"):
+			info.Unprotectable = append(info.Unprotectable, p)
+		case ok:
+			info.Present[p] = m == "040000"
+		}
+	}
+	for _, p := range protect {
+		if !strings.HasPrefix(p, ".git/") {
+			continue
+		}
+		st, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(p)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return info, err
+		}
+		info.Present[p] = st.IsDir()
+	}
+	return info, nil
+}
+
+func matchesAny(patterns []string, name string) bool {
+	for _, m := range patterns {
+		if ok, _ := path.Match(m, name); ok {
+			return true
+		}
+	}
+	return false
+}
