@@ -5,6 +5,8 @@ import (
 	"net"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // On Linux a tunnel reads and writes its sockets itself, through their
@@ -154,6 +156,14 @@ func rawIO(trap, fd uintptr, p []byte) (int, syscall.Errno) {
 	return int(n), 0
 }
 
+// peerClosed tells whether the peer of socket fd has shut down its
+// writing side (poll(2)'s POLLRDHUP, without waiting).
+func peerClosed(fd uintptr) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 1 && fds[0].Revents&unix.POLLRDHUP != 0
+}
+
 // connectPrefix is how a CONNECT request starts.
 const connectPrefix = "CONNECT "
 
@@ -191,6 +201,11 @@ func peekConnect(c net.Conn) (bool, error) {
 			case n == 0, n == seen, string(buf[:n]) != connectPrefix[:n]:
 				// The end, nothing new since the last look, or not a
 				// CONNECT.
+				return true
+			case peerClosed(fd):
+				// A prefix, and the client will send no more: the
+				// netpoller is edge-triggered, and when the data and
+				// the FIN came together no further edge would wake us.
 				return true
 			}
 			seen = n
