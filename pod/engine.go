@@ -17,12 +17,19 @@ import (
 	"github.com/devaipod/devaipod/pod/source"
 )
 
-// Engine is the part of podman that pod uses. The real one is podmanEngine;
+// Engine is the part of podman that pod uses. The real one is
+// podman.Podman (package pod/podman, the only code that talks to podman);
 // tests use fakes. Every method takes the caller's context.
 type Engine interface {
 	// ImageConfig returns what an image sets for its containers;
 	// ErrNotFound if it is absent.
-	ImageConfig(ctx context.Context, image string) (ImageConfig, error)
+	ImageConfig(ctx context.Context, image string) (plan.ImageConfig, error)
+	// PullImage pulls an image from its registry; out hears the progress.
+	PullImage(ctx context.Context, ref string, out io.Writer) error
+	// BuildImage builds an image from a Dockerfile and returns its id.
+	BuildImage(ctx context.Context, b BuildSpec, out io.Writer) (string, error)
+	// Info says what podman knows about the host.
+	Info(ctx context.Context) (plan.HostInfo, error)
 	// PodExists tells whether a pod with that podman name exists.
 	PodExists(ctx context.Context, name string) (bool, error)
 	CreatePod(ctx context.Context, p plan.PodSpec) error
@@ -36,6 +43,10 @@ type Engine interface {
 	// Exec runs a command in a running container and returns its exit
 	// code and combined output.
 	Exec(ctx context.Context, container string, e ExecSpec) (int, string, error)
+	// Attach runs a command in a running container with e's Stdin,
+	// Output (standard output) and Stderr, as a terminal when tty, and
+	// returns its exit code: for people at a terminal, unlike Exec.
+	Attach(ctx context.Context, container string, e ExecSpec, tty bool) (int, error)
 	// Logs writes a container's logs; tail < 0 means all of them.
 	Logs(ctx context.Context, container string, tail int, follow bool, w io.Writer) error
 	// Objects lists what carries the LabelPod label: for one pod when
@@ -43,12 +54,6 @@ type Engine interface {
 	Objects(ctx context.Context, short string) ([]Object, error)
 	// Remove deletes one object; one that is already gone is not an error.
 	Remove(ctx context.Context, o Object) error
-}
-
-// ImageConfig is what an image sets for the containers made from it.
-type ImageConfig struct {
-	Env  []string // NAME=value
-	User string   // USER, "" when unset
 }
 
 // ExecSpec is a command for Exec. Empty User, Env and Workdir mean the
@@ -60,6 +65,11 @@ type ExecSpec struct {
 	Workdir string
 	// Output, when set, also receives the output as it comes.
 	Output io.Writer
+	// Stdin, when set, is the command's standard input. Stderr, when
+	// set, receives its standard error, which then stays out of the
+	// output Exec returns and out of Output.
+	Stdin  io.Reader
+	Stderr io.Writer
 }
 
 // ErrNotFound is returned when a pod, image or object does not exist.

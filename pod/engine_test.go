@@ -17,7 +17,9 @@ import (
 )
 
 // fakeEngine keeps objects in memory and can fail the n-th mutating call.
+// The methods no test needs panic (the embedded interface is nil).
 type fakeEngine struct {
+	Engine
 	mu      sync.Mutex        // up and delete call it from several goroutines
 	objects map[string]Object // kind/name -> object
 	calls   []string
@@ -48,8 +50,8 @@ func (f *fakeEngine) add(kind, name, pod string, labels map[string]string) {
 	f.objects[kind+"/"+name] = Object{Kind: kind, Name: name, Pod: pod, Labels: labels, State: "created"}
 }
 
-func (f *fakeEngine) ImageConfig(context.Context, string) (ImageConfig, error) {
-	return ImageConfig{}, nil
+func (f *fakeEngine) ImageConfig(context.Context, string) (plan.ImageConfig, error) {
+	return plan.ImageConfig{}, nil
 }
 func (f *fakeEngine) PodExists(_ context.Context, name string) (bool, error) {
 	f.mu.Lock()
@@ -164,7 +166,7 @@ func (f *fakeEngine) Remove(_ context.Context, o Object) error {
 func testPlan(t *testing.T, name string) (*plan.Plan, string) {
 	t.Helper()
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
-	src, err := source.ResolveSource(context.Background(), gittest.Repo(t), "")
+	src, err := source.Resolve(context.Background(), gittest.Repo(t), source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"context"
+	"io"
 
 	"github.com/devaipod/devaipod/pod/plan"
 )
@@ -16,4 +17,19 @@ func WorkspaceExecAs(ctx context.Context, eng Engine, short string) (plan.ExecAs
 	var as plan.ExecAs
 	_, err = decodePodLabel(o, plan.LabelExec, &as)
 	return as, err
+}
+
+// Attach runs argv in one of a running pod's containers with the caller's
+// standard streams (in, out and errOut; a terminal when tty) and returns
+// its exit code. In the workspace it runs as as says (see
+// WorkspaceExecAs; as.User may be overridden by the caller) with the
+// trusted variables; in the agent as user ("" for the agent's own).
+func Attach(ctx context.Context, eng Engine, short, role string, as plan.ExecAs, argv []string, in io.Reader, out, errOut io.Writer, tty bool) (int, error) {
+	e := ExecSpec{Cmd: argv, User: as.User, Stdin: in, Output: out, Stderr: errOut}
+	if role == plan.RoleWorkspace {
+		e.User, e.Cmd = as.Command(argv, true)
+	} else if _, err := RunningPod(ctx, eng, short, role); err != nil {
+		return 0, err
+	}
+	return eng.Attach(ctx, plan.ContainerName(short, role), e, tty)
 }

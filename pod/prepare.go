@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/devcontainer"
@@ -124,4 +126,135 @@ func BuildTag(project string, b *devcontainer.Build) (string, error) {
 	}
 	fmt.Fprintf(h, "\x00target %s", b.Target)
 	return fmt.Sprintf("localhost/devaipod-build-%s:%x", plan.VolumeSuffix(project, 0), h.Sum(nil)[:6]), nil
+}
+
+// HostCommandError refuses a devcontainer's initializeCommand, which runs
+// on the host, not in a container, unless the user allowed it.
+type HostCommandError struct {
+	File    string // the devcontainer.json, relative to the repository
+	Command string
+}
+
+func (e *HostCommandError) Error() string {
+	return fmt.Sprintf("%s has an initializeCommand, which runs on this host, not in a container: %s", e.File, e.Command)
+}
+
+// ToolMissingError says a program that a step needs is not installed.
+type ToolMissingError struct {
+	Tool string // its command name
+	Why  string // what needs it
+}
+
+func (e *ToolMissingError) Error() string {
+	return fmt.Sprintf("%s with %s, and it is not installed", e.Why, e.Tool)
+}
+
+// prepareDevcontainer loads the checkout's devcontainer.json into in, runs
+// its initializeCommand on the host when the request allows it, and builds
+// its image (eng is nil for a dry run, which builds nothing).
+func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan.PlanInput, tree string, forbidden []string) error {
+	req, src := c.req, in.Source
+	local := tree
+	if src.Local {
+		local = src.Dir
+	}
+	explicit := req.Devcontainer
+	if filepath.IsAbs(explicit) && src.Local {
+		// A path in the user's checkout names the same path in the clone.
+		rel, err := filepath.Rel(src.Dir, explicit)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("--devcontainer %s is not inside the repository %s", explicit, src.Dir)
+		}
+		explicit = rel
+	}
+	loaded, err := LoadDevcontainer(ctx, tree, DevcontainerOptions{Explicit: explicit, Name: in.Name,
+		LocalFolder: local, Project: src.Project, HostEnv: in.HostEnv, Forbidden: forbidden})
+	if err != nil || loaded == nil {
+		return err
+	}
+	dc := loaded.Config
+	rel, _ := filepath.Rel(tree, dc.File)
+	c.progress("using " + rel)
+	in.Devcontainer, in.RunArgs, in.DevcontainerBinds = dc, loaded.RunArgs, loaded.Binds
+
+	if ic := dc.InitializeCommand; ic != nil && len(ic.Steps) > 0 {
+		if !req.AllowHostCommands {
+			return &HostCommandError{File: rel, Command: ic.Steps[0].String()}
+		}
+		if !req.DryRun {
+			if !src.Local { // it runs in the clone, which has the whole tree then
+				if err := source.CheckoutAll(ctx, tree); err != nil {
+					return err
+				}
+			}
+			for _, step := range ic.Steps {
+				c.progress("running initializeCommand on this host: " + step.String())
+				run := exec.CommandContext(ctx, step.Args[0], step.Args[1:]...)
+				run.Dir, run.Stdout, run.Stderr = local, c.out, c.out
+				if err := run.Run(); err != nil {
+					return fmt.Errorf("initializeCommand %s: %w", step, err)
+				}
+			}
+		}
+	}
+
+	project := cmp.Or(src.Project, "project")
+	if len(dc.Features) > 0 {
+		return c.buildWithFeatures(ctx, eng, in, tree, rel, project)
+	}
+	if dc.Build == nil {
+		return nil
+	}
+	tag, err := BuildTag(project, dc.Build)
+	if err != nil {
+		return err
+	}
+	in.DevcontainerImage = tag
+	if eng == nil || req.Image != "" {
+		return nil
+	}
+	c.progress("building the devcontainer's image " + tag + "...")
+	spec := BuildSpec{Dockerfile: dc.Build.Dockerfile, Context: dc.Build.Context, Args: dc.Build.Args, Target: dc.Build.Target, Tag: tag}
+	_, err = eng.BuildImage(ctx, spec, c.out)
+	return err
+}
+
+// devcontainerCLI is the devcontainer CLI: $DEVAIPOD_DEVCONTAINER_CLI, else
+// devcontainer on PATH.
+func devcontainerCLI(hostEnv map[string]string) (string, error) {
+	if c := hostEnv["DEVAIPOD_DEVCONTAINER_CLI"]; c != "" {
+		return exec.LookPath(c)
+	}
+	return exec.LookPath("devcontainer")
+}
+
+// buildWithFeatures has the devcontainer CLI build the image with the
+// devcontainer's features (it runs podman's CLI for the build), as the
+// devcontainer spec's reference implementation does.
+func (c *creation) buildWithFeatures(ctx context.Context, eng Engine, in *plan.PlanInput, tree, rel, project string) error {
+	cli, err := devcontainerCLI(in.HostEnv)
+	if err != nil {
+		return &ToolMissingError{Tool: "the devcontainer CLI", Why: rel + " uses features, which devaipod builds"}
+	}
+	data, err := os.ReadFile(in.Devcontainer.File)
+	if err != nil {
+		return err
+	}
+	tag := fmt.Sprintf("localhost/devaipod-build-%s:features-%x", strings.ToLower(project), sha256.Sum256(data))
+	tag = tag[:strings.LastIndex(tag, ":")+len(":features-")+12]
+	in.DevcontainerImage = tag
+	if eng == nil || c.req.Image != "" {
+		return nil
+	}
+	if err := source.CheckoutAll(ctx, tree); err != nil {
+		return err
+	}
+	c.progress(fmt.Sprintf("building the devcontainer's image %s with its features (%s)...", tag, cli))
+	build := exec.CommandContext(ctx, cli, "build", "--workspace-folder", tree, "--config", in.Devcontainer.File,
+		"--image-name", tag, "--docker-path", "podman")
+	build.Stdout, build.Stderr = c.out, c.out
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("devcontainer build: %w", err)
+	}
+	return nil
 }

@@ -1,11 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/plan"
@@ -47,20 +47,15 @@ agent's files in the repository and the agent its files.
 				argv = defaultShell
 			}
 			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
-				if container == plan.RoleAgent {
-					if _, err := pod.RunningPod(cmd.Context(), p, short, plan.RoleAgent); err != nil {
+				var as plan.ExecAs
+				if container == plan.RoleWorkspace {
+					var err error
+					if as, err = pod.WorkspaceExecAs(cmd.Context(), p, short); err != nil {
 						return err
 					}
-					return podmanExec(cmd, p.URI, plan.ContainerName(short, container), user, argv)
 				}
-				as, err := pod.WorkspaceExecAs(cmd.Context(), p, short)
-				if err != nil {
-					return err
-				}
-				if user != "" {
-					as.User = user
-				}
-				return workspaceExec(cmd, p.URI, short, as, argv)
+				as.User = cmp.Or(user, as.User)
+				return attach(cmd, p, short, container, as, argv)
 			})
 		},
 	}
@@ -70,11 +65,15 @@ agent's files in the repository and the agent its files.
 	return cmd
 }
 
-// workspaceExec runs argv in the pod's workspace as as says, with the
-// trusted variables.
-func workspaceExec(cmd *cobra.Command, uri, short string, as plan.ExecAs, argv []string) error {
-	user, wrapped := as.Command(argv, true)
-	return podmanExec(cmd, uri, plan.ContainerName(short, plan.RoleWorkspace), user, wrapped)
+// attach runs argv in the pod's container of role with the command's
+// streams and passes on its exit status.
+func attach(cmd *cobra.Command, p *podman.Podman, short, role string, as plan.ExecAs, argv []string) error {
+	code, err := pod.Attach(cmd.Context(), p, short, role, as, argv,
+		cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), isTerminal(cmd.InOrStdin()))
+	if err == nil && code != 0 {
+		return &exitError{code: code}
+	}
+	return err
 }
 
 func newAttachCommand(g *globalFlags) *cobra.Command {
@@ -107,41 +106,12 @@ It runs the devcontainer's postAttachCommand first. This is
 				if noUI {
 					return nil
 				}
-				return workspaceExec(cmd, p.URI, short, as, []string{"oc"})
+				return attach(cmd, p, short, plan.RoleWorkspace, as, []string{"oc"})
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&noUI, "no-ui", false, "run the postAttachCommand only, without opening the UI (for scripts)")
 	return cmd
-}
-
-// podmanExec runs `podman exec` against the same service, as user (empty:
-// the container's): the bindings' attach code is not made for interactive
-// terminals, podman's CLI is.
-func podmanExec(cmd *cobra.Command, uri, container, user string, argv []string) error {
-	bin, err := exec.LookPath("podman")
-	if err != nil {
-		return errors.New("exec needs the podman command on this host: install podman")
-	}
-	args := []string{"--remote", "--url", uri, "exec", "-i"}
-	if isTerminal(cmd.InOrStdin()) {
-		args = append(args, "-t")
-	}
-	if user != "" {
-		args = append(args, "--user", user)
-	}
-	args = append(append(args, container), argv...)
-	c := exec.CommandContext(cmd.Context(), bin, args...)
-	// On Ctrl-C podman exec passes the interrupt on; SIGKILL would leave
-	// the command running in the container.
-	c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
-	c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
-	err = c.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return &exitError{code: ee.ExitCode()}
-	}
-	return err
 }
 
 // isTerminal tells whether r is a terminal.

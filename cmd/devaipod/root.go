@@ -60,6 +60,12 @@ func printError(w io.Writer, err error) {
 	switch {
 	case errors.As(err, &he):
 		fmt.Fprintf(w, "Hint: %s\n", he.hint)
+	case errors.As(err, new(*pod.PullError)):
+		fmt.Fprintln(w, "Hint: check the image's name and that this host reaches its registry (a private one needs `podman login REGISTRY`); an image built here is named localhost/NAME")
+	case errors.As(err, new(*pod.HostCommandError)):
+		fmt.Fprintln(w, "Hint: read it, then pass --allow-host-commands to run it (a repository must not run code on your host by default)")
+	case errors.As(err, new(*pod.ToolMissingError)):
+		fmt.Fprintln(w, "Hint: install it (npm install -g @devcontainers/cli), or build the image yourself and pass --image NAME")
 	case errors.As(err, &ce) && ce.Hint != "":
 		fmt.Fprintf(w, "Hint: %s\n", ce.Hint)
 	case errors.As(err, &re):

@@ -1,25 +1,19 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/base64"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/podman"
-	"github.com/devaipod/devaipod/pod/source"
 	"github.com/spf13/cobra"
 )
 
@@ -39,8 +33,6 @@ type upFlags struct {
 	gator             []string
 	pull              string
 }
-
-var pullPolicies = []string{podman.PullMissing, podman.PullAlways, podman.PullNever}
 
 func newUpCommand(g *globalFlags) *cobra.Command {
 	f := &upFlags{}
@@ -86,7 +78,7 @@ created is removed again (unless --keep-on-failure).`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.name, "name", "", "pod name (default: the repository's name plus a random suffix)")
 	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+config.DefaultImage+")")
-	fl.StringVar(&f.pull, "pull", podman.PullMissing, "pull the pod's images from their registries: missing, always or never (images under localhost/ are never pulled)")
+	fl.StringVar(&f.pull, "pull", pod.PullMissing, "pull the pod's images from their registries: missing, always or never (images under localhost/ are never pulled)")
 	fl.StringVar(&f.ref, "ref", "", "branch or tag to clone (git URLs only)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing")
 	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
@@ -98,304 +90,73 @@ created is removed again (unless --keep-on-failure).`,
 	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
-	cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions(pullPolicies, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions(pod.PullPolicies, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) error {
 	start := time.Now()
 	ctx := cmd.Context()
-	if !slices.Contains(pullPolicies, f.pull) {
-		return fmt.Errorf("--pull %q: use missing, always or never", f.pull)
-	}
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return err
 	}
-	name := f.name
-	if name != "" {
-		if name, err = plan.NormalizeName(name); err != nil {
-			return err
-		}
+	req := pod.Request{Source: input, Task: task, Name: f.name, Image: f.image, Ref: f.ref, ForgeURL: f.forgeURL,
+		Allow: f.allow, WorkspaceAccess: f.workspaceAccess, Devcontainer: f.devcontainer,
+		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, Pull: f.pull,
+		ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure, DryRun: f.dryRun,
+		Config: cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(),
+		Progress: func(s string) { g.infof(cmd, "%s", s) }, Warn: func(s string) { g.warnf(cmd, "%s", s) },
+		Output: cmd.ErrOrStderr()}
+	if g.quiet {
+		req.Output = io.Discard
 	}
-	forge := cfg.Forge.URL
-	if f.forgeURL != "" {
-		forge = f.forgeURL
-		if err := source.ValidateForgeURL(f.forgeURL); err != nil {
-			return fmt.Errorf("--forge-url: %w", err)
-		}
-	}
-	src, err := source.ResolveSourceWith(ctx, input, source.SourceOptions{Ref: f.ref, ForgeURL: forge, APIURL: cfg.Forge.APIURL})
-	if err != nil {
-		return err
-	}
-	for _, w := range src.Warnings {
-		g.warnf(cmd, "%s", w)
-	}
-	if name == "" {
-		name = plan.DeriveNameFor(src)
-	}
-	if a := f.workspaceAccess; a != "" && a != config.AccessRW && a != config.AccessRO {
-		return fmt.Errorf("--workspace-access %q: use rw or ro", a)
-	}
-	for _, r := range f.allow {
-		if err := config.ValidateRule(r); err != nil {
-			return fmt.Errorf("--allow: %w", err)
-		}
-	}
-	configFile := g.config
-	if configFile == "" {
-		configFile = config.DefaultConfigPath()
-	}
-	home, _ := os.UserHomeDir()
-	forbidden := pod.ForbiddenMounts(home, configFile, os.Getenv("XDG_RUNTIME_DIR"))
-	mounts, err := pod.ResolveMounts(cfg.Mounts, forbidden)
-	if err != nil {
-		return err
-	}
-	if f.workspaceAccess != "" {
-		cfg.Agent.WorkspaceAccess = f.workspaceAccess
-	}
-	env := hostEnv()
-	scopes, err := gatorScopes(f.gator, cfg, src, forge, env)
-	if err != nil {
-		return err
-	}
-	password, err := randomPassword()
-	if err != nil {
-		return err
-	}
-	in := plan.PlanInput{Name: name, Config: cfg, Source: src, Image: f.image, HostEnv: env, Allow: f.allow,
-		Mounts: mounts, AgentPassword: password, Task: task, NoVerify: f.noVerify,
-		GatorScopes: scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
-	if len(src.LeftOut) > 0 {
-		g.warnf(cmd, "%d uncommitted path(s) in %s are not copied into the workspace: %s",
-			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5))
-	}
-
-	// The clone (host git) and connecting to podman are independent: run
-	// them at once. The clone creates nothing in podman.
-	g.infof(cmd, "cloning %s...", src.Display)
-	tmp, err := os.MkdirTemp("", "devaipod-src-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	tree := filepath.Join(tmp, "repo")
-	cloneCtx, cancelClone := context.WithCancel(ctx)
-	defer cancelClone()
-	cloned := make(chan error, 1)
-	go func() { cloned <- src.Checkout(cloneCtx, tree) }()
-
 	var p *podman.Podman
-	hostInfo := func() (plan.HostInfo, error) { return plan.HostInfo{}, nil }
-	var rootless, modeKnown bool
 	if !f.dryRun {
 		if p, err = g.connect(cmd); err != nil {
 			return err
 		}
 		defer p.Close()
-		// Podman's info is slow (0.3 to 1 s of the service's CPU) and only
-		// needed for the limits warning, and for the final message when the
-		// socket does not tell the mode: ask for it alongside, if at all.
-		rootless, modeKnown = p.Rootless()
-		if !modeKnown || cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable() {
-			type infoResult struct {
-				host plan.HostInfo
-				err  error
-			}
-			info := make(chan infoResult, 1)
-			go func() {
-				h, err := p.Info(ctx)
-				info <- infoResult{h, err}
-			}()
-			hostInfo = sync.OnceValues(func() (plan.HostInfo, error) {
-				r := <-info
-				return r.host, r.err
-			})
-		}
 	}
-	// The images of the plan without the repository's devcontainer.json
-	// (usually all of them) are looked up while the clone runs.
-	type lookup struct {
-		configs map[string]pod.ImageConfig
-		err     error
-	}
-	early := make(chan lookup, 1)
+	var eng pod.Engine
 	if p != nil {
-		go func(in plan.PlanInput) { // a copy: in changes once the clone is there
-			configs := map[string]pod.ImageConfig{}
-			probe, err := plan.Build(in)
-			if err == nil {
-				err = lookUpImages(ctx, p, probe.Images(), configs)
-			}
-			early <- lookup{configs, err}
-		}(in)
+		eng = p
 	}
-	if err := <-cloned; err != nil {
+	res, err := pod.Create(ctx, eng, req)
+	if err != nil {
 		return err
 	}
-	in.Source = src // now with the commit of a URL's clone
-	if in.Tree, err = source.ScanTree(ctx, tree, config.ProtectedPaths(cfg), config.MaskPatterns(cfg)); err != nil {
-		return fmt.Errorf("scan the repository: %w", err)
-	}
-	if err := prepareDevcontainer(cmd, g, f, p, &in, tree, forbidden); err != nil {
-		return err
-	}
+	pl := res.Plan
 	if f.dryRun {
-		plan, err := plan.Build(in)
-		if err != nil {
-			return err
-		}
 		if g.json() {
-			return writeJSON(cmd.OutOrStdout(), plan.Redacted())
+			return writeJSON(cmd.OutOrStdout(), pl.Redacted())
 		}
-		printPlan(cmd.OutOrStdout(), plan)
+		printPlan(cmd.OutOrStdout(), pl)
 		return nil
-	}
-	if cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable() {
-		if in.Host, err = hostInfo(); err != nil {
-			return err
-		}
-	}
-	// The plan needs the image's PATH and USER, and a missing image is better
-	// reported now than as a create failure.
-	probe, err := plan.Build(in)
-	if err != nil {
-		return err
-	}
-	looked := <-early
-	if looked.err != nil {
-		return looked.err
-	}
-	configs := looked.configs
-	if err := ensureImages(cmd, g, p, probe.Images(), configs, f.pull); err != nil {
-		return err
-	}
-	wsImage := configs[probe.Containers[0].Image]
-	in.ImageEnv, in.ImageUser = wsImage.Env, wsImage.User
-	if dc := in.Devcontainer; dc != nil {
-		if err := dc.SubstituteContainerEnv(containerEnv(in.ImageEnv, probe.Containers[0].Env)); err != nil {
-			return err
-		}
-	}
-	plan, err := plan.Build(in)
-	if err != nil {
-		return err
-	}
-	for _, w := range plan.Warnings {
-		g.warnf(cmd, "%s", w)
-	}
-	opts := pod.UpOptions{ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure,
-		Progress: func(step string) { g.infof(cmd, "%s...", step) }, Output: cmd.ErrOrStderr()}
-	if err := pod.Up(ctx, p, plan, tree, opts); err != nil {
-		if ctx.Err() != nil && !f.keepOnFailure {
-			return fmt.Errorf("interrupted; removed what up had created: %w", err)
-		}
-		return err
 	}
 	if g.json() {
 		return writeJSON(cmd.OutOrStdout(), map[string]any{
-			"name": plan.Name, "pod": plan.Pod.Name, "workdir": plan.Workdir,
-			"agent_url": plan.AgentURL, "commit": src.Commit, "seconds": time.Since(start).Seconds()})
+			"name": pl.Name, "pod": pl.Pod.Name, "workdir": pl.Workdir,
+			"agent_url": pl.AgentURL, "commit": res.Source.Commit, "seconds": time.Since(start).Seconds()})
 	}
 	// The mode from the socket's owner when it tells: /info was the
 	// longest step of up.
-	if !modeKnown {
-		host, err := hostInfo()
+	rootless, known := p.Rootless()
+	if !known {
+		host, err := p.Info(ctx)
 		if err != nil {
 			return err
 		}
 		rootless = host.Rootless
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman).\n", plan.Name, time.Since(start).Seconds(), podmanMode(rootless))
+	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman).\n", pl.Name, time.Since(start).Seconds(), podmanMode(rootless))
 	if !g.quiet {
-		fmt.Fprintf(out, "  shell in the workspace:  devaipod exec %s\n", plan.Name)
-		fmt.Fprintf(out, "  talk to the agent:       devaipod attach %s\n", plan.Name)
-		fmt.Fprintf(out, "  remove it:               devaipod delete %s\n", plan.Name)
+		fmt.Fprintf(out, "  shell in the workspace:  devaipod exec %s\n", pl.Name)
+		fmt.Fprintf(out, "  talk to the agent:       devaipod attach %s\n", pl.Name)
+		fmt.Fprintf(out, "  remove it:               devaipod delete %s\n", pl.Name)
 	}
 	return nil
-}
-
-// lookUpImages records the config of each image that is present; missing
-// ones are left to ensureImages, once the plan's images are final.
-func lookUpImages(ctx context.Context, p *podman.Podman, images []string, configs map[string]pod.ImageConfig) error {
-	for _, img := range images {
-		c, err := p.ImageConfig(ctx, img)
-		if errors.Is(err, pod.ErrNotFound) {
-			continue
-		} else if err != nil {
-			return err
-		}
-		configs[img] = c
-	}
-	return nil
-}
-
-// ensureImages records the config of each image not in configs yet,
-// pulling it first as policy says. A missing image is better reported now
-// than as a create failure.
-func ensureImages(cmd *cobra.Command, g *globalFlags, p *podman.Podman, images []string, configs map[string]pod.ImageConfig, policy string) error {
-	ctx := cmd.Context()
-	out := cmd.ErrOrStderr()
-	if g.quiet {
-		out = io.Discard
-	}
-	pull := func(img string) error {
-		g.infof(cmd, "pulling %s...", img)
-		if err := p.PullImage(ctx, img, out); err != nil {
-			return &hintError{err: err, hint: "check the image's name and that this host reaches its registry (a private one needs `podman login REGISTRY`); an image built here is named localhost/NAME"}
-		}
-		return nil
-	}
-	for _, img := range images {
-		_, known := configs[img]
-		if policy == podman.PullAlways && podman.Pullable(img) {
-			if err := pull(img); err != nil {
-				return err
-			}
-		} else if known {
-			continue
-		}
-		c, err := p.ImageConfig(ctx, img)
-		if errors.Is(err, pod.ErrNotFound) && policy == podman.PullMissing && podman.Pullable(img) {
-			if err := pull(img); err != nil {
-				return err
-			}
-			c, err = p.ImageConfig(ctx, img)
-		}
-		if errors.Is(err, pod.ErrNotFound) {
-			return missingImage(img, policy)
-		} else if err != nil {
-			return err
-		}
-		configs[img] = c
-	}
-	return nil
-}
-
-// missingImage says what to do about an image podman does not have after
-// ensureImages did what policy allows.
-func missingImage(img, policy string) error {
-	switch {
-	case podman.Pullable(img) && policy == podman.PullNever:
-		return fmt.Errorf("image %s is not in podman's storage and --pull is never: pull it (podman pull %s) or drop --pull never", img, img)
-	case podman.Pullable(img):
-		return fmt.Errorf("image %s was pulled, yet podman does not find it by that name: name it by tag or digest alone", img)
-	case img == config.DefaultImage || img == config.DefaultHelperImage:
-		return fmt.Errorf("image %s is not in podman's storage: build devaipod's images with `make images` (or pass --image)", img)
-	}
-	return fmt.Errorf("image %s is not in podman's storage: build it, or name another with --image or [workspace] image", img)
-}
-
-// randomPassword draws the agent's password: 128 bits, URL-safe.
-func randomPassword() (string, error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("draw the agent's password: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 func podmanMode(rootless bool) string {
@@ -403,13 +164,6 @@ func podmanMode(rootless bool) string {
 		return "rootless"
 	}
 	return "rootful"
-}
-
-func summarisePaths(paths []string, max int) string {
-	if len(paths) <= max {
-		return strings.Join(paths, ", ")
-	}
-	return strings.Join(paths[:max], ", ") + fmt.Sprintf(" and %d more", len(paths)-max)
 }
 
 // printPlan shows a plan for people: each object and its security settings.

@@ -1,7 +1,13 @@
 package plan
 
 import (
+	"cmp"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/devaipod/devaipod/pod/config"
@@ -75,4 +81,149 @@ func taskLabel(task string) string {
 		cut--
 	}
 	return task[:cut] + "…"
+}
+
+// agent is the untrusted side: the shared env, its own keys, nothing
+// trusted; no capabilities, no network but the proxy's socket.
+func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
+	cfg := b.cfg
+	preset := presetOf(cfg.Agent)
+	env := copyEnv(preset.env)
+	maps.Copy(env, shared)
+	if b.in.AgentPassword != "" && preset.passwordEnv != "" {
+		env[preset.passwordEnv] = b.in.AgentPassword
+	}
+	if b.in.Task != "" && cfg.Agent.Kind == config.AgentCustom {
+		env["DEVAIPOD_TASK"] = b.in.Task // opencode gets it through its API instead
+	}
+	for _, k := range LLMKeyVars {
+		if v, ok := b.in.HostEnv[k]; ok {
+			env[k] = v
+		}
+	}
+	for k, v := range b.in.HostEnv {
+		if rest, ok := strings.CutPrefix(k, AgentEnvPrefix); ok && rest != "" {
+			env[rest] = v
+		}
+	}
+	for k := range trusted {
+		delete(env, k) // a trusted name never reaches the agent, whatever its source
+	}
+	env["HOME"] = AgentHome
+	env["USER"] = "agent"
+	env["TMPDIR"] = "/tmp"
+	entrypoint := []string{HelperBin, "init",
+		"--expose", fmt.Sprintf("unix:%s=tcp:127.0.0.1:%d", AgentSocket, b.port)}
+	readOnly := cfg.Agent.WorkspaceAccess == config.AccessRO
+	mounts := []Mount{
+		{Volume: ObjectName(b.short, VolumeWorkspace), Dest: WorkspacesDir, ReadOnly: readOnly},
+		{Volume: ObjectName(b.short, VolumeAgentHome), Dest: AgentHome},
+		{Volume: ObjectName(b.short, VolumeAgentSock), Dest: AgentSocketDir},
+	}
+	network := NetworkNone
+	switch b.mode {
+	case config.NetworkAllowlist:
+		entrypoint = append(entrypoint, "--forward", "tcp:"+ProxyAddr+"=unix:"+ProxySocket)
+		// Read-only: the agent can connect to the socket, not replace it.
+		mounts = append(mounts, Mount{Volume: ObjectName(b.short, VolumeProxySock), Dest: ProxySocketDir, ReadOnly: true})
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			env[k] = "http://" + ProxyAddr
+		}
+		env["NO_PROXY"], env["no_proxy"] = "127.0.0.1,localhost", "127.0.0.1,localhost"
+	case config.NetworkOpen:
+		network = NetworkPod
+	}
+	command := cfg.Agent.Command
+	if len(command) == 0 {
+		command = preset.command(b.port)
+	}
+	limits := cfg.Agent.Limits
+	if limits.TmpSize == "" {
+		limits.TmpSize = config.DefaultTmpSize
+	}
+	if limits.Pids == 0 {
+		limits.Pids = config.DefaultPids
+	}
+	if limits.Memory == "" {
+		limits.Memory = config.DefaultMemory
+	}
+	return ContainerSpec{
+		Name:            ContainerName(b.short, RoleAgent),
+		Role:            RoleAgent,
+		Image:           cmp.Or(b.in.Image, cfg.Agent.Image, b.wsImage),
+		Entrypoint:      append(entrypoint, "--"),
+		Command:         command,
+		User:            fmt.Sprintf("%d:%d", AgentUID, AgentGID),
+		Workdir:         b.workdir,
+		Umask:           WorkspaceUmask,
+		Env:             env,
+		Labels:          b.labels(LabelRole, RoleAgent),
+		Network:         network,
+		PrivateIPC:      true,
+		CapDrop:         []string{"ALL"},
+		NoNewPrivileges: true,
+		ReadOnlyRoot:    true,
+		Mounts:          mounts,
+		Binds:           append(b.agentBinds(readOnly), b.hostBinds(RoleAgent)...),
+		ImageMounts:     []ImageMount{{Image: b.helper, Dest: HelperMount}},
+		Tmpfs:           []Tmpfs{{Dest: "/tmp", Size: limits.TmpSize, Options: "rw,nosuid,nodev,mode=1777"}},
+		Limits:          &limits,
+		Seccomp:         SeccompAgent,
+		StopTimeout:     5,
+	}
+}
+
+// verifyArgs tells the verify battery what this pod promises: its canary
+// and proxy, the paths the agent must not write, its mounts and limits.
+func (b *builder) verifyArgs(p *Plan, agent ContainerSpec) []string {
+	args := []string{"--pod", b.short, "--workspace", b.workdir, "--canary", CanaryAddr}
+	if b.mode == config.NetworkAllowlist {
+		args = append(args, "--proxy", "http://"+ProxyAddr)
+	}
+	for _, path := range config.ProtectedPaths(b.cfg) {
+		if !slices.Contains(b.in.Tree.Unprotectable, path) {
+			args = append(args, "--protect", path)
+		}
+	}
+	for _, bind := range b.hostBinds(RoleAgent) {
+		args = append(args, "--expect-mount", bind.Dest)
+	}
+	if l := agent.Limits; l != nil {
+		if n, err := ParseSize(l.Memory); err == nil && l.Memory != "" {
+			args = append(args, "--limit", fmt.Sprintf("memory=%d", n))
+		}
+		if l.Pids > 0 {
+			args = append(args, "--limit", fmt.Sprintf("pids=%d", l.Pids))
+		}
+		if n, err := ParseSize(l.TmpSize); err == nil {
+			args = append(args, "--limit", fmt.Sprintf("tmp=%d", n))
+		}
+	}
+	return args
+}
+
+// agentBinds makes the protected paths read-only in the agent's view and
+// hides the masked files. The repository's folder and its .git are bound
+// onto themselves too: a mountpoint cannot be renamed, so the agent cannot
+// move them aside and put a folder of its own, with its own hooks, in
+// their place.
+func (b *builder) agentBinds(readOnly bool) []Bind {
+	vol := ObjectName(b.short, VolumeWorkspace)
+	project := path.Base(b.workdir)
+	bind := func(rel string, ro bool) Bind {
+		return Bind{Volume: vol, SubPath: path.Join(project, rel), Dest: path.Join(b.workdir, rel), ReadOnly: ro}
+	}
+	var binds []Bind
+	if !readOnly {
+		binds = append(binds, bind(".", false), bind(".git", false))
+		for _, p := range config.ProtectedPaths(b.cfg) {
+			if !slices.Contains(b.in.Tree.Unprotectable, p) {
+				binds = append(binds, bind(p, true))
+			}
+		}
+	}
+	for _, f := range b.in.Tree.Masked {
+		binds = append(binds, Bind{HostPath: "/dev/null", Dest: path.Join(b.workdir, f), ReadOnly: true})
+	}
+	return binds
 }

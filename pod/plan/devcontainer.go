@@ -88,6 +88,12 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 			ws.Env[k] = v
 		}
 	}
+	// remoteEnv and the lifecycle commands may name the workspace's
+	// variables as ${containerEnv:VAR}: the image's, then the plan's.
+	// They are read below, so this is their last moment.
+	if err := dc.SubstituteContainerEnv(containerEnv(b.image.Env, ws.Env)); err != nil {
+		return err
+	}
 	ws.User = cmp.Or(dc.ContainerUser, ra.User)
 	ws.CapAdd = append(slices.Clone(dc.CapAdd), ra.CapAdd...)
 	ws.Privileged = dc.Privileged || ra.Privileged
@@ -151,7 +157,7 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 		}
 	}
 
-	l := &Lifecycle{User: cmp.Or(dc.RemoteUser, dc.ContainerUser, ra.User, b.in.ImageUser), Workdir: b.workdir,
+	l := &Lifecycle{User: cmp.Or(dc.RemoteUser, dc.ContainerUser, ra.User, b.image.User), Workdir: b.workdir,
 		OnCreate: dc.OnCreateCommand, UpdateContent: dc.UpdateContentCommand, PostCreate: dc.PostCreateCommand,
 		PostStart: dc.PostStartCommand, PostAttach: dc.PostAttachCommand}
 	for _, k := range slices.Sorted(maps.Keys(dc.RemoteEnv)) {
@@ -230,4 +236,17 @@ func tmpfsSize(opts []string) string {
 func validSize(s string) bool {
 	_, err := ParseSize(s)
 	return err == nil
+}
+
+// containerEnv is the workspace's environment for ${containerEnv:VAR}: the
+// image's, then what the plan sets.
+func containerEnv(image []string, planned map[string]string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range image {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	maps.Copy(env, planned)
+	return env
 }

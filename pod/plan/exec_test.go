@@ -27,7 +27,7 @@ func TestBuildLabelsExecAs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := planInput()
-			in.ImageUser, in.Devcontainer = tt.imageUser, tt.dc
+			in.ResolveImage, in.Devcontainer = imageWith(ImageConfig{User: tt.imageUser}), tt.dc
 			plan, err := Build(in)
 			if err != nil {
 				t.Fatal(err)

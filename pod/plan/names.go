@@ -38,6 +38,23 @@ const (
 	LabelPR = "io.devaipod.pr"
 )
 
+// The pod's volumes, by what they hold; a volume is named with ObjectName.
+const (
+	// VolumeWorkspace holds the copy of the repository, shared by all.
+	VolumeWorkspace = "workspace"
+	// VolumeAgentHome is the agent's HOME.
+	VolumeAgentHome = "agent-home"
+	// VolumeAgentSock, VolumeProxySock and VolumeGatorSock hold the unix
+	// sockets of the agent's server, the proxy and the gator.
+	VolumeAgentSock = "agent-sock"
+	VolumeProxySock = "proxy-sock"
+	VolumeGatorSock = "gator-sock"
+	// VolumeProxyState and VolumeGatorState keep the sidecars' policy
+	// and audit logs.
+	VolumeProxyState = "proxy-state"
+	VolumeGatorState = "gator-state"
+)
+
 // Container roles; a container is named Prefix+NAME+"-"+role.
 const (
 	RoleWorkspace = "workspace"

@@ -26,8 +26,8 @@ func planInput() PlanInput {
 			Trusted: config.TrustedConfig{Env: config.TrustedEnvConfig{Allowlist: []string{"GH_TOKEN"}, Vars: map[string]string{"JIRA_TOKEN": "jira-secret"}, Secrets: []string{"NPM_TOKEN=npm_token"}}},
 			Agent:   config.AgentConfig{Limits: config.Limits{Memory: "4g", Pids: 512}},
 		},
-		Source:   &source.Source{Input: ".", Local: true, Dir: "/src/demo", Project: "demo", Remote: "https://git.example.test/org/demo.git", Commit: "0123456789abcdef0123456789abcdef01234567"},
-		ImageEnv: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"},
+		Source:       &source.Source{Input: ".", Local: true, Dir: "/src/demo", Project: "demo", Remote: "https://git.example.test/org/demo.git", Commit: "0123456789abcdef0123456789abcdef01234567"},
+		ResolveImage: imageWith(ImageConfig{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}}),
 		HostEnv: map[string]string{
 			"EDITOR": "vi", "GH_TOKEN": "ghp-secret", "ANTHROPIC_API_KEY": "sk-ant",
 			"DEVAIPOD_AGENT_MODEL": "fast", "DEVAIPOD_AGENT_GH_TOKEN": "sneaky", "HOME": "/home/u", "SSH_AUTH_SOCK": "/run/ssh",
@@ -118,7 +118,7 @@ func TestBuildContainment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, agent := plan.Containers[0], plan.Containers[1]
+	ws, agent := *plan.Workspace(), *plan.Agent()
 	if ws.Role != RoleWorkspace || agent.Role != RoleAgent {
 		t.Fatalf("roles = %s, %s", ws.Role, agent.Role)
 	}
@@ -215,7 +215,7 @@ func TestRedacted(t *testing.T) {
 	if !strings.Contains(string(b), "http://127.0.0.1:3128") {
 		t.Error("redacted plan lost devaipod's own values")
 	}
-	if plan.Containers[1].Env["ANTHROPIC_API_KEY"] != "sk-ant" {
+	if plan.Agent().Env["ANTHROPIC_API_KEY"] != "sk-ant" {
 		t.Error("Redacted changed the original plan")
 	}
 }
@@ -257,7 +257,7 @@ func TestDevcontainerNeverReachesTheAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, agent := plan.Containers[0], plan.Containers[1]
+	ws, agent := *plan.Workspace(), *plan.Agent()
 	if !ws.Privileged || len(ws.CapAdd) == 0 || len(ws.SecurityOpt) == 0 || ws.Env["FROM_HOST"] != "from-host" || len(ws.Binds) == 0 {
 		t.Fatalf("the workspace did not get the devcontainer's settings: %+v", ws)
 	}
@@ -300,4 +300,9 @@ func TestGatorNeedsAToken(t *testing.T) {
 	if _, err := Build(in); !errors.Is(err, ErrNoToken) {
 		t.Errorf("a gator without a token: err %v", err)
 	}
+}
+
+// imageWith is a ResolveImage for which every image sets c.
+func imageWith(c ImageConfig) func(string) (ImageConfig, error) {
+	return func(string) (ImageConfig, error) { return c, nil }
 }

@@ -101,7 +101,7 @@ func TestScanTreeSubmodules(t *testing.T) {
 func checkOut(t *testing.T, repo string) string {
 	t.Helper()
 	ctx := context.Background()
-	src, err := source.ResolveSource(ctx, repo, "")
+	src, err := source.Resolve(ctx, repo, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

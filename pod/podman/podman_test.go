@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/containers/podman/v5/pkg/specgen"
+	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/plan"
 )
 
@@ -177,7 +178,7 @@ func TestPullable(t *testing.T) {
 		"sha256:" + strings.Repeat("ab", 32): false,
 		"cafe":                               true, // too short for an id: a name
 	} {
-		if got := Pullable(ref); got != want {
+		if got := pod.Pullable(ref); got != want {
 			t.Errorf("Pullable(%q) = %v; want %v", ref, got, want)
 		}
 	}

@@ -202,7 +202,7 @@ func effectivePort(u *url.URL) string {
 
 // resolvePR makes the Source of a pull request. Without an API URL nothing
 // is fetched: the head commit is known after Checkout.
-func resolvePR(ctx context.Context, raw string, pr PullRequest, o SourceOptions) (*Source, error) {
+func resolvePR(ctx context.Context, raw string, pr PullRequest, o Options) (*Source, error) {
 	if o.Ref != "" {
 		return nil, errors.New("--ref does not apply to a pull request: devaipod checks out the pull request's head")
 	}
@@ -266,7 +266,7 @@ const prAPITimeout = 10 * time.Second
 
 // lookupPR asks the forge's REST API (GET /repos/OWNER/REPO/pulls/N) for the
 // pull request's head repository and branch.
-func lookupPR(ctx context.Context, o SourceOptions, pr PullRequest) (prInfo, error) {
+func lookupPR(ctx context.Context, o Options, pr PullRequest) (prInfo, error) {
 	var info prInfo
 	api, err := url.Parse(strings.TrimRight(o.APIURL, "/"))
 	if err != nil || (api.Scheme != "https" && api.Scheme != "http") || api.Host == "" {

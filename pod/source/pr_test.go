@@ -148,7 +148,7 @@ func FuzzParsePRURL(f *testing.F) {
 		if err != nil || again != pr {
 			t.Fatalf("ParsePRURL(%q) = %+v; its URL %q parses as %+v, %v", in, pr, pr.URL(), again, err)
 		}
-		src, err := resolvePR(context.Background(), in, pr, SourceOptions{})
+		src, err := resolvePR(context.Background(), in, pr, Options{})
 		if err != nil || !validProject.MatchString(src.Project) {
 			t.Fatalf("resolvePR(%q) = %+v, %v", in, src, err)
 		}
@@ -157,7 +157,7 @@ func FuzzParsePRURL(f *testing.F) {
 
 func TestResolvePRSource(t *testing.T) {
 	ctx := context.Background()
-	src, err := ResolveSource(ctx, "https://github.com/o/my.repo/pull/7/files", "")
+	src, err := Resolve(ctx, "https://github.com/o/my.repo/pull/7/files", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestResolvePRSource(t *testing.T) {
 		t.Errorf("source = %+v\nwant     %+v", *src, want)
 	}
 	// Credentials reach the clone on the host, and nothing else.
-	src, err = ResolveSourceWith(ctx, "https://user:s3cret@ghe.example.test/o/.dots/pull/2", SourceOptions{ForgeURL: "https://ghe.example.test"})
+	src, err = Resolve(ctx, "https://user:s3cret@ghe.example.test/o/.dots/pull/2", Options{ForgeURL: "https://ghe.example.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,21 +181,21 @@ func TestResolvePRSource(t *testing.T) {
 
 	for _, tt := range []struct {
 		in   string
-		o    SourceOptions
+		o    Options
 		want string
 	}{
-		{"https://github.com/o/r/pull/7", SourceOptions{Ref: "main"}, "--ref does not apply to a pull request"},
-		{"https://github.com/o/r/pull/nope", SourceOptions{}, "is not a number"},
-		{"https://ghe.example.test/o/r/pull/7", SourceOptions{}, "--forge-url"},
-		{"github.com/o/r/pull/7", SourceOptions{}, "pass its full URL: https://github.com/o/r/pull/7"},
-		{".", SourceOptions{ForgeURL: "ssh://github.com"}, "forge URL"},
+		{"https://github.com/o/r/pull/7", Options{Ref: "main"}, "--ref does not apply to a pull request"},
+		{"https://github.com/o/r/pull/nope", Options{}, "is not a number"},
+		{"https://ghe.example.test/o/r/pull/7", Options{}, "--forge-url"},
+		{"github.com/o/r/pull/7", Options{}, "pass its full URL: https://github.com/o/r/pull/7"},
+		{".", Options{ForgeURL: "ssh://github.com"}, "forge URL"},
 	} {
-		if _, err := ResolveSourceWith(ctx, tt.in, tt.o); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("ResolveSourceWith(%q, %+v) error = %v; want %q", tt.in, tt.o, err, tt.want)
+		if _, err := Resolve(ctx, tt.in, tt.o); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Resolve(%q, %+v) error = %v; want %q", tt.in, tt.o, err, tt.want)
 		}
 	}
 	// A plain repository URL on the forge is an ordinary git URL.
-	if src, err := ResolveSource(ctx, "https://github.com/o/r.git", "main"); err != nil || src.PR != 0 || src.Ref != "main" {
+	if src, err := Resolve(ctx, "https://github.com/o/r.git", Options{Ref: "main"}); err != nil || src.PR != 0 || src.Ref != "main" {
 		t.Errorf("repository URL: %+v, %v", src, err)
 	}
 }
@@ -266,7 +266,7 @@ func gitT(t *testing.T, dir string, args ...string) string {
 func TestCheckoutPR(t *testing.T) {
 	ctx := context.Background()
 	f := newPRForge(t)
-	src, err := ResolveSourceWith(ctx, f.URL+"/owner/repo/pull/7/files?w=1", SourceOptions{ForgeURL: f.URL})
+	src, err := Resolve(ctx, f.URL+"/owner/repo/pull/7/files?w=1", Options{ForgeURL: f.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestCheckoutPR(t *testing.T) {
 		t.Errorf("after git pull HEAD = %s; want the pull request's new head %s", got, want)
 	}
 
-	missing, err := ResolveSourceWith(ctx, f.URL+"/owner/repo/pull/8", SourceOptions{ForgeURL: f.URL})
+	missing, err := Resolve(ctx, f.URL+"/owner/repo/pull/8", Options{ForgeURL: f.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestCheckoutPR(t *testing.T) {
 	if want := "pull request #8 not found: " + baseURL + " has no refs/pull/8/head"; err == nil || err.Error() != want {
 		t.Errorf("checkout of a missing pull request: %v; want %q", err, want)
 	}
-	nobase, _ := ResolveSourceWith(ctx, f.URL+"/owner/nope/pull/1", SourceOptions{ForgeURL: f.URL})
+	nobase, _ := Resolve(ctx, f.URL+"/owner/nope/pull/1", Options{ForgeURL: f.URL})
 	if err := nobase.Checkout(ctx, filepath.Join(t.TempDir(), "co")); err == nil || !strings.Contains(err.Error(), "clone "+f.URL+"/owner/nope.git") {
 		t.Errorf("checkout from a missing repository: %v", err)
 	}
@@ -354,7 +354,7 @@ func TestCheckoutPRKeepsNoCredentials(t *testing.T) {
 	ctx := context.Background()
 	f := newPRForge(t)
 	u, _ := url.Parse(f.URL)
-	src, err := ResolveSourceWith(ctx, "http://user:s3cret@"+u.Host+"/owner/repo/pull/7", SourceOptions{ForgeURL: f.URL})
+	src, err := Resolve(ctx, "http://user:s3cret@"+u.Host+"/owner/repo/pull/7", Options{ForgeURL: f.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func TestCheckoutPRWithAPI(t *testing.T) {
 	ctx := context.Background()
 	f := newPRForge(t)
 	api := fakePRAPI(t, fmt.Sprintf(`{"number":7,"title":"Fix it","head":{"ref":"feature","sha":%q,"repo":{"full_name":"forker/repo","clone_url":"https://elsewhere.example.test/x.git"}},"base":{"ref":"main"}}`, f.head))
-	src, err := ResolveSourceWith(ctx, f.URL+"/owner/repo/pull/7", SourceOptions{ForgeURL: f.URL, APIURL: api.URL + "/api/v3/", APIToken: "tok"})
+	src, err := Resolve(ctx, f.URL+"/owner/repo/pull/7", Options{ForgeURL: f.URL, APIURL: api.URL + "/api/v3/", APIToken: "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestResolvePRAPIFallback(t *testing.T) {
 			if apiURL == "" {
 				apiURL = fakePRAPI(t, tt.body).URL + "/api/v3"
 			}
-			src, err := ResolveSourceWith(ctx, "http://127.0.0.1:1/owner/repo/pull/7", SourceOptions{ForgeURL: "http://127.0.0.1:1", APIURL: apiURL, APIToken: tt.token})
+			src, err := Resolve(ctx, "http://127.0.0.1:1/owner/repo/pull/7", Options{ForgeURL: "http://127.0.0.1:1", APIURL: apiURL, APIToken: tt.token})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -70,8 +70,8 @@ type Source struct {
 	fetchURL string
 }
 
-// SourceOptions tune ResolveSourceWith.
-type SourceOptions struct {
+// Options tune Resolve.
+type Options struct {
 	// Ref is the branch or tag to clone from a git URL.
 	Ref string
 	// ForgeURL is the forge's web base (DefaultForgeURL when ""): pull
@@ -105,16 +105,12 @@ func IsGitURL(input string) bool {
 	return scpLike.MatchString(input)
 }
 
-// ResolveSource is ResolveSourceWith with only a ref, on the default forge.
-func ResolveSource(ctx context.Context, input, ref string) (*Source, error) {
-	return ResolveSourceWith(ctx, input, SourceOptions{Ref: ref})
-}
 
-// ResolveSourceWith checks input (a local checkout, a git URL or a pull
+// Resolve checks input (a local checkout, a git URL or a pull
 // request URL on the forge) and gathers what the plan needs. It runs git on
 // the host but changes nothing; for a pull request with o.APIURL set, it
 // also asks the forge's API.
-func ResolveSourceWith(ctx context.Context, input string, o SourceOptions) (*Source, error) {
+func Resolve(ctx context.Context, input string, o Options) (*Source, error) {
 	if input == "" {
 		return nil, errors.New("no repository given")
 	}

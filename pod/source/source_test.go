@@ -60,7 +60,7 @@ func TestResolveSourceErrors(t *testing.T) {
 		{gittest.Repo(t), "main", "--ref applies to git URLs"},
 	}
 	for _, tt := range tests {
-		_, err := ResolveSource(ctx, tt.in, tt.ref)
+		_, err := Resolve(ctx, tt.in, Options{Ref: tt.ref})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ResolveSource(%q) error = %v; want %q", tt.in, err, tt.want)
 		}
@@ -80,7 +80,7 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 		}
 	}
 	gittest.WriteFile(t, filepath.Join(repo, "dirty.txt"), "uncommitted")
-	src, err := ResolveSource(ctx, repo, "")
+	src, err := Resolve(ctx, repo, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 func TestCheckoutURL(t *testing.T) {
 	ctx := context.Background()
 	repo := gittest.Repo(t)
-	src, err := ResolveSource(ctx, "file://"+repo, "main")
+	src, err := Resolve(ctx, "file://"+repo, Options{Ref: "main"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestCheckoutURL(t *testing.T) {
 	if len(src.Commit) != 40 {
 		t.Errorf("commit after clone = %q", src.Commit)
 	}
-	bad, _ := ResolveSource(ctx, "file://"+filepath.Join(t.TempDir(), "nope.git"), "")
+	bad, _ := Resolve(ctx, "file://"+filepath.Join(t.TempDir(), "nope.git"), Options{})
 	if err := bad.Checkout(ctx, filepath.Join(t.TempDir(), "x")); err == nil || !strings.Contains(err.Error(), "clone") {
 		t.Errorf("clone of a missing repo: %v", err)
 	}
@@ -253,7 +253,7 @@ func readTar(t *testing.T, ctx context.Context, dir, prefix string, placeholders
 // protected paths, and git does not report them.
 func TestTarTreePlaceholders(t *testing.T) {
 	ctx := context.Background()
-	src, err := ResolveSource(ctx, gittest.Repo(t), "")
+	src, err := Resolve(ctx, gittest.Repo(t), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestTarTreePlaceholders(t *testing.T) {
 func checkOut(t *testing.T, repo string) string {
 	t.Helper()
 	ctx := context.Background()
-	src, err := ResolveSource(ctx, repo, "")
+	src, err := Resolve(ctx, repo, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,11 +48,11 @@ func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 			strings.Join(TokenVars, " or "), ErrNoToken)
 	}
 	c := b.sidecar(RoleGator, GatorUID, entrypoint,
-		Mount{Volume: ObjectName(b.short, "gator-sock"), Dest: GatorSocketDir},
-		Mount{Volume: ObjectName(b.short, "gator-state"), Dest: GatorStateDir},
+		Mount{Volume: ObjectName(b.short, VolumeGatorSock), Dest: GatorSocketDir},
+		Mount{Volume: ObjectName(b.short, VolumeGatorState), Dest: GatorStateDir},
 		// Read-only: the gator pushes the workspace's commits, it never
 		// changes them.
-		Mount{Volume: ObjectName(b.short, "workspace"), Dest: WorkspacesDir, ReadOnly: true})
+		Mount{Volume: ObjectName(b.short, VolumeWorkspace), Dest: WorkspacesDir, ReadOnly: true})
 	c.SecretEnv, c.SecretUID = secrets, GatorUID
 	return c, nil
 }
@@ -62,9 +62,41 @@ func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 func (b *builder) connectGator(agent *ContainerSpec) {
 	agent.Entrypoint = append(agent.Entrypoint[:len(agent.Entrypoint)-1], // before the "--"
 		"--forward", "tcp:"+GatorAddr+"=unix:"+GatorSocket, "--")
-	agent.Mounts = append(agent.Mounts, Mount{Volume: ObjectName(b.short, "gator-sock"), Dest: GatorSocketDir, ReadOnly: true})
+	agent.Mounts = append(agent.Mounts, Mount{Volume: ObjectName(b.short, VolumeGatorSock), Dest: GatorSocketDir, ReadOnly: true})
 	agent.Env["DEVAIPOD_GATOR_URL"] = "http://" + GatorAddr + "/mcp"
 	if _, set := agent.Env["OPENCODE_CONFIG"]; !set && b.cfg.Agent.Kind != config.AgentCustom {
 		agent.Env["OPENCODE_CONFIG"] = GatorOpencodeConfig
+	}
+}
+
+// proxy runs the helper's allowlist proxy: the agent's only way out.
+func (b *builder) proxy(allow []string) ContainerSpec {
+	entrypoint := []string{"/devaipod-helper", "proxy", "--listen", "unix:" + ProxySocket,
+		"--pod", b.short, "--policy-file", ProxyPolicy}
+	for _, r := range allow {
+		entrypoint = append(entrypoint, "--allow", r)
+	}
+	return b.sidecar(RoleProxy, ProxyUID, entrypoint,
+		Mount{Volume: ObjectName(b.short, VolumeProxySock), Dest: ProxySocketDir},
+		Mount{Volume: ObjectName(b.short, VolumeProxyState), Dest: ProxyStateDir})
+}
+
+// sidecar is a trusted helper container of the pod (proxy, gator): the
+// helper image, its own non-root user, no capabilities, a read-only root.
+func (b *builder) sidecar(role string, uid int, entrypoint []string, mounts ...Mount) ContainerSpec {
+	return ContainerSpec{
+		Name:            ContainerName(b.short, role),
+		Role:            role,
+		Image:           b.helper,
+		Entrypoint:      entrypoint,
+		User:            fmt.Sprintf("%d:%d", uid, uid),
+		Labels:          b.labels(LabelRole, role),
+		Network:         NetworkPod,
+		PrivateIPC:      true,
+		CapDrop:         []string{"ALL"},
+		NoNewPrivileges: true,
+		ReadOnlyRoot:    true,
+		Mounts:          mounts,
+		StopTimeout:     5,
 	}
 }

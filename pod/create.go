@@ -1,0 +1,261 @@
+package pod
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/source"
+)
+
+// Request is what `devaipod up` asks for: a repository, how to run its
+// agent, and how to report. Zero values mean the defaults.
+type Request struct {
+	// Source is a local git checkout, a git URL or a pull request URL.
+	Source string
+	// Task is the agent's first message ("" for none).
+	Task string
+	// Name is the pod's short name ("" derives one from the source).
+	Name string
+	// Image overrides the workspace and agent images; Ref picks the
+	// branch or tag of a git URL; ForgeURL is the forge whose pull
+	// request URLs are accepted (default [forge] url).
+	Image, Ref, ForgeURL string
+	// Allow adds proxy rules for this pod.
+	Allow []string
+	// WorkspaceAccess is the agent's access to the repository: rw or ro
+	// (default [agent] workspace_access).
+	WorkspaceAccess string
+	// Devcontainer is the devcontainer.json to use, as a path in the
+	// repository ("" to search).
+	Devcontainer string
+	// AllowHostCommands lets the devcontainer's initializeCommand run on
+	// this host.
+	AllowHostCommands bool
+	// NoVerify leaves the fast containment battery out of up's checks.
+	NoVerify bool
+	// Gator are --gator scopes.
+	Gator []string
+	// Pull is the pull policy (PullMissing when empty).
+	Pull string
+	// ReadyTimeout bounds the wait for the agent's server.
+	ReadyTimeout time.Duration
+	// KeepOnFailure leaves what a failed up created, for inspection.
+	KeepOnFailure bool
+	// DryRun plans and creates nothing; no engine is needed.
+	DryRun bool
+
+	// Config is the user's configuration, read from ConfigFile (which no
+	// mount may expose).
+	Config     *config.Config
+	ConfigFile string
+	// HostEnv is the environment devaipod runs in.
+	HostEnv map[string]string
+
+	// Progress hears each step, Warn what the user should know; Output
+	// the output of builds, pulls, host and lifecycle commands. Each may
+	// be nil.
+	Progress func(string)
+	Warn     func(string)
+	Output   io.Writer
+}
+
+// Result is what Create made.
+type Result struct {
+	Plan   *plan.Plan
+	Source *source.Source
+}
+
+// creation is one Create call: the request and its reporting.
+type creation struct {
+	req      Request
+	progress func(string)
+	warn     func(string)
+	out      io.Writer
+}
+
+// Create turns a request into a pod: it resolves and clones the source,
+// reads its devcontainer.json, makes sure of the images, builds the plan
+// (once) and applies it with Up. It is all or nothing, as Up is. With
+// req.DryRun it stops at the plan, and eng may be nil.
+func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
+	c := &creation{req: req, progress: req.Progress, warn: req.Warn, out: cmp.Or[io.Writer](req.Output, io.Discard)}
+	if c.progress == nil {
+		c.progress = func(string) {}
+	}
+	if c.warn == nil {
+		c.warn = func(string) {}
+	}
+	req.Pull = cmp.Or(req.Pull, PullMissing)
+	if !slices.Contains(PullPolicies, req.Pull) {
+		return nil, fmt.Errorf("--pull %q: use missing, always or never", req.Pull)
+	}
+	cfg := config.Config{}
+	if req.Config != nil {
+		cfg = *req.Config
+	}
+	name := req.Name
+	if name != "" {
+		var err error
+		if name, err = plan.NormalizeName(name); err != nil {
+			return nil, err
+		}
+	}
+	forge := cfg.Forge.URL
+	if req.ForgeURL != "" {
+		forge = req.ForgeURL
+		if err := source.ValidateForgeURL(req.ForgeURL); err != nil {
+			return nil, fmt.Errorf("--forge-url: %w", err)
+		}
+	}
+	src, err := source.Resolve(ctx, req.Source, source.Options{Ref: req.Ref, ForgeURL: forge, APIURL: cfg.Forge.APIURL})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range src.Warnings {
+		c.warn(w)
+	}
+	if name == "" {
+		name = plan.DeriveNameFor(src)
+	}
+	if a := req.WorkspaceAccess; a != "" && a != config.AccessRW && a != config.AccessRO {
+		return nil, fmt.Errorf("--workspace-access %q: use rw or ro", a)
+	}
+	for _, r := range req.Allow {
+		if err := config.ValidateRule(r); err != nil {
+			return nil, fmt.Errorf("--allow: %w", err)
+		}
+	}
+	home, _ := os.UserHomeDir()
+	forbidden := ForbiddenMounts(home, req.ConfigFile, req.HostEnv["XDG_RUNTIME_DIR"])
+	mounts, err := ResolveMounts(cfg.Mounts, forbidden)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Agent.WorkspaceAccess = cmp.Or(req.WorkspaceAccess, cfg.Agent.WorkspaceAccess)
+	scopes, err := gatorScopes(req.Gator, &cfg, src, forge, req.HostEnv)
+	if err != nil {
+		return nil, err
+	}
+	password, err := randomPassword()
+	if err != nil {
+		return nil, err
+	}
+	in := plan.PlanInput{Name: name, Config: &cfg, Source: src, Image: req.Image, HostEnv: req.HostEnv, Allow: req.Allow,
+		Mounts: mounts, AgentPassword: password, Task: req.Task, NoVerify: req.NoVerify,
+		GatorScopes: scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
+	if len(src.LeftOut) > 0 {
+		c.warn(fmt.Sprintf("%d uncommitted path(s) in %s are not copied into the workspace: %s",
+			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5)))
+	}
+
+	// The clone (host git) and podman's image and host lookups are
+	// independent: run them at once. The clone creates nothing in podman.
+	c.progress("cloning " + src.Display + "...")
+	tmp, err := os.MkdirTemp("", "devaipod-src-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	tree := filepath.Join(tmp, "repo")
+	cloneCtx, cancelClone := context.WithCancel(ctx)
+	defer cancelClone()
+	cloned := make(chan error, 1)
+	go func() { cloned <- src.Checkout(cloneCtx, tree) }()
+
+	images := &imageSet{eng: eng, policy: req.Pull, configs: map[string]plan.ImageConfig{},
+		pulled: map[string]bool{}, log: c.progress, out: c.out}
+	looked := make(chan error, 1)
+	hostInfo := func() (plan.HostInfo, error) { return plan.HostInfo{}, nil }
+	if req.DryRun {
+		looked <- nil
+	} else {
+		// The images known before the repository's devcontainer.json
+		// (usually all of them): the workspace's and the helper.
+		go func() {
+			looked <- images.lookUp(ctx, cmp.Or(req.Image, cfg.Workspace.Image, config.DefaultImage), config.DefaultHelperImage)
+		}()
+		// Podman's info is slow (0.3 to 1 s of the service's CPU) and
+		// only needed for the limits warning: ask for it alongside.
+		if cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable() {
+			hostInfo = sync.OnceValues(func() (plan.HostInfo, error) { return eng.Info(ctx) })
+			go hostInfo()
+		}
+	}
+	if err := <-cloned; err != nil {
+		return nil, err
+	}
+	in.Source = src // now with the commit of a URL's clone
+	if in.Tree, err = source.ScanTree(ctx, tree, config.ProtectedPaths(&cfg), config.MaskPatterns(&cfg)); err != nil {
+		return nil, fmt.Errorf("scan the repository: %w", err)
+	}
+	var builder Engine
+	if !req.DryRun {
+		builder = eng
+	}
+	if err := c.prepareDevcontainer(ctx, builder, &in, tree, forbidden); err != nil {
+		return nil, err
+	}
+	if req.DryRun {
+		pl, err := plan.Build(in)
+		if err != nil {
+			return nil, err
+		}
+		return &Result{Plan: pl, Source: src}, nil
+	}
+	if in.Host, err = hostInfo(); err != nil {
+		return nil, err
+	}
+	if err := <-looked; err != nil {
+		return nil, err
+	}
+	in.ResolveImage = func(img string) (plan.ImageConfig, error) { return images.ensure(ctx, img) }
+	pl, err := plan.Build(in)
+	if err != nil {
+		return nil, err
+	}
+	for _, img := range pl.Images() {
+		if _, err := images.ensure(ctx, img); err != nil {
+			return nil, err
+		}
+	}
+	for _, w := range pl.Warnings {
+		c.warn(w)
+	}
+	opts := UpOptions{ReadyTimeout: req.ReadyTimeout, KeepOnFailure: req.KeepOnFailure,
+		Progress: func(step string) { c.progress(step + "...") }, Output: c.out}
+	if err := Up(ctx, eng, pl, tree, opts); err != nil {
+		if ctx.Err() != nil && !req.KeepOnFailure {
+			return nil, fmt.Errorf("interrupted; removed what up had created: %w", err)
+		}
+		return nil, err
+	}
+	return &Result{Plan: pl, Source: src}, nil
+}
+
+// randomPassword draws the agent's password: 128 bits, URL-safe.
+func randomPassword() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("draw the agent's password: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func summarisePaths(paths []string, max int) string {
+	if len(paths) <= max {
+		return strings.Join(paths, ", ")
+	}
+	return strings.Join(paths[:max], ", ") + fmt.Sprintf(" and %d more", len(paths)-max)
+}

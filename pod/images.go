@@ -1,0 +1,127 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/plan"
+)
+
+// Pull policies of up --pull, as podman's --pull names them.
+const (
+	PullMissing = "missing"
+	PullAlways  = "always"
+	PullNever   = "never"
+)
+
+// PullPolicies lists them, for flags and their completion.
+var PullPolicies = []string{PullMissing, PullAlways, PullNever}
+
+// Pullable tells whether ref can come from a registry: not an image id, and
+// not under localhost/, podman's name for images built on this machine.
+func Pullable(ref string) bool {
+	id := strings.TrimPrefix(ref, "sha256:")
+	isID := len(id) >= 12 && strings.Trim(id, "0123456789abcdef") == ""
+	return !isID && !strings.HasPrefix(ref, "localhost/")
+}
+
+// BuildSpec is an image build from a Dockerfile (a devcontainer's build).
+type BuildSpec struct {
+	Dockerfile string
+	Context    string
+	Args       map[string]string
+	Target     string
+	Tag        string
+}
+
+// PullError says an image could not be pulled from its registry.
+type PullError struct {
+	Image string
+	Err   error
+}
+
+func (e *PullError) Error() string { return fmt.Sprintf("pull %s: %v", e.Image, e.Err) }
+func (e *PullError) Unwrap() error { return e.Err }
+
+// imageSet knows the configs of the images an up needs, pulling them as
+// its policy says. A missing image is better reported before anything is
+// created than as a create failure.
+type imageSet struct {
+	eng     Engine
+	policy  string
+	configs map[string]plan.ImageConfig
+	pulled  map[string]bool
+	log     func(string)
+	out     io.Writer // podman's pull progress
+}
+
+// lookUp records the configs of the images that are present, without
+// pulling: it runs while the repository is cloned, before the plan (and so
+// every image) is known.
+func (s *imageSet) lookUp(ctx context.Context, images ...string) error {
+	for _, img := range images {
+		c, err := s.eng.ImageConfig(ctx, img)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		s.configs[img] = c
+	}
+	return nil
+}
+
+// ensure returns an image's config, pulling it first when the policy says
+// so: always (once per up), or when it is missing.
+func (s *imageSet) ensure(ctx context.Context, img string) (plan.ImageConfig, error) {
+	always := s.policy == PullAlways && Pullable(img) && !s.pulled[img]
+	if c, ok := s.configs[img]; ok && !always {
+		return c, nil
+	}
+	if always {
+		if err := s.pull(ctx, img); err != nil {
+			return plan.ImageConfig{}, err
+		}
+	}
+	c, err := s.eng.ImageConfig(ctx, img)
+	if errors.Is(err, ErrNotFound) && s.policy == PullMissing && Pullable(img) {
+		if err := s.pull(ctx, img); err != nil {
+			return c, err
+		}
+		c, err = s.eng.ImageConfig(ctx, img)
+	}
+	if errors.Is(err, ErrNotFound) {
+		return c, missingImage(img, s.policy)
+	} else if err != nil {
+		return c, err
+	}
+	s.configs[img] = c
+	return c, nil
+}
+
+func (s *imageSet) pull(ctx context.Context, img string) error {
+	s.log("pulling " + img + "...")
+	if err := s.eng.PullImage(ctx, img, s.out); err != nil {
+		return &PullError{Image: img, Err: err}
+	}
+	s.pulled[img] = true
+	return nil
+}
+
+// missingImage says what to do about an image podman does not have after
+// ensure did what the policy allows.
+func missingImage(img, policy string) error {
+	switch {
+	case Pullable(img) && policy == PullNever:
+		return fmt.Errorf("image %s is not in podman's storage and --pull is never: pull it (podman pull %s) or drop --pull never", img, img)
+	case Pullable(img):
+		return fmt.Errorf("image %s was pulled, yet podman does not find it by that name: name it by tag or digest alone", img)
+	case img == config.DefaultImage || img == config.DefaultHelperImage:
+		return fmt.Errorf("image %s is not in podman's storage: build devaipod's images with `make images` (or pass --image)", img)
+	}
+	return fmt.Errorf("image %s is not in podman's storage: build it, or name another with --image or [workspace] image", img)
+}

@@ -1,0 +1,286 @@
+package plan
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/source"
+)
+
+// LLMKeyVars are the API key variables passed from the host to the agent.
+var LLMKeyVars = []string{
+	"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY",
+	"AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "OPENROUTER_API_KEY",
+	"GROQ_API_KEY", "MISTRAL_API_KEY", "COHERE_API_KEY", "XAI_API_KEY",
+}
+
+// AgentEnvPrefix marks host variables meant for the agent only; the prefix
+// is stripped.
+const AgentEnvPrefix = "DEVAIPOD_AGENT_"
+
+// Build turns the input into a plan. It validates what it can without
+// podman and never has side effects.
+func Build(in PlanInput) (*Plan, error) {
+	short, err := NormalizeName(in.Name)
+	if err != nil {
+		return nil, err
+	}
+	cfg := config.Config{}
+	if in.Config != nil {
+		cfg = *in.Config
+	}
+	if in.Devcontainer != nil {
+		cfg.Agent = mergeAgent(cfg.Agent, in.Devcontainer.Devaipod.Agent)
+	}
+	b := &builder{in: in, short: short, cfg: &cfg}
+	return b.build()
+}
+
+// builder holds what the per-container parts of Build share.
+type builder struct {
+	in      PlanInput
+	cfg     *config.Config
+	short   string
+	port    int
+	helper  string
+	workdir string
+	// wsImage is the workspace's image (and the agent's default), and
+	// image what it sets.
+	wsImage string
+	image   ImageConfig
+	mode    string
+	// execAs is the devcontainer's remote user and remoteEnv.
+	execAs ExecAs
+	// warnings collects what the parts want the user to know.
+	warnings []string
+}
+
+func (b *builder) labels(extra ...string) map[string]string {
+	l := map[string]string{LabelPod: b.short, LabelVersion: Version}
+	if src := b.in.Source; src != nil {
+		l[LabelRepo] = cmp.Or(src.Upstream, src.Remote, src.Display)
+		if src.PR > 0 {
+			l[LabelPR] = strconv.Itoa(src.PR)
+		}
+		if src.Commit != "" {
+			l[LabelCommit] = src.Commit
+		}
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		l[extra[i]] = extra[i+1]
+	}
+	return l
+}
+
+func (b *builder) volume(what string, uid int) VolumeSpec {
+	return VolumeSpec{Name: ObjectName(b.short, what), Labels: b.labels(), UID: uid, GID: uid}
+}
+
+func (b *builder) build() (*Plan, error) {
+	cfg, src := b.cfg, b.in.Source
+	b.port = cfg.Agent.Port
+	if b.port == 0 {
+		b.port = config.DefaultAgentPort
+	}
+	b.helper = cmp.Or(b.in.HelperImage, config.DefaultHelperImage)
+	b.mode = cmp.Or(cfg.Network.Mode, config.NetworkAllowlist)
+	project := "project"
+	if src != nil && src.Project != "" {
+		project = src.Project
+	}
+	if p := DevcontainerProject(b.in.Devcontainer); p != "" {
+		project = p
+	}
+	dcImage := ""
+	if dc := b.in.Devcontainer; dc != nil {
+		dcImage = cmp.Or(b.in.DevcontainerImage, dc.Image)
+	}
+	b.wsImage = cmp.Or(b.in.Image, dcImage, cfg.Workspace.Image, config.DefaultImage)
+	if b.in.ResolveImage != nil {
+		var err error
+		if b.image, err = b.in.ResolveImage(b.wsImage); err != nil {
+			return nil, err
+		}
+	}
+	b.workdir = path.Join(WorkspacesDir, project)
+	agentURL := fmt.Sprintf("http://127.0.0.1:%d", b.port)
+
+	podLabels := b.labels(LabelAgentURL, agentURL)
+	if b.in.Task != "" {
+		podLabels[LabelTask] = taskLabel(b.in.Task)
+	}
+	preset := presetOf(cfg.Agent)
+	p := &Plan{
+		AgentKind:   cmp.Or(cfg.Agent.Kind, config.AgentOpencode),
+		AgentHealth: cmp.Or(cfg.Agent.Health, preset.health),
+		Task:        b.in.Task,
+		Name:        b.short,
+		Pod: PodSpec{Name: PodName(b.short), Labels: podLabels,
+			ExtraHosts: cfg.Network.ExtraHosts, HostLoopback: cfg.Network.HostLoopback},
+		Workdir:  b.workdir,
+		AgentURL: agentURL,
+		Network:  b.mode,
+		Volumes: []VolumeSpec{
+			b.volume(VolumeWorkspace, AgentUID),
+			b.volume(VolumeAgentHome, AgentUID),
+			b.volume(VolumeAgentSock, AgentUID),
+		},
+	}
+	shared := collectEnv(cfg.Env.Allowlist, cfg.Env.Vars, b.in.HostEnv)
+	ws, secrets := b.workspace(shared, agentURL)
+	if err := b.applyDevcontainer(p, &ws); err != nil {
+		return nil, err
+	}
+	if err := b.labelExecAs(p); err != nil {
+		return nil, err
+	}
+	if b.in.AgentPassword != "" && preset.passwordEnv != "" {
+		p.AgentUser = preset.passwordUser
+		name := ObjectName(b.short, "agent-password")
+		secrets = append(secrets, SecretSpec{Name: name, Labels: b.labels(), Value: b.in.AgentPassword})
+		ws.SecretEnv[PasswordVar] = name
+	}
+	p.Secrets = secrets
+	agent := b.agent(shared, ws.SecretEnv)
+	b.applyProjectAgentSide(p, &agent, ws.SecretEnv)
+	var gator *ContainerSpec
+	if len(b.in.GatorScopes) > 0 {
+		g, err := b.gator(ws.SecretEnv)
+		if err != nil {
+			return nil, err
+		}
+		gator = &g
+		b.connectGator(&agent)
+	}
+	p.Containers = []ContainerSpec{ws, agent}
+	if gator != nil {
+		p.Volumes = append(p.Volumes, b.volume(VolumeGatorSock, GatorUID), b.volume(VolumeGatorState, GatorUID))
+		p.Containers = append(p.Containers, *gator)
+		p.Checks = append(p.Checks, Check{Container: agent.Name, What: "the gator answers the agent",
+			Command: []string{HelperBin, "wait-http", "--timeout", "30s", "--status", "2xx", "http://" + GatorAddr + "/healthz"}})
+	}
+	egressCheck := []string{HelperBin, "egress-check", "--canary", CanaryAddr}
+	switch b.mode {
+	case config.NetworkAllowlist:
+		if !cfg.Network.NoDefaultAllow {
+			p.Allow = append(p.Allow, config.DefaultAllow...)
+		}
+		p.Allow = append(append(p.Allow, cfg.Network.Allow...), b.in.Allow...)
+		if dc := b.in.Devcontainer; dc != nil {
+			p.Allow = append(p.Allow, dc.Devaipod.AllowedDomains...)
+		}
+		p.Volumes = append(p.Volumes, b.volume(VolumeProxySock, ProxyUID), b.volume(VolumeProxyState, ProxyUID))
+		p.Containers = append(p.Containers, b.proxy(p.Allow))
+		egressCheck = append(egressCheck, "--proxy", "http://"+ProxyAddr)
+	case config.NetworkOpen:
+		p.Warnings = append(p.Warnings, "network mode \"open\": the agent shares the pod's network and its egress is unrestricted")
+	}
+	if b.mode != config.NetworkOpen {
+		p.Checks = append(p.Checks, Check{Container: ws.Name, What: "the canary answers in the pod's network namespace",
+			Command: []string{HelperBin, "egress-check", "--expect-canary", CanaryAddr}})
+		// The fast verify battery (below) tries the same and more: this
+		// check stands in for it under --no-verify.
+		if b.in.NoVerify {
+			p.Checks = append(p.Checks, Check{Container: agent.Name, Command: egressCheck,
+				What: "the agent has no direct way out" + map[bool]string{true: " and the proxy answers"}[b.mode == config.NetworkAllowlist]})
+		}
+	}
+	if cfg.Agent.WorkspaceAccess != config.AccessRO {
+		dirs, files := PlaceHolders(config.ProtectedPaths(cfg), b.in.Tree)
+		for _, d := range dirs {
+			p.Placeholders = append(p.Placeholders, d+"/")
+		}
+		p.Placeholders = append(p.Placeholders, files...)
+		for _, u := range b.in.Tree.Unprotectable {
+			b.warnings = append(b.warnings, fmt.Sprintf("%s is a symlink or submodule in the repository (or lies under one), so the agent can replace it: it cannot be mounted read-only safely", u))
+		}
+	}
+	if b.in.Tree.Truncated {
+		b.warnings = append(b.warnings, fmt.Sprintf("more than %d files match [agent] mask: only the first %d are hidden from the agent", source.MaxMasked, source.MaxMasked))
+	}
+	p.Verify = b.verifyArgs(p, agent)
+	if verify, err := json.Marshal(p.Verify); err == nil {
+		p.Pod.Labels[LabelVerify] = string(verify)
+	}
+	if b.mode != config.NetworkOpen && !b.in.NoVerify {
+		cmd := append([]string{HelperBin, "verify", "--fast"}, p.Verify...)
+		for _, k := range slices.Sorted(maps.Keys(ws.SecretEnv)) {
+			cmd = append(cmd, "--secret-var", k)
+		}
+		p.Checks = append(p.Checks, Check{Container: agent.Name, Command: cmd,
+			What: "the agent has no direct way out, and the rest of the fast subset of devaipod verify passes in it"})
+	}
+	if b.in.NoVerify {
+		b.warnings = append(b.warnings, "--no-verify: up does not attack the agent's containment before it reports ready; run `devaipod verify "+b.short+"`")
+	}
+	if sm := b.in.Tree.Submodules; len(sm) > 0 {
+		// Fetching them would have this host's git, with the user's
+		// credentials, fetch URLs that the repository chooses (a local
+		// path included) into the sandbox.
+		p.Warnings = append(p.Warnings, fmt.Sprintf("the repository's submodules (%s) are not copied: fetch them in the workspace with `git submodule update --init`", strings.Join(sm, ", ")))
+	}
+	p.Warnings = append(p.Warnings, b.warnings...)
+	if b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() && (cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable()) {
+		p.Warnings = append(p.Warnings, "resource limits (memory, cpus, pids) are not enforced on this host: "+
+			"rootless podman on cgroup v1 ignores them (the /tmp size limit still holds)")
+	}
+	return p, nil
+}
+
+// collectEnv takes allowlisted names from host and then applies vars.
+func collectEnv(allow []string, vars, host map[string]string) map[string]string {
+	env := map[string]string{}
+	for _, k := range allow {
+		if v, ok := host[k]; ok {
+			env[k] = v
+		}
+	}
+	for k, v := range vars {
+		env[k] = v
+	}
+	return env
+}
+
+func copyEnv(m map[string]string) map[string]string {
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// imagePath is the image's PATH, or the usual default when it sets none;
+// setting PATH replaces the image's, so the shim dir is appended to it.
+func imagePath(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok && v != "" {
+			return v
+		}
+	}
+	return "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+}
+
+// labelExecAs keeps on the pod who exec and attach run workspace commands
+// as: the devcontainer's remote user with its remoteEnv, else the image's
+// USER. exec starts them as root, the only user that can read the trusted
+// variables' files, and the helper becomes that user once it has read them.
+func (b *builder) labelExecAs(p *Plan) error {
+	as := b.execAs
+	as.User = cmp.Or(as.User, b.image.User)
+	if as.User == "" && len(as.Env) == 0 {
+		return nil
+	}
+	label, err := json.Marshal(as)
+	if err != nil {
+		return err
+	}
+	p.Pod.Labels[LabelExec] = string(label)
+	return nil
+}

@@ -1,0 +1,68 @@
+package pod
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/devaipod/devaipod/pod/plan"
+)
+
+// ErrVerifyFailed says the battery ran and at least one row FAILed; the
+// report says which.
+var ErrVerifyFailed = errors.New("a containment check failed")
+
+// Verify runs the pod's battery of attacks in its agent container (the
+// helper's verify, with the arguments up recorded in the pod's label) and
+// writes the report to w as format says (text or json). The workspace's
+// trusted values go in as SHA-256 hashes on the battery's standard input,
+// so that it can look for them without learning them. It returns
+// ErrVerifyFailed when a row FAILed.
+func Verify(ctx context.Context, eng Engine, short string, fast bool, format string, w io.Writer) error {
+	o, err := RunningPod(ctx, eng, short, plan.RoleAgent)
+	if err != nil {
+		return err
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(o.Labels[plan.LabelVerify]), &args); err != nil {
+		return fmt.Errorf("pod %s was created by a devaipod without verify (label %s): recreate it", short, plan.LabelVerify)
+	}
+	code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace),
+		AsRoot([]string{plan.HelperBin, "secret-env", "--dir", plan.SecretDir, "--print-hashes"}))
+	if err == nil && code != 0 {
+		err = errors.New(strings.TrimSpace(out))
+	}
+	if err != nil {
+		return fmt.Errorf("read the workspace's trusted values: %w", err)
+	}
+	var hashes strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		name, hash, ok := strings.Cut(line, " ")
+		// The agent's own password is shared with it by design.
+		if !ok || name == plan.PasswordVar {
+			continue
+		}
+		args = append(args, "--secret-var", name)
+		fmt.Fprintln(&hashes, hash)
+	}
+	argv := append([]string{plan.HelperBin, "verify", "--output", format, "--secret-hashes-file", "-"}, args...)
+	if fast {
+		argv = append(argv, "--fast")
+	}
+	var stderr bytes.Buffer
+	code, _, err = eng.Exec(ctx, plan.ContainerName(short, plan.RoleAgent),
+		ExecSpec{Cmd: argv, Stdin: strings.NewReader(hashes.String()), Output: w, Stderr: &stderr})
+	switch {
+	case err != nil:
+		return fmt.Errorf("verify in the agent: %w", err)
+	case code == 1:
+		return ErrVerifyFailed
+	case code != 0:
+		return fmt.Errorf("verify in the agent: exit %d: %s", code, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
