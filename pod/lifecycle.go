@@ -146,3 +146,47 @@ func decodePodLabel(o Object, key string, v any) (bool, error) {
 	}
 	return true, nil
 }
+
+// MissingPod turns err, a not-found error from an operation on pod short,
+// into "pod short: not found" when the pod itself is what is missing (the
+// operation's own error names a container, or is podman's wording); nil
+// otherwise.
+func MissingPod(ctx context.Context, eng Engine, short string, err error) error {
+	if !errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if exists, perr := eng.PodExists(ctx, plan.PodName(short)); perr == nil && !exists {
+		return fmt.Errorf("pod %s: %w", short, ErrNotFound)
+	}
+	return nil
+}
+
+// Start starts a stopped pod and runs the devcontainer's postStartCommand,
+// which runs on every start; out hears its output.
+func Start(ctx context.Context, eng Engine, short string, out io.Writer) error {
+	if err := eng.StartPod(ctx, plan.PodName(short)); err != nil {
+		return err
+	}
+	return RunPodLifecycle(ctx, eng, short, plan.StageStart, out)
+}
+
+// Stop stops a pod's containers; its volumes stay.
+func Stop(ctx context.Context, eng Engine, short string) error {
+	return eng.StopPod(ctx, plan.PodName(short), 10)
+}
+
+// Logs writes the logs of the pod's container of role to w; tail < 0
+// means all of them.
+func Logs(ctx context.Context, eng Engine, short, role string, tail int, follow bool, w io.Writer) error {
+	if !slices.Contains(plan.Roles, role) {
+		return fmt.Errorf("unknown container %q: use one of %s", role, strings.Join(plan.Roles, ", "))
+	}
+	err := eng.Logs(ctx, plan.ContainerName(short, role), tail, follow, w)
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if err := MissingPod(ctx, eng, short, err); err != nil {
+		return err
+	}
+	return fmt.Errorf("pod %s has no %s container (the proxy exists in network mode allowlist, the gator with --gator)", short, role)
+}

@@ -63,6 +63,9 @@ const (
 	RoleGator     = "gator"
 )
 
+// Roles lists the container roles, the workspace's first.
+var Roles = []string{RoleWorkspace, RoleAgent, RoleProxy, RoleGator}
+
 // maxNameLen keeps derived object names (devaipod-NAME-agent-home) well under
 // the limits of podman and of unix socket paths.
 const maxNameLen = 48

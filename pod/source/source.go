@@ -105,7 +105,6 @@ func IsGitURL(input string) bool {
 	return scpLike.MatchString(input)
 }
 
-
 // Resolve checks input (a local checkout, a git URL or a pull
 // request URL on the forge) and gathers what the plan needs. It runs git on
 // the host but changes nothing; for a pull request with o.APIURL set, it

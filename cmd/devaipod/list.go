@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/devaipod/devaipod/pod"
+	"github.com/spf13/cobra"
+)
+
+func newListCommand(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List devaipod pods",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			sums, err := pod.List(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), sums)
+			}
+			if len(sums) == 0 {
+				g.infof(cmd, "No devaipod pods. Create one with `devaipod up PATH-OR-URL`.")
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSTATE\tREPO\tCREATED")
+			for _, s := range sums {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, s.Repo, age(s.Created))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return d.String() + " ago"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Format("2006-01-02")
+}

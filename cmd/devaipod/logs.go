@@ -1,0 +1,33 @@
+package main
+
+import (
+	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/podman"
+	"github.com/spf13/cobra"
+)
+
+func newLogsCommand(g *globalFlags) *cobra.Command {
+	var container string
+	var follow bool
+	var tail int
+	cmd := &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Show a container's logs (the agent's by default)",
+		Example: `  devaipod logs myproject
+  devaipod logs myproject -c workspace --tail 50
+  devaipod logs myproject -f`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+				return pod.Logs(cmd.Context(), p, short, container, tail, follow, cmd.OutOrStdout())
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&container, "container", "c", plan.RoleAgent, "container: workspace, agent, proxy or gator")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
+	cmd.Flags().IntVar(&tail, "tail", -1, "print only the last N lines")
+	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions(plan.Roles, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}

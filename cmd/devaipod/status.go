@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/podman"
+	"github.com/spf13/cobra"
+)
+
+func newStatusCommand(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:               "status NAME",
+		Short:             "Show a pod's containers, volumes and whether its agent answers",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+				return printStatus(cmd, g, p, short)
+			})
+		},
+	}
+}
+
+func printStatus(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string) error {
+	s, err := pod.Status(cmd.Context(), p, short)
+	if err != nil {
+		return err
+	}
+	if g.json() {
+		return writeJSON(cmd.OutOrStdout(), s)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "Pod:      %s (%s)\n", s.Name, s.Pod)
+	fmt.Fprintf(w, "State:    %s\n", s.State)
+	if s.Repo != "" {
+		fmt.Fprintf(w, "Repo:     %s\n", s.Repo)
+	}
+	if s.Commit != "" {
+		fmt.Fprintf(w, "Commit:   %s\n", s.Commit)
+	}
+	if s.Task != "" {
+		fmt.Fprintf(w, "Task:     %s\n", s.Task)
+	}
+	fmt.Fprintf(w, "Created:  %s\n", age(s.Created))
+	agent := "not checked (pod not running)"
+	if s.AgentReady != nil {
+		agent = "not answering"
+		if *s.AgentReady {
+			agent = "answering"
+		}
+	}
+	fmt.Fprintf(w, "Agent:    %s\n", agent)
+	fmt.Fprintln(w, "Containers:")
+	for _, c := range s.Containers {
+		fmt.Fprintf(w, "  %-10s %-40s %s\n", c.Role, c.Name, c.State)
+	}
+	fmt.Fprintf(w, "Volumes:  %s\n", strings.Join(s.Volumes, ", "))
+	if len(s.Secrets) > 0 {
+		fmt.Fprintf(w, "Secrets:  %s\n", strings.Join(s.Secrets, ", "))
+	}
+	return nil
+}
