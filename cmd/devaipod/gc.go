@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -17,22 +18,19 @@ that lack a container or whose containers were never started (an up that was
 killed). Pods whose up is still running are left alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			left, err := pod.Leftovers(cmd.Context(), p)
-			if err != nil {
-				return err
-			}
-			if dryRun {
-				return reportObjects(cmd, g, "leftovers", left, fmt.Sprintf("Would remove %d leftover object(s)", len(left)))
-			}
-			if err := pod.RemoveLeftovers(cmd.Context(), p, left); err != nil {
-				return err
-			}
-			return reportObjects(cmd, g, "removed", left, fmt.Sprintf("Removed %d leftover object(s)", len(left)))
+			return withEngine(cmd, g, func(p *podman.Podman) error {
+				left, err := pod.Leftovers(cmd.Context(), p)
+				if err != nil {
+					return err
+				}
+				if dryRun {
+					return reportObjects(cmd, g, "leftovers", left, fmt.Sprintf("Would remove %d leftover object(s)", len(left)))
+				}
+				if err := pod.RemoveLeftovers(cmd.Context(), p, left); err != nil {
+					return err
+				}
+				return reportObjects(cmd, g, "removed", left, fmt.Sprintf("Removed %d leftover object(s)", len(left)))
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the leftovers without removing them")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -16,28 +17,25 @@ func newListCommand(g *globalFlags) *cobra.Command {
 		Short:   "List devaipod pods",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			sums, err := pod.List(cmd.Context(), p)
-			if err != nil {
-				return err
-			}
-			if g.json() {
-				return writeJSON(cmd.OutOrStdout(), sums)
-			}
-			if len(sums) == 0 {
-				g.infof(cmd, "No devaipod pods. Create one with `devaipod up PATH-OR-URL`.")
-				return nil
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSTATE\tREPO\tCREATED")
-			for _, s := range sums {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, s.Repo, age(s.Created))
-			}
-			return tw.Flush()
+			return withEngine(cmd, g, func(p *podman.Podman) error {
+				sums, err := pod.List(cmd.Context(), p)
+				if err != nil {
+					return err
+				}
+				if g.json() {
+					return writeJSON(cmd.OutOrStdout(), sums)
+				}
+				if len(sums) == 0 {
+					g.infof(cmd, "No devaipod pods. Create one with `devaipod up PATH-OR-URL`.")
+					return nil
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tSTATE\tREPO\tCREATED")
+				for _, s := range sums {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, s.Repo, age(s.Created))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 }

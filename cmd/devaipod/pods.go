@@ -9,18 +9,23 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// withEngine connects to podman, runs fn and lets go of the connection.
+func withEngine(cmd *cobra.Command, g *globalFlags, fn func(p *podman.Podman) error) error {
+	p, err := g.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return fn(p)
+}
+
 // withPod validates the NAME argument, connects to podman and runs fn.
 func withPod(cmd *cobra.Command, g *globalFlags, args []string, fn func(p *podman.Podman, short string) error) error {
 	short, err := podArg(args)
 	if err != nil {
 		return err
 	}
-	p, err := g.connect(cmd)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	return fn(p, short)
+	return withEngine(cmd, g, func(p *podman.Podman) error { return fn(p, short) })
 }
 
 // onPod runs fn on the named pod and reports done.
