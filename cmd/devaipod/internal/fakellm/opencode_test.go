@@ -116,7 +116,7 @@ func TestOpencodeDrivenByScript(t *testing.T) {
 		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
 		"XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
 		"LANG=C.UTF-8",
-		// As devaipod's pod sets them (pod/plan.go).
+		// As devaipod's pod sets them (pod/plan/agent.go).
 		"HTTP_PROXY=" + proxyServer.URL, "HTTPS_PROXY=" + proxyServer.URL,
 		"http_proxy=" + proxyServer.URL, "https_proxy=" + proxyServer.URL,
 		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost",
