@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -196,14 +197,22 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	// The repository is copied through the workspace container before the
 	// others exist: the agent binds paths inside the copy, which must be
 	// there when it is created.
-	for i, c := range pl.Containers {
+	for _, c := range pl.Containers {
 		progress("creating container " + c.Name)
 		if err := create(KindContainer, c.Name, func() error { return eng.CreateContainer(ctx, pl.Pod.Name, c) }); err != nil {
 			return err
 		}
-		if i == 0 && tree != "" {
+		switch {
+		case tree == "":
+		case c.Role == plan.RoleWorkspace:
 			progress("copying the repository into the workspace volume")
 			if err := copyTree(ctx, eng, c.Name, tree, filepath.Base(pl.Workdir), pl.Placeholders); err != nil {
+				return err
+			}
+		case c.Role == plan.RoleAgent:
+			// After the workspace's copy: its placeholders are in the
+			// clone's info/exclude then.
+			if err := copyAgentGit(ctx, eng, c.Name, tree, pl.MaskPatterns); err != nil {
 				return err
 			}
 		}
@@ -290,6 +299,28 @@ func copyTree(ctx context.Context, eng Engine, container, dir, project string, p
 	pr.CloseWithError(err) // unblocks the writer if the copy stopped early
 	if err != nil {
 		return fmt.Errorf("copy repository into %s: %w", container, err)
+	}
+	return nil
+}
+
+// copyAgentGit makes the agent's own git directory from the clone in tree
+// (without the masked files' blobs) and copies it into its volume, through
+// the agent's container (see plan.AgentGitCopyDir).
+func copyAgentGit(ctx context.Context, eng Engine, container, tree string, mask []string) error {
+	tmp, err := os.MkdirTemp("", "devaipod-agent-git-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := source.AgentGitDir(ctx, tree, tmp, mask); err != nil {
+		return fmt.Errorf("make the agent's git directory: %w", err)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(source.TarGitDir(pw, tmp, plan.AgentUID, plan.AgentGID)) }()
+	err = eng.CopyInto(ctx, container, plan.AgentGitCopyDir, pr)
+	pr.CloseWithError(err)
+	if err != nil {
+		return fmt.Errorf("copy the agent's git directory into %s: %w", container, err)
 	}
 	return nil
 }

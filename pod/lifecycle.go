@@ -24,10 +24,37 @@ func (e *LifecycleError) Error() string {
 	return fmt.Sprintf("%s failed (exit %d):\n%s", e.Command, e.Code, strings.TrimRight(e.Output, "\n"))
 }
 
-// RunLifecycle runs a stage's commands in order in the workspace; the
-// steps of an object-form command run in parallel. out hears the output.
+// RunLifecycle runs a stage's commands in order in the workspace, as the
+// devcontainer's remote user and without the trusted variables; the steps
+// of an object-form command run in parallel. out hears the output. Up runs
+// it before the agent has worked on the repository.
 func RunLifecycle(ctx context.Context, eng Engine, short string, l *plan.Lifecycle, which string, out io.Writer) error {
-	ws := plan.ContainerName(short, plan.RoleWorkspace)
+	return runStages(ctx, eng, plan.ContainerName(short, plan.RoleWorkspace), l, which, out, func(argv []string) ExecSpec {
+		user, cmd := plan.ExecAs{User: l.User, Env: l.Env}.Command(argv, false)
+		return ExecSpec{Cmd: cmd, User: user, Workdir: l.Workdir, Output: out}
+	})
+}
+
+// RunPodLifecycle runs a stage (StageStart or StageAttach) of a pod's
+// devcontainer, from what up stored in the pod's label. By then the agent
+// has had write access to the repository, and the commands may run its
+// edits (a script, a Makefile, package.json): so they run on the agent's
+// side, in its container, as its user, without the trusted values and
+// with no way out but the proxy. Nothing the agent wrote runs with more
+// than the agent has (docs/sandboxing.md).
+func RunPodLifecycle(ctx context.Context, eng Engine, short, which string, out io.Writer) error {
+	var l plan.Lifecycle
+	found, err := readPodLabel(ctx, eng, short, plan.LabelLifecycle, &l)
+	if err != nil || !found {
+		return err
+	}
+	return runStages(ctx, eng, plan.ContainerName(short, plan.RoleAgent), &l, which, out, func(argv []string) ExecSpec {
+		return ExecSpec{Cmd: argv, Workdir: l.Workdir, Output: out}
+	})
+}
+
+// runStages runs a stage's commands in container, each as spec says.
+func runStages(ctx context.Context, eng Engine, container string, l *plan.Lifecycle, which string, out io.Writer, spec func(argv []string) ExecSpec) error {
 	for _, s := range l.Stages(which) {
 		if s.Cmd == nil {
 			continue
@@ -43,10 +70,7 @@ func RunLifecycle(ctx context.Context, eng Engine, short string, l *plan.Lifecyc
 				if out != nil {
 					fmt.Fprintf(out, "running %s: %s\n", name, step)
 				}
-				// The repository's commands: without the trusted variables.
-				user, cmd := plan.ExecAs{User: l.User, Env: l.Env}.Command(step.Args, false)
-				spec := ExecSpec{Cmd: cmd, User: user, Workdir: l.Workdir, Output: out}
-				code, output, err := eng.Exec(ctx, ws, spec)
+				code, output, err := eng.Exec(ctx, container, spec(step.Args))
 				if err == nil && code != 0 {
 					err = &LifecycleError{Command: name, Code: code, Output: output}
 				} else if err != nil {
@@ -67,17 +91,6 @@ func RunLifecycle(ctx context.Context, eng Engine, short string, l *plan.Lifecyc
 		}
 	}
 	return nil
-}
-
-// RunPodLifecycle runs a stage (StageStart or StageAttach) of a pod's
-// devcontainer, from what up stored in the pod's label.
-func RunPodLifecycle(ctx context.Context, eng Engine, short, which string, out io.Writer) error {
-	var l plan.Lifecycle
-	found, err := readPodLabel(ctx, eng, short, plan.LabelLifecycle, &l)
-	if err != nil || !found {
-		return err
-	}
-	return RunLifecycle(ctx, eng, short, &l, which, out)
 }
 
 // NotRunningError is a pod, or the container of it that was asked for,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/devaipod/devaipod/pod/plan"
@@ -48,6 +49,26 @@ func Verify(ctx context.Context, eng Engine, short string, fast bool, format str
 		}
 		args = append(args, "--secret-var", name)
 		fmt.Fprintln(&hashes, hash)
+	}
+	// The workspace's .git, which the agent cannot see: inspected there
+	// with file reads (no git runs), the findings go into the battery.
+	i := slices.Index(args, "--workspace")
+	if i < 0 || i+1 == len(args) {
+		return fmt.Errorf("pod %s's verify label names no workspace: recreate it", short)
+	}
+	code, out, err = eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace),
+		AsRoot([]string{plan.HelperBin, "inspect-git", args[i+1]}))
+	if err == nil && code != 0 {
+		err = errors.New(strings.TrimSpace(out))
+	}
+	if err != nil {
+		return fmt.Errorf("inspect the workspace's .git: %w", err)
+	}
+	args = append(args, "--trusted-git-checked")
+	for _, problem := range strings.Split(strings.TrimSpace(out), "\n") {
+		if problem != "" {
+			args = append(args, "--trusted-problem", problem)
+		}
 	}
 	argv := append([]string{plan.HelperBin, "verify", "--output", format, "--secret-hashes-file", "-"}, args...)
 	if fast {

@@ -19,6 +19,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"strings"
 
 	"github.com/devaipod/devaipod/internal/cmdline"
 )
@@ -29,10 +30,52 @@ var Version = "dev"
 const logPrefix = "devaipod-helper: "
 
 func main() {
+	if err := setNotDumpable(); err != nil {
+		fmt.Fprintf(os.Stderr, "%scannot protect this process (prctl PR_SET_DUMPABLE): %v\n", logPrefix, err)
+		os.Exit(1)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "proxy" {
 		restartForProxy(os.Stderr)
 	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// command is a subcommand: its line in the usage, its flags (for help;
+// nil when it prints its own) and what runs it.
+type command struct {
+	name, args, summary string
+	flags               func() *flag.FlagSet
+	run                 func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// commands is the one list of the helper's subcommands: dispatch, usage
+// and help all come from it.
+var commands = []command{
+	{"init", "[flags] [-- CMD ARGS...]", "run as a container's PID 1: socket bridges, signals, reaping",
+		func() *flag.FlagSet { return newInitFlagSet(&initOptions{}) },
+		func(ctx context.Context, args []string, _, stderr io.Writer) int {
+			return runInit(ctx, log.New(stderr, logPrefix, 0), args, stderr)
+		}},
+	{"wait-http", "[flags] URL", "wait until an HTTP server answers",
+		func() *flag.FlagSet { return newWaitHTTPFlagSet(&waitOptions{}) }, runWaitHTTP},
+	{"egress-check", "[flags]", "check that this container cannot get out (run by up)",
+		func() *flag.FlagSet { return newEgressFlagSet(&egressOptions{}) }, withoutContext(runEgressCheck)},
+	{"secret-env", "[flags] -- CMD", "run CMD with variables read from secret files",
+		func() *flag.FlagSet { return newSecretEnvFlagSet(&secretEnvOptions{}) }, withoutContext(runSecretEnv)},
+	{"proxy", "[flags]", "run the pod's egress proxy (allowlist, audit)",
+		func() *flag.FlagSet { return newProxyFlagSet(&proxyOptions{}) }, runProxy},
+	{"policy", "--file PATH OP [RULE]", "change or show a proxy's policy file",
+		func() *flag.FlagSet { var file string; return newPolicyFlagSet(&file) }, withoutContext(runPolicy)},
+	{"task", "[flags] URL TEXT", "start an opencode session with TEXT as its first message", nil, runTask},
+	{"verify", "[flags]", "attack this container from inside: one row per attack (devaipod verify)",
+		func() *flag.FlagSet { return newVerifyFlagSet(&verifyOptions{}) }, runVerify},
+	{"inspect-git", "REPOSITORY", "report what in REPOSITORY/.git could make git run a program (devaipod verify)",
+		newInspectGitFlagSet, withoutContext(runInspectGit)},
+	{"version", "", "print the version", newVersionFlagSet, withoutContext(runVersion)},
+}
+
+func withoutContext(run func([]string, io.Writer, io.Writer) int) func(context.Context, []string, io.Writer, io.Writer) int {
+	return func(_ context.Context, args []string, stdout, stderr io.Writer) int { return run(args, stdout, stderr) }
 }
 
 // run dispatches to a subcommand and returns the process exit code. Exit
@@ -42,52 +85,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	logger := log.New(stderr, logPrefix, 0)
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "init":
-		return runInit(ctx, logger, rest, stderr)
-	case "wait-http":
-		return runWaitHTTP(ctx, rest, stdout, stderr)
-	case "egress-check":
-		return runEgressCheck(rest, stdout, stderr)
-	case "secret-env":
-		return runSecretEnv(rest, stdout, stderr)
-	case "proxy":
-		return runProxy(ctx, rest, stdout, stderr)
-	case "policy":
-		return runPolicy(rest, stdout, stderr)
-	case "task":
-		return runTask(ctx, rest, stdout, stderr)
-	case "verify":
-		return runVerify(ctx, rest, stdout, stderr)
-	case "version":
-		return runVersion(rest, stdout, stderr)
+	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		return runHelp(rest, stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "%sunknown command %q\n\n", logPrefix, cmd)
-		usage(stderr)
-		return 2
+		return runHelp(args[1:], stdout, stderr)
 	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "%sunknown command %q\n\n", logPrefix, args[0])
+	usage(stderr)
+	return 2
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `Usage: devaipod-helper COMMAND [flags] [args]
-
-Commands:
-  init [flags] [-- CMD ARGS...]   run as a container's PID 1: socket bridges, signals, reaping
-  wait-http [flags] URL           wait until an HTTP server answers
-  egress-check [flags]            check that this container cannot get out (run by up)
-  secret-env [flags] -- CMD       run CMD with variables read from secret files
-  proxy [flags]                   run the pod's egress proxy (allowlist, audit)
-  policy --file PATH OP [RULE]    change or show a proxy's policy file
-  task [flags] URL TEXT           start an opencode session with TEXT as its first message
-  verify [flags]                  attack this container from inside: one row per attack (devaipod verify)
-  version                         print the version
-  help [COMMAND]                  print help for a command
-
-Run 'devaipod-helper COMMAND -h' for a command's flags.
-`)
+	fmt.Fprint(w, "Usage: devaipod-helper COMMAND [flags] [args]\n\nCommands:\n")
+	for _, c := range append(commands, command{name: "help", args: "[COMMAND]", summary: "print help for a command"}) {
+		fmt.Fprintf(w, "  %-32s%s\n", strings.TrimSpace(c.name+" "+c.args), c.summary)
+	}
+	fmt.Fprint(w, "\nRun 'devaipod-helper COMMAND -h' for a command's flags.\n")
 }
 
 // runHelp prints the general usage, or one command's usage and flags.
@@ -96,37 +113,23 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
-	var fs *flag.FlagSet
-	switch args[0] {
-	case "init":
-		fs = newInitFlagSet(&initOptions{})
-	case "wait-http":
-		fs = newWaitHTTPFlagSet(&waitOptions{})
-	case "egress-check":
-		fs = newEgressFlagSet(&egressOptions{})
-	case "secret-env":
-		fs = newSecretEnvFlagSet(&secretEnvOptions{})
-	case "proxy":
-		fs = newProxyFlagSet(&proxyOptions{})
-	case "policy":
-		var file string
-		fs = newPolicyFlagSet(&file)
-	case "version":
-		fs = newVersionFlagSet()
-	case "verify":
-		fs = newVerifyFlagSet(&verifyOptions{})
-	case "task":
-		// A command whose flag set lives inside its run function prints
-		// its help for -h.
-		return run(context.Background(), []string{args[0], "-h"}, stdout, stdout)
-	default:
-		fmt.Fprintf(stderr, "%sunknown command %q\n\n", logPrefix, args[0])
-		usage(stderr)
-		return 2
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		if c.flags == nil {
+			// A command whose flag set lives inside its run function
+			// prints its help for -h.
+			return c.run(context.Background(), []string{"-h"}, stdout, stdout)
+		}
+		fs := c.flags()
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
 	}
-	fs.SetOutput(stdout)
-	fs.Usage()
-	return 0
+	fmt.Fprintf(stderr, "%sunknown command %q\n\n", logPrefix, args[0])
+	usage(stderr)
+	return 2
 }
 
 func newVersionFlagSet() *flag.FlagSet {

@@ -23,6 +23,22 @@ func setChildSubreaper() error {
 	return nil
 }
 
+// prSetDumpable is PR_SET_DUMPABLE from <linux/prctl.h>.
+const prSetDumpable = 4
+
+// setNotDumpable keeps other processes of the same user out of this one:
+// the kernel then wants CAP_SYS_PTRACE to open its /proc/PID/mem, environ
+// or fd, or to attach to it. In the agent's container the helper (its
+// init, its bridges, the probes devaipod runs there) shares the agent's
+// uid, and its seccomp profile does not cover /proc/PID/mem. A program the
+// helper starts is dumpable again after its execve.
+func setNotDumpable() error {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
 // isTerminal reports whether fd is a terminal.
 func isTerminal(fd int) bool {
 	var t syscall.Termios

@@ -15,6 +15,8 @@ func setChildSubreaper() error {
 	return errors.New("not supported on this system")
 }
 
+func setNotDumpable() error { return nil }
+
 func isTerminal(fd int) bool { return false }
 
 func dialUnixNoFollow(ctx context.Context, d *net.Dialer, path string) (net.Conn, error) {

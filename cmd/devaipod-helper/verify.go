@@ -128,6 +128,10 @@ type verifyOptions struct {
 	podmanSockets []string
 	pod           string
 	expectMounts  []string
+	// trustedChecked says devaipod inspected the workspace's .git
+	// (inspect-git) and passes what it found as trustedProblems.
+	trustedChecked  bool
+	trustedProblems []string
 }
 
 // verifyListFlag is a repeatable flag; check, when set, validates each use.
@@ -224,6 +228,8 @@ func newVerifyFlagSet(o *verifyOptions) *flag.FlagSet {
 	fs.Var(verifyListFlag{list: &o.podmanSockets}, "podman-socket",
 		"a podman or docker API socket `PATH` or glob that must be unreachable (repeatable; replaces the default list)")
 	fs.StringVar(&o.pod, "pod", "", "this pod's `NAME` (default: read from the workspace volume's name)")
+	fs.BoolVar(&o.trustedChecked, "trusted-git-checked", false, "devaipod inspected the workspace's .git; its findings are the --trusted-problem flags")
+	fs.Var(verifyListFlag{list: &o.trustedProblems}, "trusted-problem", "a `PROBLEM` inspect-git found in the workspace's .git (repeatable)")
 	fs.Var(verifyListFlag{list: &o.expectMounts}, "expect-mount",
 		"a mount `PATH` the pod puts here on purpose, such as a [[mounts]] target (repeatable)")
 	fs.Usage = func() {
@@ -437,6 +443,11 @@ func verifyProbes(o *verifyOptions) []verifyProbe {
 			attack: "see, signal or inspect processes of other containers or of the host", expected: "only this container's processes"},
 		{id: "ptrace", check: (*verifier).ptrace,
 			attack: "read the memory of another process (process_vm_readv: ptrace's access check)", expected: "denied"},
+		{id: "trusted-git", fast: true, check: (*verifier).trustedGit,
+			attack:   "plant what makes the trusted side's git run a program: .git/commondir, hooks, fsmonitor, filters, a nested repository as a gitlink",
+			expected: "the workspace's .git has none (the agent has a git directory of its own)"},
+		{id: "proc-mem", fast: true, check: (*verifier).procMem,
+			attack: "open /proc/PID/mem of devaipod's processes in this container (its init, bridges, probes)", expected: "denied"},
 		{id: "rootfs-write", fast: true, check: (*verifier).rootfsWrite,
 			attack:   "create files in /, /usr, /usr/bin, /etc, /opt/devaipod; open /etc/passwd, /etc/hosts for writing",
 			expected: "denied (read-only root)"},
@@ -548,6 +559,9 @@ type verifySyscalls struct {
 	// readMemory tries to read another process's memory; nil means the
 	// kernel granted access.
 	readMemory func(pid int) error
+	// openMemory opens /proc/PID/mem for reading (and closes it); nil
+	// means the kernel granted access.
+	openMemory func(pid int) error
 	// run runs argv, in a new user namespace if newUserNS.
 	run func(ctx context.Context, argv []string, newUserNS bool) error
 	// statfs tells a filesystem's type and size.
@@ -1214,6 +1228,56 @@ func (v *verifier) ptrace(_ context.Context) (verifyResult, string) {
 		return verifyNA, "every process to attach to exited first"
 	}
 	return verifyPass, groupErrors(denied) + scope
+}
+
+// trustedGit reports what devaipod verify found in the workspace's .git,
+// which the agent cannot see: it passes the findings in.
+func (v *verifier) trustedGit(_ context.Context) (verifyResult, string) {
+	switch {
+	case !v.opts.trustedChecked:
+		return verifyNA, "the workspace's .git is inspected by devaipod verify, from the workspace"
+	case len(v.opts.trustedProblems) > 0:
+		return verifyFail, listSome(v.opts.trustedProblems, 5)
+	}
+	return verifyPass, "no commondir, gitfile, alternates, hook or program-running configuration"
+}
+
+// procMem opens /proc/PID/mem of devaipod's own processes here (the
+// helper: the container's init and what devaipod runs in it), which the
+// seccomp profile does not cover: only their being non-dumpable keeps a
+// process of the same uid out.
+func (v *verifier) procMem(_ context.Context) (verifyResult, string) {
+	pids, err := v.listPIDs()
+	if err != nil {
+		return verifyFail, "cannot list /proc: " + errText(err)
+	}
+	var granted, tried []string
+	var denied []namedErr
+	for _, pid := range pids {
+		if pid == v.pid || !strings.HasPrefix(v.comm(pid), "devaipod-") {
+			continue
+		}
+		name := fmt.Sprintf("PID %d (%s)", pid, v.comm(pid))
+		tried = append(tried, name)
+		switch err := v.sys.openMemory(pid); {
+		case errors.Is(err, errVerifyUnsupported):
+			return verifyNA, "/proc/PID/mem: " + err.Error()
+		case errors.Is(err, fs.ErrNotExist):
+		case err == nil:
+			granted = append(granted, name)
+		default:
+			denied = append(denied, namedErr{name, err})
+		}
+	}
+	switch {
+	case len(granted) > 0:
+		return verifyFail, "opened /proc/PID/mem of " + listSome(granted, 4)
+	case len(tried) == 0:
+		return verifyNA, "no other process of devaipod here"
+	case len(denied) == 0:
+		return verifyNA, "every process to open exited first"
+	}
+	return verifyPass, groupErrors(denied)
 }
 
 // ---- network ----
@@ -2197,7 +2261,9 @@ func (v *verifier) otherPods(_ context.Context) (verifyResult, string) {
 	}
 	if entries, err := os.ReadDir(v.path("/run/devaipod")); err == nil {
 		for _, e := range entries {
-			if !slices.Contains([]string{"agent", "proxy", "gator"}, e.Name()) {
+			// The sockets' folders, and "git": the agent's own git
+			// directory a second time (up copies it in there).
+			if !slices.Contains([]string{"agent", "proxy", "gator", "git"}, e.Name()) {
 				problems = append(problems, "/run/devaipod/"+e.Name()+" is not this agent's")
 			}
 		}

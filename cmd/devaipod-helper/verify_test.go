@@ -410,6 +410,32 @@ func TestVerifyPtrace(t *testing.T) {
 	wantResult(t, "nobody to attach to", res, detail, verifyNA)
 }
 
+// TestVerifyProcMem: the row opens /proc/PID/mem of devaipod's processes
+// only (not itself, not the agent's programs) and FAILs when one opens.
+func TestVerifyProcMem(t *testing.T) {
+	root := procTree(t)
+	writeTree(t, root, map[string]string{"proc/7/stat": "7 (opencode) S 1 7 7 0 -1 4194560 0 0"})
+	v, _ := testVerifier(t, root, testOptions(t))
+	var tried []int
+	v.sys.openMemory = func(pid int) error {
+		tried = append(tried, pid)
+		return syscall.EACCES
+	}
+	res, detail := v.procMem(context.Background())
+	wantResult(t, "denied", res, detail, verifyPass, "permission denied: PID 1 (devaipod-helpe)")
+	if !slices.Equal(tried, []int{1}) {
+		t.Errorf("opened the mem of %v; want only PID 1 (devaipod's, not itself, not the agent's)", tried)
+	}
+
+	v.sys.openMemory = func(int) error { return nil }
+	res, detail = v.procMem(context.Background())
+	wantResult(t, "opened", res, detail, verifyFail, "opened /proc/PID/mem of PID 1 (devaipod-helpe)")
+
+	os.RemoveAll(filepath.Join(root, "proc/1"))
+	res, detail = v.procMem(context.Background())
+	wantResult(t, "nobody to open", res, detail, verifyNA)
+}
+
 func TestVerifyRoutesAndInterfaces(t *testing.T) {
 	root := t.TempDir()
 	const header = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"

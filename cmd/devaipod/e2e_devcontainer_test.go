@@ -34,6 +34,10 @@ func TestE2EDevcontainer(t *testing.T) {
 	repo := fixtureRepo(t)
 	port := freePort(t)
 	initMarker := filepath.Join(t.TempDir(), "initialized")
+	// Each lifecycle command logs where it ran: the workspace has the
+	// secrets' folder, the agent has not.
+	side := "$(test -d /run/devaipod/secrets && echo ws || echo agent)"
+	lcLog := "/workspaces/fixture/.lifecycle.log"
 	commitFiles(t, repo, map[string]string{
 		".devcontainer/Dockerfile": "FROM localhost/devaipod-default:latest\nARG GREETING\nRUN echo \"$GREETING\" > /built-marker\n",
 		".devcontainer/devcontainer.json": `{
@@ -46,11 +50,11 @@ func TestE2EDevcontainer(t *testing.T) {
   "capAdd": ["SYS_PTRACE"],
   "runArgs": ["--cap-add=NET_ADMIN", "-e", "RUNARG=1"],
   "initializeCommand": "touch \"$E2E_INIT_MARKER\"",
-  "onCreateCommand": "echo onCreate >> /var/tmp/lifecycle.log",
-  "updateContentCommand": ["sh", "-c", "echo updateContent >> /var/tmp/lifecycle.log"],
+  "onCreateCommand": "echo onCreate:` + side + ` >> ` + lcLog + `",
+  "updateContentCommand": ["sh", "-c", "echo updateContent:` + side + ` >> ` + lcLog + `"],
   "postCreateCommand": {"a": "echo a > /var/tmp/postcreate-a", "b": ["sh", "-c", "echo $REMOTE > /var/tmp/postcreate-b"]},
-  "postStartCommand": "echo postStart >> /var/tmp/lifecycle.log && (busybox httpd -p 0.0.0.0:` + fmt.Sprint(port) + ` -h /workspaces/fixture &)",
-  "postAttachCommand": "echo postAttach >> /var/tmp/lifecycle.log",
+  "postStartCommand": "echo postStart:` + side + ` >> ` + lcLog + ` && (busybox httpd -p 0.0.0.0:` + fmt.Sprint(port) + ` -h /workspaces/fixture &)",
+  "postAttachCommand": "echo postAttach:` + side + ` >> ` + lcLog + `",
   "forwardPorts": [` + fmt.Sprint(port) + `],
 }
 `,
@@ -129,7 +133,7 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 	if got := inWorkspace(`echo "$FROM_HOST $WS_FOLDER $BASENAME $RUNARG"`); got != "from-host /workspaces/fixture fixture 1" {
 		t.Errorf("containerEnv / runArgs in the workspace: %q", got)
 	}
-	if got := inWorkspace("cat /var/tmp/lifecycle.log; cat /var/tmp/postcreate-a /var/tmp/postcreate-b"); got != "onCreate\nupdateContent\npostStart\na\nremote-from-host" {
+	if got := inWorkspace("cat " + lcLog + "; cat /var/tmp/postcreate-a /var/tmp/postcreate-b"); got != "onCreate:ws\nupdateContent:ws\npostStart:ws\na\nremote-from-host" {
 		t.Errorf("lifecycle after up:\n%s", got)
 	}
 	// exec runs as the remote user, with remoteEnv and the trusted
@@ -179,6 +183,8 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 		}
 	})
 
+	// After up the agent has had write access: the commands of start and
+	// attach run on its side (they may run its edits).
 	t.Run("onCreate once, postStart on every start, postAttach on attach", func(t *testing.T) {
 		mustDevaipod(t, nil, "stop", name)
 		// What needs a running pod says so, and how to start it.
@@ -191,7 +197,7 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 		}
 		mustDevaipod(t, nil, "start", name)
 		mustDevaipod(t, nil, "attach", name, "--no-ui")
-		if got := inWorkspace("cat /var/tmp/lifecycle.log"); got != "onCreate\nupdateContent\npostStart\npostStart\npostAttach" {
+		if got := inWorkspace("cat " + lcLog); got != "onCreate:ws\nupdateContent:ws\npostStart:ws\npostStart:agent\npostAttach:agent" {
 			t.Errorf("lifecycle after stop, start, attach:\n%s", got)
 		}
 	})

@@ -26,10 +26,15 @@ func commitFiles(t *testing.T, repo string, files map[string]string) {
 	}
 }
 
+// trap is a script a compromised agent plants for the trusted side: when
+// it runs where the workspace's secrets are, it leaves its environment in a
+// marker file of the shared repository.
+const trap = "#!/bin/sh\n[ -d /run/devaipod/secrets ] && env > /workspaces/fixture/PWNED-$$\nexit 0\n"
+
 // TestE2EProtectTrustedSide attacks, from inside the agent, every place
 // that makes the trusted workspace run code, and the masked files; then
-// checks that the workspace still has full access and that a hook planted
-// any way the agent can find never runs on the workspace's next commit.
+// does what the trusted side does (git status, add, commit, submodule) and
+// checks that nothing the agent planted ran there.
 func TestE2EProtectTrustedSide(t *testing.T) {
 	e2e(t)
 	repo := fixtureRepo(t)
@@ -43,6 +48,9 @@ func TestE2EProtectTrustedSide(t *testing.T) {
 	os.MkdirAll(cache, 0o755)
 	os.WriteFile(filepath.Join(cache, "entry"), []byte("cached\n"), 0o644)
 	cfg := standInConfig(t, `
+[trusted.env.vars]
+E2E_PROTECT_TOKEN = "ghp_e2eProtectValue"
+
 [[mounts]]
 source = "`+cache+`"
 target = "/cache"
@@ -59,12 +67,7 @@ containers = ["workspace", "agent"]
 		return devaipod(t, nil, "exec", name, "--", "sh", "-c", "cd "+dir+" && "+script)
 	}
 
-	attacks := []struct{ what, script string }{
-		{"plant a pre-commit hook", "printf '#!/bin/sh\\ntouch /workspaces/fixture/PWNED\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit"},
-		{"redirect core.hooksPath", "git config core.hooksPath /tmp/hooks"},
-		{"append to .git/config", "echo '[core]' >> .git/config"},
-		{"replace .git/config", "cp .git/config /tmp/c && mv /tmp/c .git/config"},
-		{"move .git/hooks aside", "mv .git/hooks .git/hooks.old"},
+	refused := []struct{ what, script string }{
 		{"move .git aside", "mv .git .git.old"},
 		{"move the repository aside", "mv " + dir + " /workspaces/other"},
 		{"write .devcontainer", "echo '{\"postStartCommand\":\"touch /PWNED\"}' > .devcontainer/devcontainer.json"},
@@ -76,35 +79,130 @@ containers = ["workspace", "agent"]
 		{"create a user namespace (unshare -Ur)", "unshare -Ur true"},
 		{"create a network namespace", "unshare -n true"},
 	}
-	for _, a := range attacks {
+	for _, a := range refused {
 		if r := inAgent(a.script); r.code == 0 {
 			t.Errorf("agent could %s:\n%s", a.what, r)
 		}
 	}
 
-	t.Run("masked files are empty to the agent and intact in the workspace", func(t *testing.T) {
+	// The agent's .git is its own: it may write anything there. Each of
+	// these would run on the trusted side if the workspace's git read it.
+	plant := "printf '" + strings.ReplaceAll(trap, "\n", "\\n") + "' > /tmp/trap && chmod +x /tmp/trap && "
+	planted := []struct{ what, script string }{
+		{"a pre-commit hook", "cp /tmp/trap .git/hooks/pre-commit"},
+		{"core.fsmonitor and core.hooksPath", "git config core.fsmonitor /tmp/trap && git config core.hooksPath /tmp/hooks && mkdir -p /tmp/hooks && cp /tmp/trap /tmp/hooks/post-commit"},
+		{".git/commondir to a directory of its own", "mkdir -p evil/hooks && printf '[core]\\n\\tfsmonitor = " + dir + "/evil/hooks/fsm\\n\\thooksPath = " + dir + "/evil/hooks\\n' > evil/config && " +
+			"cp /tmp/trap evil/hooks/fsm && cp /tmp/trap evil/hooks/pre-commit && echo ../evil > .git/commondir.planted"},
+		{"a nested repository with core.fsmonitor, staged as a gitlink", "git init -q sub && git -C sub config core.fsmonitor " + dir + "/sub/fsm && cp /tmp/trap sub/fsm && " +
+			"touch sub/f && git -C sub add f && git -C sub -c user.name=a -c user.email=a@a commit -qm s && git add sub"},
+		{".git/modules hooks", "mkdir -p .git/modules/sub/hooks && cp /tmp/trap .git/modules/sub/hooks/post-checkout"},
+		{"a filter driver named by .gitattributes", "git config filter.evil.clean /tmp/trap && echo '* filter=evil' > .gitattributes"},
+	}
+	for _, p := range planted {
+		if r := inAgent(plant + p.script); r.code != 0 {
+			t.Errorf("agent could not plant %s in its own repository (the test is broken):\n%s", p.what, r)
+		}
+	}
+	// commondir last: it would break the agent's own git commands above.
+	if r := inAgent("mv .git/commondir.planted .git/commondir"); r.code != 0 {
+		t.Errorf("agent could not write .git/commondir: %s", r)
+	}
+
+	t.Run("nothing planted runs on the trusted side", func(t *testing.T) {
+		for _, script := range []string{
+			"git status",
+			"git diff",
+			"echo ws > ws.txt && git add -A && git -c user.name=w -c user.email=w@w commit -qm ws",
+			"git status && git log --oneline -1",
+			"git submodule status; git submodule update --init; true",
+		} {
+			if r := inWorkspace(script); r.code != 0 {
+				t.Errorf("workspace %q: %s", script, r)
+			}
+		}
+		if r := inWorkspace("ls -a; cat PWNED-* 2>/dev/null"); strings.Contains(r.stdout, "PWNED") || strings.Contains(r.stdout, "ghp_e2eProtectValue") {
+			t.Errorf("a planted trap ran on the trusted side:\n%s", r)
+		}
+		// The workspace's git is the one up made: no commondir, its own
+		// config, its hooks untouched.
+		if r := inWorkspace("test ! -e .git/commondir && ! git config --file .git/config --get-regexp 'fsmonitor|hookspath|filter|partialclone' && ! ls .git/hooks .git/objects/pack | grep -v 'sample$\\|[.]pack$\\|[.]idx$\\|^$\\|:$'"); r.code != 0 {
+			t.Errorf("the workspace's git directory carries the agent's changes:\n%s", r)
+		}
+	})
+
+	t.Run("verify sees the workspace's .git, and fails when a trap is planted there", func(t *testing.T) {
+		rows := func() (map[string]string, result) {
+			r := devaipod(t, nil, "verify", name, "-o", "json")
+			var rep struct {
+				Rows []struct{ ID, Result, Detail string }
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatalf("verify json: %v\n%s", err, r)
+			}
+			got := map[string]string{}
+			for _, row := range rep.Rows {
+				got[row.ID] = row.Result + ": " + row.Detail
+			}
+			return got, r
+		}
+		// The workspace's git add -A above made the agent's nested
+		// repository a gitlink of its index: verify names it, since its
+		// config runs a program (git status does not enter it here, but
+		// a git without devaipod's settings would).
+		got, r := rows()
+		if !strings.HasPrefix(got["trusted-git"], "FAIL") || !strings.Contains(got["trusted-git"], "sub/.git/config (a gitlink of the index) sets core.fsmonitor") {
+			t.Errorf("verify row trusted-git = %q; want FAIL naming the staged nested repository\n%s", got["trusted-git"], r.stderr)
+		}
+		if r := inWorkspace("git rm -q --cached sub"); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		got, r = rows()
+		for _, id := range []string{"trusted-git", "proc-mem"} {
+			if !strings.HasPrefix(got[id], "PASS") {
+				t.Errorf("verify row %s = %q; want PASS\n%s", id, got[id], r.stderr)
+			}
+		}
+		// Planted by hand on the trusted side: verify must say so.
+		if r := inWorkspace("git config core.hooksPath /tmp/hooks && echo ../evil > .git/commondir"); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		got, r = rows()
+		if r.code != 1 || !strings.HasPrefix(got["trusted-git"], "FAIL") || !strings.Contains(got["trusted-git"], "commondir") || !strings.Contains(got["trusted-git"], "core.hookspath") {
+			t.Errorf("verify of a planted workspace .git: exit %d, trusted-git %q; want exit 1 and FAIL naming both", r.code, got["trusted-git"])
+		}
+		if r := inWorkspace("rm .git/commondir && git config --unset core.hooksPath"); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+	})
+	t.Run("masked files are unreadable to the agent, in the tree and in git", func(t *testing.T) {
 		if r := inAgent("cat .env deploy/server.pem | wc -c"); strings.TrimSpace(r.stdout) != "0" {
 			t.Errorf("agent reads masked files: %s", r)
+		}
+		for _, script := range []string{
+			"rm -f .git/commondir; git show HEAD:.env",
+			"git log -p --all | grep -c hunter2",
+			"git cat-file --batch-all-objects --batch | grep -c hunter2",
+		} {
+			if r := inAgent(script); strings.Contains(r.stdout, "hunter2") || strings.TrimSpace(r.stdout) != "0" && !strings.Contains(script, "show") {
+				t.Errorf("agent reads a masked value through git (%q):\n%s", script, r)
+			}
 		}
 		if r := inWorkspace("cat .env"); !strings.Contains(r.stdout, "hunter2") {
 			t.Errorf("workspace lost .env: %s", r)
 		}
 	})
 	t.Run("the agent still works in the repository", func(t *testing.T) {
-		r := inAgent("echo change >> src/main.go && git add src/main.go && git -c user.name=a -c user.email=a@a commit -qm agent && git log --oneline | head -1")
+		r := inAgent("rm -f .git/commondir && git config --unset core.hooksPath; git config --unset core.fsmonitor; git config --unset filter.evil.clean; " +
+			"echo change >> src/main.go && git add src/main.go && git -c user.name=a -c user.email=a@a commit -qm agent && git log --oneline | head -1")
 		if r.code != 0 || !strings.Contains(r.stdout, "agent") {
 			t.Errorf("agent cannot edit and commit: %s", r)
 		}
 		if r := inAgent("cat /cache/entry"); strings.TrimSpace(r.stdout) != "cached" {
 			t.Errorf("agent cannot read the extra mount: %s", r)
 		}
-	})
-	t.Run("the workspace keeps full access and no planted hook runs", func(t *testing.T) {
-		r := inWorkspace("echo ws > ws.txt && git add ws.txt && git -c user.name=w -c user.email=w@w commit -qm ws && " +
-			"touch .git/hooks/ws-ok .devcontainer/ws-ok && rm .git/hooks/ws-ok .devcontainer/ws-ok && " +
-			"test ! -e PWNED && test ! -e /PWNED && git config --get core.hooksPath; echo rc=$?")
-		if r.code != 0 || !strings.Contains(r.stdout, "rc=1") {
-			t.Errorf("workspace commit or writes failed, or a hook ran / hooksPath is set:\n%s", r)
+		// The workspace sees the agent's edit in the shared tree.
+		if r := inWorkspace("git status --porcelain src/main.go"); !strings.Contains(r.stdout, "src/main.go") {
+			t.Errorf("the workspace does not see the agent's edit: %s", r)
 		}
 	})
 }
@@ -179,7 +277,7 @@ func TestE2EVerify(t *testing.T) {
 	if r.code != 0 || rep.Fail != 0 || rep.Pass < 25 {
 		t.Errorf("verify: exit %d, %d pass %d fail %d n/a\n%s", r.code, rep.Pass, rep.Fail, rep.NA, r.stderr)
 	}
-	for _, id := range []string{"trusted-env", "canary", "tcp-direct", "proxy-denied-host", "podman-api", "unshare", "persist:.git/hooks", "persist:.git/config"} {
+	for _, id := range []string{"trusted-env", "canary", "tcp-direct", "proxy-denied-host", "podman-api", "unshare", "persist:.devcontainer", "trusted-git", "proc-mem"} {
 		if results[id] != "PASS" {
 			t.Errorf("row %s = %q, want PASS", id, results[id])
 		}

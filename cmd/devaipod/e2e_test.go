@@ -300,8 +300,13 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 		if r := inWorkspace("mkdir -p ws-dir/sub && echo x > ws-dir/sub/f && git add -A && git -c user.name=w -c user.email=w@w commit -qm ws"); r.code != 0 {
 			t.Fatalf("workspace: %s", r)
 		}
-		if r := inAgent("echo more >> ws.txt && echo y > ws-dir/sub/new && echo z >> ws-dir/sub/f && git -c user.name=a -c user.email=a@a commit -qam agent && git log --oneline | wc -l"); r.code != 0 || strings.TrimSpace(r.stdout) != "3" {
-			t.Errorf("agent cannot change what the workspace created: %s", r)
+		// Each side commits to a git directory of its own: the agent's
+		// history has its commit, not the workspace's.
+		if r := inAgent("echo more >> ws.txt && echo y > ws-dir/sub/new && echo z >> ws-dir/sub/f && git add -A && git -c user.name=a -c user.email=a@a commit -qm agent && git log --format=%s"); r.code != 0 || r.stdout != "agent\nfixture\n" {
+			t.Errorf("agent cannot change what the workspace created, or commit: %s", r)
+		}
+		if r := inWorkspace("git log --format=%s && git status --porcelain"); r.stdout != "ws\nfixture\n M ws-dir/sub/f\n M ws.txt\n?? ws-dir/sub/new\n" {
+			t.Errorf("the workspace's history or its view of the agent's edits: %s", r)
 		}
 	})
 	t.Run("workspace reaches the agent's server through the bridge", func(t *testing.T) {

@@ -236,9 +236,11 @@ const (
 
 // DefaultProtect is what [agent] protect means when unset; AlwaysProtect
 // is protected whatever it says. In the agent's view these paths are
-// read-only: they make the trusted side run code.
+// read-only: they make the trusted side run code. .git is not among them:
+// the agent has a git directory of its own, which the trusted side never
+// reads (see docs/sandboxing.md).
 var (
-	AlwaysProtect  = []string{".git/hooks", ".git/config", ".devcontainer"}
+	AlwaysProtect  = []string{".devcontainer"}
 	DefaultProtect = []string{".vscode", ".gitmodules", ".envrc"}
 	DefaultMask    = []string{".env", ".env.*", "*.pem", "*.key", "id_*"}
 )

@@ -17,6 +17,8 @@ func checkRelPath(p string) error {
 		return fmt.Errorf("%q must be a path relative to the repository", p)
 	case path.Clean(p) != strings.TrimSuffix(p, "/") || p == "." || strings.HasPrefix(p, "../") || p == "..":
 		return fmt.Errorf("%q must be a clean relative path without ..", p)
+	case p == ".git" || strings.HasPrefix(p, ".git/"):
+		return fmt.Errorf("%q: the agent has a git directory of its own, which the trusted side never reads; nothing in it needs protecting", p)
 	}
 	return nil
 }

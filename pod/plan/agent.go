@@ -117,6 +117,10 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	readOnly := cfg.Agent.WorkspaceAccess == config.AccessRO
 	mounts := []Mount{
 		{Volume: ObjectName(b.short, VolumeWorkspace), Dest: WorkspacesDir, ReadOnly: readOnly},
+		// Its own git directory over the repository's .git: the agent
+		// never sees the one the trusted side uses.
+		{Volume: ObjectName(b.short, VolumeAgentGit), Dest: path.Join(b.workdir, ".git"), ReadOnly: readOnly},
+		{Volume: ObjectName(b.short, VolumeAgentGit), Dest: AgentGitCopyDir, ReadOnly: readOnly},
 		{Volume: ObjectName(b.short, VolumeAgentHome), Dest: AgentHome},
 		{Volume: ObjectName(b.short, VolumeAgentSock), Dest: AgentSocketDir},
 	}
@@ -215,7 +219,7 @@ func (b *builder) agentBinds(readOnly bool) []Bind {
 	}
 	var binds []Bind
 	if !readOnly {
-		binds = append(binds, bind(".", false), bind(".git", false))
+		binds = append(binds, bind(".", false))
 		for _, p := range config.ProtectedPaths(b.cfg) {
 			if !slices.Contains(b.in.Tree.Unprotectable, p) {
 				binds = append(binds, bind(p, true))

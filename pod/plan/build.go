@@ -129,6 +129,7 @@ func (b *builder) build() (*Plan, error) {
 		Network:  b.mode,
 		Volumes: []VolumeSpec{
 			b.volume(VolumeWorkspace, AgentUID),
+			b.volume(VolumeAgentGit, AgentUID),
 			b.volume(VolumeAgentHome, AgentUID),
 			b.volume(VolumeAgentSock, AgentUID),
 		},
@@ -192,6 +193,7 @@ func (b *builder) build() (*Plan, error) {
 				What: "the agent has no direct way out" + map[bool]string{true: " and the proxy answers"}[b.mode == config.NetworkAllowlist]})
 		}
 	}
+	p.MaskPatterns = config.MaskPatterns(cfg)
 	if cfg.Agent.WorkspaceAccess != config.AccessRO {
 		dirs, files := PlaceHolders(config.ProtectedPaths(cfg), b.in.Tree)
 		for _, d := range dirs {

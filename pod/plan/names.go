@@ -42,6 +42,11 @@ const (
 const (
 	// VolumeWorkspace holds the copy of the repository, shared by all.
 	VolumeWorkspace = "workspace"
+	// VolumeAgentGit is the agent's own git directory, mounted over the
+	// repository's .git in the agent (and read-only in the gator, which
+	// pushes its commits). The workspace's .git, in VolumeWorkspace, is
+	// never visible to the agent.
+	VolumeAgentGit = "agent-git"
 	// VolumeAgentHome is the agent's HOME.
 	VolumeAgentHome = "agent-home"
 	// VolumeAgentSock, VolumeProxySock and VolumeGatorSock hold the unix

@@ -20,13 +20,19 @@ const (
 	AgentHome      = "/home/agent"
 	AgentSocketDir = "/run/devaipod/agent"
 	AgentSocket    = AgentSocketDir + "/agent.sock"
-	ProxySocketDir = "/run/devaipod/proxy"
-	ProxySocket    = ProxySocketDir + "/proxy.sock"
-	ProxyStateDir  = "/var/lib/devaipod/proxy"
-	ProxyPolicy    = ProxyStateDir + "/policy.json"
-	GatorSocketDir = "/run/devaipod/gator"
-	GatorSocket    = GatorSocketDir + "/gator.sock"
-	GatorStateDir  = "/var/lib/devaipod/gator"
+	// AgentGitCopyDir mounts the agent's git directory (VolumeAgentGit) a
+	// second time, where no bind mount lies over it: up copies the
+	// directory in there (podman's copy into a created container resolves
+	// a path under a bind mount to the bind's source, the workspace's own
+	// .git).
+	AgentGitCopyDir = "/run/devaipod/git"
+	ProxySocketDir  = "/run/devaipod/proxy"
+	ProxySocket     = ProxySocketDir + "/proxy.sock"
+	ProxyStateDir   = "/var/lib/devaipod/proxy"
+	ProxyPolicy     = ProxyStateDir + "/policy.json"
+	GatorSocketDir  = "/run/devaipod/gator"
+	GatorSocket     = GatorSocketDir + "/gator.sock"
+	GatorStateDir   = "/var/lib/devaipod/gator"
 	// GatorAddr is where the agent reaches the gator's MCP server (its
 	// init bridges it to GatorSocket).
 	GatorAddr = "127.0.0.1:8765"
@@ -103,6 +109,10 @@ type Plan struct {
 	// the copy creates empty (directories end with "/"), so that the
 	// agent gets them read-only too.
 	Placeholders []string `json:"placeholders,omitempty"`
+	// MaskPatterns name the files whose content the agent never gets: not
+	// in its working tree (Masked binds) nor, at any commit, in its git
+	// directory's object store.
+	MaskPatterns []string `json:"mask_patterns,omitempty"`
 	// Warnings are things the user should know before trusting the pod.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -326,9 +336,14 @@ func imageMountSources(c ContainerSpec) []string {
 // secret. Everything else comes from the user's config or environment.
 var ownEnv = map[string]bool{
 	"PATH": true, "HOME": true, "USER": true, "TMPDIR": true, "DEVAIPOD_AGENT_URL": true,
-	"GIT_CONFIG_COUNT": true, "GIT_CONFIG_KEY_0": true, "GIT_CONFIG_VALUE_0": true,
 	"HTTP_PROXY": true, "HTTPS_PROXY": true, "http_proxy": true, "https_proxy": true,
 	"NO_PROXY": true, "no_proxy": true,
+}
+
+// ownVariable tells the variables devaipod sets itself.
+func ownVariable(name string) bool {
+	_, git := workspaceGitConfig("")[name]
+	return ownEnv[name] || git
 }
 
 // Redacted returns a copy of the plan fit to print: values of variables
@@ -340,7 +355,7 @@ func (p *Plan) Redacted() *Plan {
 	for i, ctr := range p.Containers {
 		env := make(map[string]string, len(ctr.Env))
 		for k, v := range ctr.Env {
-			if !ownEnv[k] {
+			if !ownVariable(k) {
 				v = "<redacted>"
 			}
 			env[k] = v

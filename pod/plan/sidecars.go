@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/devaipod/devaipod/pod/config"
@@ -52,7 +53,9 @@ func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 		Mount{Volume: ObjectName(b.short, VolumeGatorState), Dest: GatorStateDir},
 		// Read-only: the gator pushes the workspace's commits, it never
 		// changes them.
-		Mount{Volume: ObjectName(b.short, VolumeWorkspace), Dest: WorkspacesDir, ReadOnly: true})
+		Mount{Volume: ObjectName(b.short, VolumeWorkspace), Dest: WorkspacesDir, ReadOnly: true},
+		// The agent's commits are in its own git directory.
+		Mount{Volume: ObjectName(b.short, VolumeAgentGit), Dest: path.Join(b.workdir, ".git"), ReadOnly: true})
 	c.SecretEnv, c.SecretUID = secrets, GatorUID
 	return c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/devaipod/devaipod/pod/config"
@@ -15,11 +16,7 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 	env := copyEnv(shared)
 	env["DEVAIPOD_AGENT_URL"] = agentURL
 	env["PATH"] = imagePath(b.image.Env) + ":" + HelperShimDir
-	// The copy belongs to the agent user; git in the workspace would refuse
-	// it as "dubious ownership" without this. It names only this folder.
-	env["GIT_CONFIG_COUNT"] = "1"
-	env["GIT_CONFIG_KEY_0"] = "safe.directory"
-	env["GIT_CONFIG_VALUE_0"] = b.workdir
+	maps.Copy(env, workspaceGitConfig(b.workdir))
 	secretEnv := map[string]string{}
 	var secrets []SecretSpec
 	trusted := collectEnv(cfg.Trusted.Env.Allowlist, cfg.Trusted.Env.Vars, b.in.HostEnv)
@@ -88,4 +85,33 @@ func (b *builder) hostBinds(role string) []Bind {
 		}
 	}
 	return binds
+}
+
+// workspaceGitConfig is git configuration for every git the workspace
+// runs, as GIT_CONFIG_* variables: they rank above every config file and
+// reach git's child processes too. The workspace's .git is out of the
+// agent's reach (the agent has its own), but the working tree is the
+// agent's: a nested repository it plants there has its own config
+// (core.fsmonitor, filters), which a status that recursed into it would
+// run. So:
+//   - safe.directory: the copy belongs to the agent user, and git would
+//     refuse it as "dubious ownership"; it names only this folder;
+//   - core.fsmonitor=false: no fsmonitor program, here or in a nested
+//     repository;
+//   - diff.ignoreSubmodules=all and submodule.recurse=false: status, diff
+//     and the commands that would recurse into a nested repository (a
+//     gitlink, once someone runs git add -A) do not enter it.
+func workspaceGitConfig(workdir string) map[string]string {
+	settings := [][2]string{
+		{"safe.directory", workdir},
+		{"core.fsmonitor", "false"},
+		{"diff.ignoreSubmodules", "all"},
+		{"submodule.recurse", "false"},
+	}
+	env := map[string]string{"GIT_CONFIG_COUNT": strconv.Itoa(len(settings))}
+	for i, kv := range settings {
+		env[fmt.Sprintf("GIT_CONFIG_KEY_%d", i)] = kv[0]
+		env[fmt.Sprintf("GIT_CONFIG_VALUE_%d", i)] = kv[1]
+	}
+	return env
 }

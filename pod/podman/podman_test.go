@@ -70,12 +70,13 @@ func TestContainerSpec(t *testing.T) {
 		t.Errorf("agent has no tmpfs /tmp: %v", agent.Mounts)
 	}
 	// The protected paths are read-only binds of the same path in the
-	// volume; the repository's folder and .git are pinned read-write.
+	// volume; the repository's folder is pinned read-write. Nothing of the
+	// workspace's .git is bound: the agent's .git is a volume of its own.
+	if len(binds) != 5 { // the folder and the four protected paths
+		t.Errorf("agent binds %v", binds)
+	}
 	for dest, want := range map[string]string{
 		pl.Workdir:                    "/vol/demo rbind,rw",
-		pl.Workdir + "/.git":          "/vol/demo/.git rbind,rw",
-		pl.Workdir + "/.git/hooks":    "/vol/demo/.git/hooks rbind,ro",
-		pl.Workdir + "/.git/config":   "/vol/demo/.git/config rbind,ro",
 		pl.Workdir + "/.devcontainer": "/vol/demo/.devcontainer rbind,ro",
 	} {
 		if binds[dest] != want {
@@ -85,11 +86,16 @@ func TestContainerSpec(t *testing.T) {
 	if agent.SeccompProfilePath != "/profile.json" || byRole[plan.RoleWorkspace].SeccompProfilePath != "" {
 		t.Errorf("seccomp profiles: agent %q workspace %q", agent.SeccompProfilePath, byRole[plan.RoleWorkspace].SeccompProfilePath)
 	}
+	volumes := map[string]string{}
 	for _, v := range agent.Volumes {
 		ro := len(v.Options) == 1 && v.Options[0] == "ro"
 		if (v.Dest == plan.ProxySocketDir) != ro {
 			t.Errorf("agent volume %s at %s options %v", v.Name, v.Dest, v.Options)
 		}
+		volumes[v.Dest] = v.Name
+	}
+	if volumes[pl.Workdir+"/.git"] != plan.ObjectName(pl.Name, plan.VolumeAgentGit) {
+		t.Errorf("the agent's .git is %q, not its own volume", volumes[pl.Workdir+"/.git"])
 	}
 	if len(agent.ImageVolumes) != 1 || agent.ImageVolumes[0].ReadWrite {
 		t.Errorf("agent image mounts %+v", agent.ImageVolumes)

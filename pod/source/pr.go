@@ -319,7 +319,7 @@ func (s *Source) checkoutPR(ctx context.Context, dir string) error {
 	}
 	// The configured refspec stays: a later `git fetch upstream` (or `git
 	// pull` on the branch) brings the pull request's new commits.
-	args := []string{"clone", "--quiet", "--no-checkout", "--origin", "upstream",
+	args := []string{"clone", "--quiet", "--no-checkout", "--template=", "--origin", "upstream",
 		"--config", "remote.upstream.fetch=+" + pullRef + ":" + tracking, "--", fetchURL, dir}
 	if _, err := git(ctx, "", args...); err != nil {
 		if strings.Contains(err.Error(), "couldn't find remote ref "+pullRef) {

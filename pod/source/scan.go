@@ -2,11 +2,7 @@ package source
 
 import (
 	"context"
-	"errors"
-	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 )
 
@@ -59,9 +55,6 @@ func ScanTree(ctx context.Context, dir string, protect, mask []string) (TreeInfo
 		}
 	}
 	for _, p := range protect {
-		if strings.HasPrefix(p, ".git/") {
-			continue
-		}
 		// A bind mount follows symlinks on the host, so a protected path
 		// that is, or lies under, a symlink (or a submodule) in the
 		// repository is never bound: the repository would choose what
@@ -78,18 +71,6 @@ func ScanTree(ctx context.Context, dir string, protect, mask []string) (TreeInfo
 		case ok:
 			info.Present[p] = m == "040000"
 		}
-	}
-	for _, p := range protect {
-		if !strings.HasPrefix(p, ".git/") {
-			continue
-		}
-		st, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(p)))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		} else if err != nil {
-			return info, err
-		}
-		info.Present[p] = st.IsDir()
 	}
 	return info, nil
 }

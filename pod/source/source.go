@@ -273,10 +273,13 @@ func (s *Source) Checkout(ctx context.Context, dir string) error {
 	}
 	// --no-checkout: the files go into the workspace straight from the
 	// object store (see TarTree), not through the host's disk first.
+	// --template=: no hooks, not even git's samples, and none from the
+	// user's init.templateDir: any hook in the workspace's .git is one
+	// somebody put there (verify's trusted-git row reports it).
 	if s.Local {
 		// Only HEAD's branch (and its history): other local branches may
 		// hold work the agent should not see.
-		args := []string{"clone", "--quiet", "--no-checkout", "--no-local", "--no-hardlinks", "--single-branch"}
+		args := []string{"clone", "--quiet", "--no-checkout", "--template=", "--no-local", "--no-hardlinks", "--single-branch"}
 		if s.Branch != "" {
 			args = append(args, "--branch", s.Branch)
 		}
@@ -292,7 +295,7 @@ func (s *Source) Checkout(ctx context.Context, dir string) error {
 			return fmt.Errorf("check out %s: %w", s.Commit, err)
 		}
 	} else {
-		args := []string{"clone", "--quiet", "--no-checkout"}
+		args := []string{"clone", "--quiet", "--no-checkout", "--template="}
 		if s.Ref != "" {
 			args = append(args, "--branch", s.Ref)
 		}
@@ -383,7 +386,37 @@ func lastLine(s string) string {
 // .git/info/exclude so that git does not report them.
 func TarTree(ctx context.Context, w io.Writer, dir, prefix string, uid, gid int, placeholders []string) error {
 	tw := tar.NewWriter(w)
-	add := func(hdr *tar.Header, body io.Reader) error {
+	add := tarAdder(tw, prefix, uid, gid)
+	if err := add(&tar.Header{Typeflag: tar.TypeDir, Name: ".", Mode: 0o755}, nil); err != nil {
+		return err
+	}
+	if err := archiveHEAD(ctx, dir, add); err != nil {
+		return fmt.Errorf("archive %s: %w", dir, err)
+	}
+	if err := addPlaceholders(dir, placeholders, add); err != nil {
+		return err
+	}
+	if err := addGitDir(filepath.Join(dir, ".git"), ".git", add); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// TarGitDir writes the git directory gitDir as a tar stream of its
+// contents, owned as TarTree's entries are (the agent's own git directory,
+// made by AgentGitDir, goes into its volume this way).
+func TarGitDir(w io.Writer, gitDir string, uid, gid int) error {
+	tw := tar.NewWriter(w)
+	if err := addGitDir(gitDir, ".", tarAdder(tw, ".", uid, gid)); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// tarAdder returns a function that writes an entry under prefix, owned by
+// uid:gid, with group-shared directories.
+func tarAdder(tw *tar.Writer, prefix string, uid, gid int) func(*tar.Header, io.Reader) error {
+	return func(hdr *tar.Header, body io.Reader) error {
 		hdr.Name = path.Join(prefix, strings.TrimSuffix(hdr.Name, "/"))
 		if hdr.Typeflag == tar.TypeDir {
 			hdr.Name += "/"
@@ -400,16 +433,10 @@ func TarTree(ctx context.Context, w io.Writer, dir, prefix string, uid, gid int,
 		}
 		return nil
 	}
-	if err := add(&tar.Header{Typeflag: tar.TypeDir, Name: ".", Mode: 0o755}, nil); err != nil {
-		return err
-	}
-	if err := archiveHEAD(ctx, dir, add); err != nil {
-		return fmt.Errorf("archive %s: %w", dir, err)
-	}
-	if err := addPlaceholders(dir, placeholders, add); err != nil {
-		return err
-	}
-	gitDir := filepath.Join(dir, ".git")
+}
+
+// addGitDir passes the files of gitDir to add, named under/...
+func addGitDir(gitDir, under string, add func(*tar.Header, io.Reader) error) error {
 	err := filepath.WalkDir(gitDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -428,11 +455,11 @@ func TarTree(ctx context.Context, w io.Writer, dir, prefix string, uid, gid int,
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(dir, p)
+		rel, err := filepath.Rel(gitDir, p)
 		if err != nil {
 			return err
 		}
-		hdr.Name = filepath.ToSlash(rel)
+		hdr.Name = path.Join(under, filepath.ToSlash(rel))
 		if !info.Mode().IsRegular() {
 			return add(hdr, nil)
 		}
@@ -446,7 +473,7 @@ func TarTree(ctx context.Context, w io.Writer, dir, prefix string, uid, gid int,
 	if err != nil {
 		return fmt.Errorf("archive %s: %w", gitDir, err)
 	}
-	return tw.Close()
+	return nil
 }
 
 // addPlaceholders adds empty directories and files (with their missing
@@ -456,13 +483,6 @@ func addPlaceholders(dir string, placeholders []string, add func(*tar.Header, io
 	made := map[string]bool{}
 	for _, p := range placeholders {
 		name := strings.TrimSuffix(p, "/")
-		if strings.HasPrefix(name, ".git/") {
-			// .git is copied from disk by the walk that follows.
-			if err := makeOnDisk(filepath.Join(dir, filepath.FromSlash(name)), strings.HasSuffix(p, "/")); err != nil {
-				return err
-			}
-			continue
-		}
 		var parents []string
 		for d := path.Dir(name); d != "." && !made[d]; d = path.Dir(d) {
 			parents = append([]string{d}, parents...)
@@ -488,26 +508,15 @@ func addPlaceholders(dir string, placeholders []string, add func(*tar.Header, io
 	if exclude.Len() == 0 {
 		return nil
 	}
+	if err := os.MkdirAll(filepath.Join(dir, ".git", "info"), 0o755); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(filepath.Join(dir, ".git", "info", "exclude"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
 	_, err = io.WriteString(f, "# empty placeholders that devaipod keeps read-only for the agent\n"+exclude.String())
 	return errors.Join(err, f.Close())
-}
-
-func makeOnDisk(p string, isDir bool) error {
-	if isDir {
-		return os.MkdirAll(p, 0o755)
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 // archiveHEAD passes every entry of `git archive HEAD` to add. In-tree

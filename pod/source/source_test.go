@@ -289,3 +289,72 @@ func checkOut(t *testing.T, repo string) string {
 	}
 	return dir
 }
+
+// TestAgentGitDir: the agent's git directory has the clone's history and
+// refs, but no masked file's content at any commit, and git treats the
+// left-out blobs as not fetched (an error), not as corruption.
+func TestAgentGitDir(t *testing.T) {
+	ctx := context.Background()
+	repo := gittest.Repo(t)
+	gittest.WriteFile(t, filepath.Join(repo, ".env"), "TOKEN=old-hush42\n")
+	gittest.WriteFile(t, filepath.Join(repo, "certs", "server.key"), "KEY\n")
+	gittest.Git(t, repo, []string{"add", "-A"}, []string{"commit", "-qm", "secrets"})
+	gittest.WriteFile(t, filepath.Join(repo, ".env"), "TOKEN=new-hush42\n")
+	gittest.WriteFile(t, filepath.Join(repo, "main.go"), "package main\n")
+	gittest.Git(t, repo, []string{"add", "-A"}, []string{"commit", "-qm", "more"}, []string{"tag", "v1"})
+	src, err := Resolve(ctx, repo, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "co")
+	if err := src.Checkout(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "agent.git")
+	if err := AgentGitDir(ctx, dir, out, []string{".env", "*.key"}); err != nil {
+		t.Fatal(err)
+	}
+	agentGit := func(args ...string) (string, error) {
+		cmd := exec.Command("git", append([]string{"--git-dir=" + out}, args...)...)
+		cmd.Env = append(cmd.Environ(), "GIT_NO_LAZY_FETCH=0")
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	if got, err := agentGit("log", "--format=%s", "HEAD"); err != nil || got != "more\nsecrets\ninit\n" {
+		t.Errorf("history = %q, %v", got, err)
+	}
+	if got, err := agentGit("show", "HEAD:main.go"); err != nil || got != "package main\n" {
+		t.Errorf("an unmasked file: %q, %v", got, err)
+	}
+	for _, rev := range []string{"HEAD:.env", "HEAD~1:.env", "HEAD:certs/server.key"} {
+		if got, err := agentGit("show", rev); err == nil || strings.Contains(got, "hush42") || strings.Contains(got, "KEY") {
+			t.Errorf("git show %s in the agent's repository = %q, %v; want an error and no content", rev, got, err)
+		}
+	}
+	if got, err := agentGit("rev-parse", "v1^{commit}", "refs/heads/main"); err != nil || len(strings.Fields(got)) != 2 {
+		t.Errorf("refs: %q, %v", got, err)
+	}
+	// The agent can commit in a tree with masked files (a partial
+	// clone's commit would fetch every blob it lacks but skip-worktree
+	// ones), and its status does not report what stands in for them.
+	wt := filepath.Join(t.TempDir(), "wt")
+	os.MkdirAll(wt, 0o755)
+	if err := os.Rename(out, filepath.Join(wt, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	out = filepath.Join(wt, ".git")
+	archive := exec.Command("sh", "-c", "git -C "+dir+" archive HEAD | tar -x -C "+wt+" && : > "+wt+"/.env")
+	if msg, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, msg)
+	}
+	gittest.WriteFile(t, filepath.Join(wt, "main.go"), "package main // changed\n")
+	gittest.Git(t, wt, []string{"add", "main.go"}, []string{"commit", "-qm", "agent"})
+	if got, err := exec.Command("git", "-C", wt, "status", "--porcelain").CombinedOutput(); err != nil || len(got) != 0 {
+		t.Errorf("status after the agent's commit = %q, %v; want clean", got, err)
+	}
+	// The whole object store, not only what HEAD names (packs are
+	// compressed: git reads them out).
+	if got, err := agentGit("cat-file", "--batch-all-objects", "--batch"); err != nil || strings.Contains(got, "hush42") || !strings.Contains(got, "package main") {
+		t.Errorf("the agent's object store (%v) holds a masked value, or not the others:\n%s", err, got)
+	}
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gitRun runs git in dir as a test's setup.
+func gitRun(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v %s", args, err, out)
+	}
+}
+
+// TestInspectGit: a clone as up makes it has nothing to report; each way
+// of making the trusted side's git run a program is reported by name.
+func TestInspectGit(t *testing.T) {
+	repo := t.TempDir()
+	gitRun(t, repo, "init", "-q", "--template=")
+	os.WriteFile(filepath.Join(repo, "f"), []byte("x"), 0o644)
+	gitRun(t, repo, "add", "f")
+	gitRun(t, repo, "commit", "-qm", "init")
+	if got := inspectGit(repo); len(got) != 0 {
+		t.Fatalf("a clean repository: %q", got)
+	}
+	// A nested repository with a program in its config, staged as a
+	// gitlink; the top repository's config, hooks and modules planted.
+	sub := filepath.Join(repo, "sub")
+	os.MkdirAll(sub, 0o755)
+	gitRun(t, sub, "init", "-q", "--template=")
+	gitRun(t, sub, "commit", "-q", "--allow-empty", "-m", "s")
+	gitRun(t, sub, "config", "core.fsmonitor", "/tmp/trap")
+	gitRun(t, repo, "add", "sub")
+	gitRun(t, repo, "config", "core.fsmonitor", "false") // not a program
+	gitRun(t, repo, "config", "filter.evil.clean", "/tmp/trap")
+	gitRun(t, repo, "config", "core.hooksPath", "/tmp/hooks")
+	os.MkdirAll(filepath.Join(repo, ".git", "hooks"), 0o755)
+	os.WriteFile(filepath.Join(repo, ".git", "hooks", "pre-commit"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(repo, ".git", "hooks", "pre-push.sample"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(repo, ".git", "commondir"), []byte("../evil\n"), 0o644)
+	os.MkdirAll(filepath.Join(repo, ".git", "modules", "m", "hooks"), 0o755)
+	os.WriteFile(filepath.Join(repo, ".git", "modules", "m", "hooks", "post-checkout"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(repo, ".git", "modules", "m", "config"), []byte("[include]\n\tpath = /tmp/x\n"), 0o644)
+
+	got := strings.Join(inspectGit(repo), "\n")
+	for _, want := range []string{
+		".git/commondir exists",
+		".git/config sets filter.*.clean",
+		".git/config sets core.hookspath",
+		".git/hooks/pre-commit is a hook",
+		".git/modules/m/hooks/post-checkout is a hook",
+		".git/modules/m/config sets include.path",
+		"sub/.git/config (a gitlink of the index) sets core.fsmonitor",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"pre-push.sample", ".git/config sets core.fsmonitor"} {
+		if strings.Contains(got+"\n", not) {
+			t.Errorf("reported %q, which runs nothing:\n%s", not, got)
+		}
+	}
+
+	os.Remove(filepath.Join(repo, ".git", "commondir"))
+	os.Rename(filepath.Join(repo, ".git"), filepath.Join(repo, "real.git"))
+	os.WriteFile(filepath.Join(repo, ".git"), []byte("gitdir: real.git\n"), 0o644)
+	if got := inspectGit(repo); len(got) != 1 || !strings.Contains(got[0], "not a directory") {
+		t.Errorf("a gitfile: %q", got)
+	}
+}
