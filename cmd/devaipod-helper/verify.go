@@ -29,6 +29,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/devaipod/devaipod/internal/size"
+
 	"github.com/devaipod/devaipod/internal/cmdline"
 	"github.com/devaipod/devaipod/proxy"
 )
@@ -167,7 +169,9 @@ func (f verifyLimitFlag) Set(s string) error {
 	var err error
 	switch kind {
 	case "memory", "tmp":
-		n, err = parseByteSize(value)
+		var bytes int64
+		bytes, err = size.Parse(value)
+		n = uint64(bytes)
 	case "pids":
 		n, err = strconv.ParseUint(value, 10, 64)
 	default:
@@ -178,26 +182,6 @@ func (f verifyLimitFlag) Set(s string) error {
 	}
 	f.limits[kind] = n
 	return nil
-}
-
-var byteSizeExpr = regexp.MustCompile(`^([0-9]+)([kKmMgGtT]?)(i?[bB])?$`)
-
-// parseByteSize reads sizes as podman and the kernel's tmpfs do: a number
-// with an optional binary suffix k, m, g or t ("512m", "8g", "1GiB").
-func parseByteSize(s string) (uint64, error) {
-	m := byteSizeExpr.FindStringSubmatch(s)
-	if m == nil {
-		return 0, fmt.Errorf("%q is not a size such as 512m or 8g", s)
-	}
-	n, err := strconv.ParseUint(m[1], 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	shift := map[string]uint{"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[strings.ToLower(m[2])]
-	if n > (^uint64(0))>>shift {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	return n << shift, nil
 }
 
 func newVerifyFlagSet(o *verifyOptions) *flag.FlagSet {

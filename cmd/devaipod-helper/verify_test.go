@@ -197,19 +197,6 @@ func TestVerifyFlags(t *testing.T) {
 	}
 }
 
-func TestParseByteSize(t *testing.T) {
-	for in, want := range map[string]uint64{"512m": 512 << 20, "8g": 8 << 30, "1GiB": 1 << 30, "100": 100, "4k": 4096, "2T": 2 << 40} {
-		if got, err := parseByteSize(in); err != nil || got != want {
-			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "m", "1.5g", "-1", "8x", "99999999999999999999t"} {
-		if got, err := parseByteSize(in); err == nil {
-			t.Errorf("parseByteSize(%q) = %d; want an error", in, got)
-		}
-	}
-}
-
 func TestVerifyFastSubsetAndOnly(t *testing.T) {
 	o := testOptions(t, "--fast")
 	var ids []string

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/devaipod/devaipod/internal/size"
+
 	"github.com/BurntSushi/toml"
 	"github.com/devaipod/devaipod/pod/source"
 )
@@ -333,7 +335,6 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 var (
 	decodeErr = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
 	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	sizeExpr  = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)
 )
 
 func (c *Config) validate() error {
@@ -449,14 +450,15 @@ func (l Limits) check(key string) error {
 		return &ConfigError{Key: key + "." + k, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case l.Memory != "" && !sizeExpr.MatchString(l.Memory):
-		return bad("memory", "%q is not a size such as \"4g\" or \"512m\"", l.Memory)
-	case l.TmpSize != "" && !sizeExpr.MatchString(l.TmpSize):
-		return bad("tmp_size", "%q is not a size such as \"1g\" or \"512m\"", l.TmpSize)
 	case l.CPUs < 0:
 		return bad("cpus", "must not be negative")
 	case l.Pids < 0:
 		return bad("pids", "must not be negative")
+	}
+	for k, v := range map[string]string{"memory": l.Memory, "tmp_size": l.TmpSize} {
+		if _, err := size.Parse(v); v != "" && err != nil {
+			return bad(k, "%v", err)
+		}
 	}
 	if l.Timeout != "" {
 		if d, err := time.ParseDuration(l.Timeout); err != nil || d < time.Second {

@@ -66,6 +66,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad env name", "[env]\nallowlist = [\"A-B\"]\n", 2, "env.allowlist", "not a valid environment variable name"},
 		{"bad secret", "[trusted.env]\nsecrets = [\"GH_TOKEN\"]\n", 2, "trusted.env.secrets", "VAR=podman_secret_name"},
 		{"bad memory", "[agent.limits]\nmemory = \"lots\"\n", 2, "agent.limits.memory", "not a size"},
+		{"zero memory", "[agent.limits]\npids = 10\nmemory = \"0\"\n", 3, "agent.limits.memory", "more than zero"},
+		{"overflowing memory", "[workspace.limits]\nmemory = \"99999999999g\"\n", 2, "workspace.limits.memory", "too large"},
+		{"zero tmp", "[agent.limits]\ntmp_size = \"0m\"\n", 2, "agent.limits.tmp_size", "more than zero"},
 		{"bad port", "[agent]\nport = 70000\n", 2, "agent.port", "not a TCP port"},
 	}
 	for _, tt := range tests {
@@ -82,6 +85,15 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Errorf("error %q does not start with the file name", err)
 			}
 		})
+	}
+}
+
+// TestSizesPodmanTakes: what podman and docker accept as sizes is accepted.
+func TestSizesPodmanTakes(t *testing.T) {
+	for _, v := range []string{"1.5g", "1t", "1GiB", "512m", "4096"} {
+		if _, err := ParseConfig("c.toml", []byte("[agent.limits]\nmemory = \""+v+"\"\ntmp_size = \""+v+"\"\n")); err != nil {
+			t.Errorf("size %q: %v", v, err)
+		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/devaipod/devaipod/internal/size"
 )
 
 // RunArgs is the podman-settings subset of runArgs. Everything else is
@@ -72,7 +74,6 @@ type runFlag struct {
 }
 
 var (
-	sizeValue  = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?[bkmgtBKMGT]?([iI]?[bB])?$`)
 	cdiName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*=[A-Za-z0-9._:-]+$`)
 	runArgFlag map[string]runFlag
 )
@@ -90,8 +91,10 @@ func init() {
 	}
 	size := func(f func(r *RunArgs) *string) runFlag {
 		return runFlag{apply: func(r *RunArgs, name, val string, strict bool) error {
-			if (strict || !strings.Contains(val, "${")) && !sizeValue.MatchString(val) {
-				return fmt.Errorf("%s %q is not a size such as 512m or 4g", name, val)
+			if strict || !strings.Contains(val, "${") {
+				if _, err := size.Parse(val); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
 			}
 			*f(r) = val
 			return nil

@@ -209,7 +209,7 @@ func TestSubstituteChecksResolvedValues(t *testing.T) {
 		{"bind source left unresolved", `{"mounts": ["type=bind,source=${localWorkspaceFolder}/x,target=/x"]}`, `bind source "${localWorkspaceFolder}/x" must be an absolute host path`},
 		{"volume source with a slash", `{"mounts": ["source=${localEnv:HOME}/x,target=/x"]}`, `source "/home/me/x" is not a volume name; for a host path set type=bind`},
 		{"workspaceFolder", `{"workspaceFolder": "${localEnv:T}"}`, `key "workspaceFolder": "rel" must be an absolute path`},
-		{"runArgs", `{"runArgs": ["--memory", "${localEnv:T}"]}`, `key "runArgs[0]": --memory "rel" is not a size`},
+		{"runArgs", `{"runArgs": ["--memory", "${localEnv:T}"]}`, `key "runArgs[0]": --memory: size "rel": not a size`},
 	}
 	for _, tt := range tests {
 		c, err := Parse([]byte(tt.file), "dc.json")

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/devaipod/devaipod/internal/size"
+
 	"github.com/devaipod/devaipod/pod/config"
 )
 
@@ -193,13 +195,13 @@ func (b *builder) verifyArgs(p *Plan, agent ContainerSpec) []string {
 		args = append(args, "--expect-mount", bind.Dest)
 	}
 	if l := agent.Limits; l != nil {
-		if n, err := ParseSize(l.Memory); err == nil && l.Memory != "" {
+		if n, err := size.Parse(l.Memory); err == nil && l.Memory != "" {
 			args = append(args, "--limit", fmt.Sprintf("memory=%d", n))
 		}
 		if l.Pids > 0 {
 			args = append(args, "--limit", fmt.Sprintf("pids=%d", l.Pids))
 		}
-		if n, err := ParseSize(l.TmpSize); err == nil {
+		if n, err := size.Parse(l.TmpSize); err == nil {
 			args = append(args, "--limit", fmt.Sprintf("tmp=%d", n))
 		}
 	}

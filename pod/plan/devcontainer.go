@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/devaipod/devaipod/internal/size"
+
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/devcontainer"
 )
@@ -234,7 +236,7 @@ func tmpfsSize(opts []string) string {
 }
 
 func validSize(s string) bool {
-	_, err := ParseSize(s)
+	_, err := size.Parse(s)
 	return err == nil
 }
 

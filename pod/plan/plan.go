@@ -1,11 +1,6 @@
 package plan
 
 import (
-	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
-
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/devcontainer"
 	"github.com/devaipod/devaipod/pod/source"
@@ -378,28 +373,3 @@ const SeccompAgent = "agent"
 
 // Version is the devaipod version, set at build time with -ldflags -X.
 var Version = "dev"
-
-// ParseSize reads sizes such as "512m" or "4g" (binary units).
-func ParseSize(s string) (int64, error) {
-	if !sizeExpr.MatchString(s) {
-		return 0, fmt.Errorf("invalid size %q", s)
-	}
-	mult := int64(1)
-	switch strings.ToLower(s[len(s)-1:]) {
-	case "k":
-		mult = 1 << 10
-	case "m":
-		mult = 1 << 20
-	case "g":
-		mult = 1 << 30
-	}
-	num := strings.TrimRight(s, "bkmgBKMG")
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid size %q: %w", s, err)
-	}
-	return n * mult, nil
-}
-
-// sizeExpr: replaced by internal/size in this refactor.
-var sizeExpr = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)

@@ -119,15 +119,7 @@ func TestContainerSpec(t *testing.T) {
 	}
 }
 
-func TestParseSizeAndVersions(t *testing.T) {
-	for in, want := range map[string]int64{"512": 512, "1k": 1024, "512m": 512 << 20, "4G": 4 << 30} {
-		if got, err := plan.ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	if _, err := plan.ParseSize("lots"); err == nil {
-		t.Error("ParseSize(lots) accepted")
-	}
+func TestVersions(t *testing.T) {
 	for _, tt := range []struct {
 		a, b string
 		less bool

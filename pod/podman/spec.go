@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/devaipod/devaipod/internal/size"
+
 	"github.com/containers/podman/v5/pkg/specgen"
 	"github.com/devaipod/devaipod/pod/plan"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
@@ -117,7 +119,7 @@ func containerSpec(pod string, c plan.ContainerSpec, host hostSide) (*specgen.Sp
 	if l := c.Limits; l != nil && (l.Memory != "" || l.CPUs > 0 || l.Pids > 0) {
 		r := &spec.LinuxResources{}
 		if l.Memory != "" {
-			n, err := plan.ParseSize(l.Memory)
+			n, err := size.Parse(l.Memory)
 			if err != nil {
 				return nil, err
 			}
@@ -176,7 +178,7 @@ func devcontainerSettings(s *specgen.SpecGenerator, c plan.ContainerSpec) error 
 		s.Devices = append(s.Devices, spec.LinuxDevice{Path: d})
 	}
 	if c.ShmSize != "" {
-		n, err := plan.ParseSize(c.ShmSize)
+		n, err := size.Parse(c.ShmSize)
 		if err != nil {
 			return fmt.Errorf("shm size: %w", err)
 		}
