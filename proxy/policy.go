@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/devaipod/devaipod/proxy/rule"
 )
 
 // Policy is the content of a policy file, the part of a pod's policy that
@@ -57,10 +59,10 @@ func ParsePolicy(data []byte) (Policy, error) {
 	if p.Deny == nil {
 		p.Deny = []string{}
 	}
-	if _, err := ParseRules(p.Allow); err != nil {
+	if _, err := rule.ParseAll(p.Allow); err != nil {
 		return Policy{}, fmt.Errorf("allow: %w", err)
 	}
-	if _, err := ParseRules(p.Deny); err != nil {
+	if _, err := rule.ParseAll(p.Deny); err != nil {
 		return Policy{}, fmt.Errorf("deny: %w", err)
 	}
 	return p, nil
@@ -108,13 +110,13 @@ func ReadPolicyFile(path string) (Policy, error) {
 //
 // A running proxy applies the change to every request that arrives one
 // Options.PolicyCheckInterval or more after EditPolicyFile returns.
-func EditPolicyFile(path, op, rule string) (Policy, error) {
+func EditPolicyFile(path, op, ruleText string) (Policy, error) {
 	switch op {
 	case OpAllow, OpDeny, OpRemove:
 	default:
 		return Policy{}, fmt.Errorf("unknown policy operation %q (want %s, %s or %s)", op, OpAllow, OpDeny, OpRemove)
 	}
-	r, err := ParseRule(rule)
+	r, err := rule.Parse(ruleText)
 	if err != nil {
 		return Policy{}, err
 	}
@@ -152,7 +154,7 @@ func EditPolicyFile(path, op, rule string) (Policy, error) {
 // canon. The rules have been checked already.
 func withoutRule(rules []string, canon string) []string {
 	return slices.DeleteFunc(slices.Clone(rules), func(s string) bool {
-		r, err := ParseRule(s)
+		r, err := rule.Parse(s)
 		return err == nil && r.String() == canon
 	})
 }
@@ -189,28 +191,28 @@ func writeFileAtomic(path string, data []byte) (err error) {
 // policy is the compiled policy in force: the base rules plus the file's
 // allow rules, and the file's deny rules.
 type policy struct {
-	allow, deny *Matcher
+	allow, deny *rule.Matcher
 	// allowText and denyText are the canonical rules, for the audit.
 	allowText, denyText []string
 }
 
-func compilePolicy(base []Rule, file Policy) (*policy, error) {
-	allow, err := ParseRules(file.Allow)
+func compilePolicy(base []rule.Rule, file Policy) (*policy, error) {
+	allow, err := rule.ParseAll(file.Allow)
 	if err != nil {
 		return nil, err
 	}
-	deny, err := ParseRules(file.Deny)
+	deny, err := rule.ParseAll(file.Deny)
 	if err != nil {
 		return nil, err
 	}
 	allow = append(slices.Clone(base), allow...)
-	p := &policy{allow: NewMatcher(allow...), deny: NewMatcher(deny...)}
+	p := &policy{allow: rule.NewMatcher(allow...), deny: rule.NewMatcher(deny...)}
 	p.allowText = canonicalTexts(allow)
 	p.denyText = canonicalTexts(deny)
 	return p, nil
 }
 
-func canonicalTexts(rules []Rule) []string {
+func canonicalTexts(rules []rule.Rule) []string {
 	texts := make([]string, 0, len(rules))
 	for _, r := range rules {
 		if s := r.String(); !slices.Contains(texts, s) {
@@ -222,12 +224,12 @@ func canonicalTexts(rules []Rule) []string {
 
 // decide returns the rule that settles a request and whether it allows it.
 // ok is false when no rule covers the request.
-func (p *policy) decide(h hostKey, port int) (rule string, allow, ok bool) {
-	if rule, ok := p.deny.match(h, port); ok {
-		return rule, false, true
+func (p *policy) decide(h rule.Host, port int) (ruleText string, allow, ok bool) {
+	if ruleText, ok := p.deny.MatchHost(h, port); ok {
+		return ruleText, false, true
 	}
-	if rule, ok := p.allow.match(h, port); ok {
-		return rule, true, true
+	if ruleText, ok := p.allow.MatchHost(h, port); ok {
+		return ruleText, true, true
 	}
 	return "", false, false
 }
@@ -235,7 +237,7 @@ func (p *policy) decide(h hostKey, port int) (rule string, allow, ok bool) {
 // allowsAddr reports whether an address rule allows addr:port, which exempts
 // that address from the address guard.
 func (p *policy) allowsAddr(addr netip.Addr, port int) bool {
-	_, allow, _ := p.decide(hostKey{addr: addr.Unmap().WithZone("")}, port)
+	_, allow, _ := p.decide(rule.Host{Addr: addr.Unmap().WithZone("")}, port)
 	return allow
 }
 
@@ -243,7 +245,7 @@ func (p *policy) allowsAddr(addr netip.Addr, port int) bool {
 // changes. It checks on the request path, at most once per interval: one
 // stat(2) at most every interval, and no goroutine to stop.
 type policySource struct {
-	base     []Rule
+	base     []rule.Rule
 	path     string // "" when there is no policy file
 	interval time.Duration
 	// changed is called, under mu, after each load: with the new policy, or
@@ -258,7 +260,7 @@ type policySource struct {
 	lastErr string      // the last error reported, not to repeat it
 }
 
-func newPolicySource(base []Rule, path string, interval time.Duration, changed func(*policy, error)) (*policySource, error) {
+func newPolicySource(base []rule.Rule, path string, interval time.Duration, changed func(*policy, error)) (*policySource, error) {
 	ps := &policySource{base: base, path: path, interval: interval, changed: changed}
 	if path == "" {
 		p, err := compilePolicy(base, Policy{})

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/devaipod/devaipod/proxy/rule"
 )
 
 func TestParsePolicy(t *testing.T) {
@@ -131,7 +133,7 @@ func TestEditPolicyFileConcurrent(t *testing.T) {
 func TestPolicySourceReload(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "policy.json")
-	base, _ := ParseRules([]string{"base.test"})
+	base, _ := rule.ParseAll([]string{"base.test"})
 	var mu sync.Mutex
 	var events []error
 	changed := func(p *policy, err error) {
@@ -144,7 +146,7 @@ func TestPolicySourceReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed := func(host string) bool {
-		hk, err := normaliseHost(host)
+		hk, err := rule.ParseHost(host)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,6 +39,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/devaipod/devaipod/proxy/rule"
+
 	"github.com/elazarl/goproxy"
 )
 
@@ -150,7 +152,7 @@ func New(opts Options) (*Server, error) {
 	case opts.IdleTimeout < 0, opts.DialTimeout < 0, opts.ReadHeaderTimeout < 0, opts.PolicyCheckInterval < 0:
 		return nil, errors.New("timeouts must not be negative")
 	}
-	base, err := ParseRules(opts.Allow)
+	base, err := rule.ParseAll(opts.Allow)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +232,7 @@ type exchange struct {
 	start   time.Time
 	method  string
 	host    string // normalised, or the raw host shortened if it did not parse
-	hk      hostKey
+	hk      rule.Host
 	port    int
 	allow   bool
 	rule    string
@@ -328,9 +330,9 @@ func (s *Server) enter() bool {
 func (s *Server) decide(x *exchange, host string, port int) bool {
 	x.port = port
 	x.host = shorten(host, 255)
-	hk, err := normaliseHost(host)
+	hk, err := rule.ParseHost(host)
 	switch {
-	case errors.Is(err, errNumericName):
+	case errors.Is(err, rule.ErrNumericName):
 		x.refuse(http.StatusForbidden, ReasonIPLiteral, "host reads as an IP address but is not a valid one")
 		return false
 	case err != nil:
@@ -338,15 +340,15 @@ func (s *Server) decide(x *exchange, host string, port int) bool {
 		return false
 	}
 	x.hk, x.host = hk, hk.String()
-	rule, allow, ok := s.policy.current().decide(hk, port)
-	x.rule = rule
+	ruleText, allow, ok := s.policy.current().decide(hk, port)
+	x.rule = ruleText
 	switch {
 	case ok && allow:
 		x.allow = true
 		return true
 	case ok:
-		x.refuse(http.StatusForbidden, ReasonDenied, "denied by rule "+rule)
-	case hk.addr.IsValid():
+		x.refuse(http.StatusForbidden, ReasonDenied, "denied by rule "+ruleText)
+	case hk.Addr.IsValid():
 		x.refuse(http.StatusForbidden, ReasonIPLiteral, "no rule names this address")
 	default:
 		x.refuse(http.StatusForbidden, ReasonNotAllowed, "no rule allows it")
@@ -367,7 +369,7 @@ func (s *Server) allowConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 		x.refuse(http.StatusBadRequest, ReasonBadRequest, "CONNECT wants host:port")
 		return nil, ""
 	}
-	port, ok := parsePort(portText)
+	port, ok := rule.ParsePort(portText)
 	if !ok {
 		x.host = shorten(h, 255)
 		x.refuse(http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf("bad port %q", shorten(portText, 16)))
@@ -464,7 +466,7 @@ func (s *Server) allowHTTP(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 	}
 	if p := r.URL.Port(); p != "" {
 		var ok bool
-		if port, ok = parsePort(p); !ok {
+		if port, ok = rule.ParsePort(p); !ok {
 			x.refuse(http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf("bad port %q", shorten(p, 16)))
 			return r, nil
 		}
@@ -517,7 +519,7 @@ func (s *Server) upstreamFailed(x *exchange, err error) {
 	var be *BlockedError
 	if errors.As(err, &be) {
 		x.refuse(http.StatusForbidden, ReasonPrivateAddress, be.Error())
-		x.suggest = Rule{Addr: be.Addr, Port: x.port}.String()
+		x.suggest = rule.Rule{Addr: be.Addr, Port: x.port}.String()
 		return
 	}
 	s.log.Debug("upstream failed", "host", x.host, "port", x.port, "err", err)
@@ -609,7 +611,7 @@ func (s *Server) message(x *exchange) string {
 		return fmt.Sprintf("devaipod proxy: %s is not on the allowlist of pod %s.\nAllow it with: devaipod allow %s %s\n%s",
 			target, pod, pod, ruleFor(x.hk, x.port), configHint)
 	case ReasonIPLiteral:
-		if !x.hk.addr.IsValid() {
+		if !x.hk.Addr.IsValid() {
 			return fmt.Sprintf("devaipod proxy: %q reads as an IP address but is not a valid one; use a host name.\n", x.host)
 		}
 		return fmt.Sprintf("devaipod proxy: %s is an IP address, and pod %s reaches addresses only when a rule names them.\nAllow it with: devaipod allow %s %s\n%s",
@@ -630,11 +632,11 @@ func (s *Server) message(x *exchange) string {
 }
 
 // ruleFor is the rule that allows exactly host and port.
-func ruleFor(h hostKey, port int) string {
-	if h.addr.IsValid() {
-		return Rule{Addr: h.addr, Port: port}.String()
+func ruleFor(h rule.Host, port int) string {
+	if h.Addr.IsValid() {
+		return rule.Rule{Addr: h.Addr, Port: port}.String()
 	}
-	return Rule{Name: h.name, Port: port}.String()
+	return rule.Rule{Name: h.Name, Port: port}.String()
 }
 
 // record writes x's audit line. reason, if set, overrides x.reason (a

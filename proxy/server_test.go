@@ -24,6 +24,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/devaipod/devaipod/proxy/rule"
 )
 
 // Every server in these tests listens on 127.0.0.1; names are mapped with a
@@ -438,9 +440,9 @@ func TestPlainHTTP(t *testing.T) {
 
 	// "host:80" does allow port 80. Nothing may listen on port 80 here, so
 	// check the decision rather than a request.
-	hk, _ := normaliseHost("web80.test")
-	if rule, allow, _ := p.s.policy.current().decide(hk, 80); !allow || rule != "web80.test:80" {
-		t.Errorf("web80.test:80 decided %q, %v; want allowed by web80.test:80", rule, allow)
+	hk, _ := rule.ParseHost("web80.test")
+	if ruleText, allow, _ := p.s.policy.current().decide(hk, 80); !allow || ruleText != "web80.test:80" {
+		t.Errorf("web80.test:80 decided %q, %v; want allowed by web80.test:80", ruleText, allow)
 	}
 }
 
@@ -571,9 +573,9 @@ func TestLivePolicy(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	edit := func(op, rule string) {
+	edit := func(op, ruleText string) {
 		t.Helper()
-		if _, err := EditPolicyFile(file, op, rule); err != nil {
+		if _, err := EditPolicyFile(file, op, ruleText); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/devaipod/devaipod/proxy/rule"
+
 	"github.com/devaipod/devaipod/internal/cmdline"
 	"github.com/devaipod/devaipod/internal/endpoint"
 	"github.com/devaipod/devaipod/proxy"
@@ -29,7 +31,7 @@ type proxyOptions struct {
 
 // checkRule checks an --allow rule as it is given.
 func checkRule(s string) error {
-	_, err := proxy.ParseRule(s)
+	_, err := rule.Parse(s)
 	return err
 }
 
@@ -223,7 +225,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 		if fs.NArg() != 2 {
 			return usageErr("%s wants exactly one RULE, got %d arguments", op, fs.NArg()-1)
 		}
-		if _, err := proxy.ParseRule(fs.Arg(1)); err != nil {
+		if _, err := rule.Parse(fs.Arg(1)); err != nil {
 			return usageErr("%v", err)
 		}
 		p, err = proxy.EditPolicyFile(file, op, fs.Arg(1))

@@ -28,9 +28,9 @@ var mayImport = map[string][]string{
 	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy"},
 	"pod/podman":       {"pod", "pod/plan", "internal/size"},
 	"pod/plan":         {"pod/config", "pod/devcontainer", "pod/source", "proxy/rule", "internal/helperargs", "internal/size"},
-	"pod/config":       {"pod/source", "proxy", "proxy/rule", "internal/size"},
+	"pod/config":       {"pod/source", "proxy/rule", "internal/size"},
 	"pod/source":       {},
-	"pod/devcontainer": {"proxy", "proxy/rule", "internal/size"},
+	"pod/devcontainer": {"proxy/rule", "internal/size"},
 	// The sidecars' servers.
 	"proxy":        {"proxy/rule"},
 	"proxy/rule":   {},

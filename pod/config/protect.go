@@ -2,12 +2,11 @@ package config
 
 import (
 	"fmt"
+	"github.com/devaipod/devaipod/proxy/rule"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/devaipod/devaipod/proxy"
 )
 
 // checkRelPath accepts a clean path relative to the repository.
@@ -66,7 +65,7 @@ func (m MountConfig) check() error {
 
 // ValidateRule checks an allowlist rule the way the pod's proxy will read
 // it, so that a bad rule fails before anything is created.
-func ValidateRule(rule string) error {
-	_, err := proxy.ParseRule(rule)
+func ValidateRule(text string) error {
+	_, err := rule.Parse(text)
 	return err
 }

@@ -14,7 +14,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/devaipod/devaipod/proxy"
+	"github.com/devaipod/devaipod/proxy/rule"
+
 	"github.com/tailscale/hujson"
 )
 
@@ -837,7 +838,7 @@ func (d *decoder) customizations(v *hujson.Value, key string, c *Config) {
 					continue
 				}
 				for i, r := range rules {
-					if _, err := proxy.ParseRule(r); err != nil {
+					if _, err := rule.Parse(r); err != nil {
 						d.errorf(d.elem(f.value, i), fmt.Sprintf("%s[%d]", f.key, i), "%v", err)
 					}
 				}

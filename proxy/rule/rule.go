@@ -1,4 +1,4 @@
-package proxy
+package rule
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ type Rule struct {
 // IsAddr reports whether r names an IP address rather than a host name.
 func (r Rule) IsAddr() bool { return r.Addr.IsValid() }
 
-// String returns the canonical text of r, which ParseRule accepts and maps
+// String returns the canonical text of r, which Parse accepts and maps
 // back to r. Port 443 is left implicit.
 func (r Rule) String() string {
 	var host string
@@ -71,27 +71,27 @@ func (r Rule) String() string {
 }
 
 // matchHost reports whether r covers the normalised host h (a name, or an
-// address in netip's canonical text, see normaliseHost) and port.
-func (r Rule) matchHost(h hostKey, port int) bool {
+// address in netip's canonical text, see ParseHost) and port.
+func (r Rule) matchHost(h Host, port int) bool {
 	if r.Port != 0 && r.Port != port {
 		return false
 	}
 	switch {
 	case r.IsAddr():
-		return h.addr.IsValid() && h.addr == r.Addr
-	case h.addr.IsValid():
+		return h.Addr.IsValid() && h.Addr == r.Addr
+	case h.Addr.IsValid():
 		return false
 	case r.Wildcard:
-		return len(h.name) > len(r.Name)+1 && strings.HasSuffix(h.name, r.Name) &&
-			h.name[len(h.name)-len(r.Name)-1] == '.'
+		return len(h.Name) > len(r.Name)+1 && strings.HasSuffix(h.Name, r.Name) &&
+			h.Name[len(h.Name)-len(r.Name)-1] == '.'
 	default:
-		return h.name == r.Name
+		return h.Name == r.Name
 	}
 }
 
-// ParseRule parses one allow or deny rule; see Rule for the forms. The error
+// Parse parses one allow or deny rule; see Rule for the forms. The error
 // names the rule and says what is wrong with it.
-func ParseRule(s string) (Rule, error) {
+func Parse(s string) (Rule, error) {
 	r, err := parseRule(s)
 	if err != nil {
 		return Rule{}, fmt.Errorf("rule %q: %w", s, err)
@@ -99,11 +99,11 @@ func ParseRule(s string) (Rule, error) {
 	return r, nil
 }
 
-// ParseRules parses every rule in ss and stops at the first bad one.
-func ParseRules(ss []string) ([]Rule, error) {
+// ParseAll parses every rule in ss and stops at the first bad one.
+func ParseAll(ss []string) ([]Rule, error) {
 	rules := make([]Rule, 0, len(ss))
 	for _, s := range ss {
-		r, err := ParseRule(s)
+		r, err := Parse(s)
 		if err != nil {
 			return nil, err
 		}
@@ -207,15 +207,15 @@ func splitRule(s string) (host string, port int, err error) {
 	case "*":
 		return host, 0, nil
 	}
-	port, ok := parsePort(portText)
+	port, ok := ParsePort(portText)
 	if !ok {
 		return "", 0, fmt.Errorf("bad port %q: want 1-65535 or *", portText)
 	}
 	return host, port, nil
 }
 
-// parsePort accepts 1 to 65535 in plain decimal digits (no sign, no spaces).
-func parsePort(s string) (int, bool) {
+// ParsePort accepts 1 to 65535 in plain decimal digits (no sign, no spaces).
+func ParsePort(s string) (int, bool) {
 	if s == "" || len(s) > 5 {
 		return 0, false
 	}
@@ -289,7 +289,7 @@ func normaliseName(s string) (string, error) {
 	if looksNumeric(name[strings.LastIndexByte(name, '.')+1:]) {
 		// Resolvers and URL parsers read "10.1", "2130706433" or "0x7f.1"
 		// as addresses; such a name could reach anything.
-		return "", errNumericName
+		return "", ErrNumericName
 	}
 	return name, nil
 }
@@ -313,44 +313,44 @@ func looksNumeric(label string) bool {
 	return true
 }
 
-// hostKey is a request's host after normalisation: exactly one of name and
-// addr is set.
-type hostKey struct {
-	name string
-	addr netip.Addr
+// Host is a request's host after normalisation (ParseHost): exactly one of
+// Name and Addr is set.
+type Host struct {
+	Name string
+	Addr netip.Addr
 }
 
 // String is the host as the audit log and messages show it.
-func (h hostKey) String() string {
-	if h.addr.IsValid() {
-		return h.addr.String()
+func (h Host) String() string {
+	if h.Addr.IsValid() {
+		return h.Addr.String()
 	}
-	return h.name
+	return h.Name
 }
 
-// errNumericName is the error for a name whose last label is a number, which
+// ErrNumericName is the error for a name whose last label is a number, which
 // address parsers may read as an IPv4 address.
-var errNumericName = errors.New("looks like an IP address but is not a valid one")
+var ErrNumericName = errors.New("looks like an IP address but is not a valid one")
 
-// normaliseHost normalises a request's host the way rules are: ASCII only,
+// ParseHost normalises a request's host the way rules are: ASCII only,
 // lower case, one trailing dot stripped, IP literals (bracketed or not)
 // parsed and unmapped.
-func normaliseHost(host string) (hostKey, error) {
+func ParseHost(host string) (Host, error) {
 	if a, ok, err := parseAddr(host); err != nil {
-		return hostKey{}, err
+		return Host{}, err
 	} else if ok {
-		return hostKey{addr: a}, nil
+		return Host{Addr: a}, nil
 	}
 	for i := 0; i < len(host); i++ {
 		if host[i] > 0x7e {
-			return hostKey{}, errors.New("non-ASCII host name (use its xn-- form)")
+			return Host{}, errors.New("non-ASCII host name (use its xn-- form)")
 		}
 	}
 	name, err := normaliseName(host)
 	if err != nil {
-		return hostKey{}, err
+		return Host{}, err
 	}
-	return hostKey{name: name}, nil
+	return Host{Name: name}, nil
 }
 
 // Matcher finds the rule that covers a host and port.
@@ -383,15 +383,15 @@ func (m *Matcher) Len() int { return len(m.rules) }
 // canonical text). host may be a name (any case, with or without one
 // trailing dot) or an IP literal, bracketed or not; names that are not
 // valid ASCII host names match nothing.
-func (m *Matcher) Match(host string, port int) (rule string, ok bool) {
-	h, err := normaliseHost(host)
+func (m *Matcher) Match(host string, port int) (ruleText string, ok bool) {
+	h, err := ParseHost(host)
 	if err != nil {
 		return "", false
 	}
-	return m.match(h, port)
+	return m.MatchHost(h, port)
 }
 
-func (m *Matcher) match(h hostKey, port int) (string, bool) {
+func (m *Matcher) MatchHost(h Host, port int) (string, bool) {
 	if port < 1 || port > 65535 {
 		return "", false
 	}

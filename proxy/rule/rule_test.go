@@ -1,4 +1,4 @@
-package proxy
+package rule
 
 import (
 	"strconv"
@@ -74,28 +74,28 @@ func TestParseRule(t *testing.T) {
 		{in: strings.Repeat("abcdefghi.", 26) + "test", wantErr: "limit is 253"},
 	}
 	for _, tt := range tests {
-		got, err := ParseRule(tt.in)
+		got, err := Parse(tt.in)
 		if tt.want != "" {
 			if err != nil {
-				t.Errorf("ParseRule(%q) error %v; want %q", tt.in, err, tt.want)
+				t.Errorf("Parse(%q) error %v; want %q", tt.in, err, tt.want)
 			} else if got.String() != tt.want {
-				t.Errorf("ParseRule(%q) = %q; want %q", tt.in, got.String(), tt.want)
+				t.Errorf("Parse(%q) = %q; want %q", tt.in, got.String(), tt.want)
 			}
 			continue
 		}
 		if err == nil {
-			t.Errorf("ParseRule(%q) = %q; want an error containing %q", tt.in, got.String(), tt.wantErr)
+			t.Errorf("Parse(%q) = %q; want an error containing %q", tt.in, got.String(), tt.wantErr)
 			continue
 		}
 		if !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "rule "+strconv.Quote(tt.in)) {
-			t.Errorf("ParseRule(%q) error %q; want it to name the rule and contain %q", tt.in, err, tt.wantErr)
+			t.Errorf("Parse(%q) error %q; want it to name the rule and contain %q", tt.in, err, tt.wantErr)
 		}
 	}
 }
 
 func TestMatch(t *testing.T) {
 	t.Parallel()
-	rules, err := ParseRules([]string{
+	rules, err := ParseAll([]string{
 		"api.example.test",
 		"plain.example.test:80",
 		"any.example.test:*",
@@ -165,7 +165,7 @@ func TestMatch(t *testing.T) {
 
 func TestMatchPrefersExactRules(t *testing.T) {
 	t.Parallel()
-	rules, err := ParseRules([]string{"*.example.test", "api.example.test"})
+	rules, err := ParseAll([]string{"*.example.test", "api.example.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
