@@ -153,12 +153,6 @@ func (s *Server) redact(text string) string {
 	return strings.ReplaceAll(text, s.token, "[redacted]")
 }
 
-// MCPServer returns the MCP server, for serving over another transport.
-func (s *Server) MCPServer() *mcp.Server { return s.mcp }
-
-// Policy returns the policy the server enforces.
-func (s *Server) Policy() *policy.Policy { return s.policy }
-
 // Handler serves MCP at MCPPath and a health check at HealthPath.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()

@@ -266,7 +266,7 @@ func connect(t *testing.T, s *Server) *mcp.ClientSession {
 	t.Helper()
 	ctx := context.Background()
 	serverSide, clientSide := mcp.NewInMemoryTransports()
-	ss, err := s.MCPServer().Connect(ctx, serverSide, nil)
+	ss, err := s.mcp.Connect(ctx, serverSide, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package devcontainer
 
 import (
 	"path"
-	"strconv"
 	"strings"
 )
 
@@ -178,13 +177,6 @@ type Port struct {
 // devaipod does not run.
 func (p Port) Local() bool { return p.Host == "" || p.Host == "localhost" }
 
-func (p Port) String() string {
-	if p.Host == "" {
-		return strconv.Itoa(p.Port)
-	}
-	return p.Host + ":" + strconv.Itoa(p.Port)
-}
-
 // Customizations is customizations.devaipod: what the project asks of
 // devaipod's agent side.
 type Customizations struct {
@@ -221,30 +213,6 @@ const (
 	AgentOpencode = "opencode"
 	AgentCustom   = "custom"
 )
-
-// LifecycleCommands returns the in-container lifecycle commands in the order
-// the spec runs them, each with its property name; unset ones are left out.
-func (c *Config) LifecycleCommands() []NamedCommand {
-	var out []NamedCommand
-	for _, n := range []NamedCommand{
-		{"onCreateCommand", c.OnCreateCommand},
-		{"updateContentCommand", c.UpdateContentCommand},
-		{"postCreateCommand", c.PostCreateCommand},
-		{"postStartCommand", c.PostStartCommand},
-		{"postAttachCommand", c.PostAttachCommand},
-	} {
-		if n.Command != nil {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// NamedCommand pairs a lifecycle property's name with its command.
-type NamedCommand struct {
-	Property string
-	Command  *LifecycleCommand
-}
 
 // DefaultWorkspaceFolder is the spec's default workspaceFolder for a local
 // folder: /workspaces/<basename>.

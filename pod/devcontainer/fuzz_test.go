@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -168,7 +169,7 @@ func encodeDevcontainer(c *Config) ([]byte, error) {
 			if p.Host == "" {
 				ports = append(ports, p.Port)
 			} else {
-				ports = append(ports, p.String())
+				ports = append(ports, p.Host+":"+strconv.Itoa(p.Port))
 			}
 		}
 		m["forwardPorts"] = ports

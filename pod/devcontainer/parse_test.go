@@ -225,18 +225,3 @@ func TestStepString(t *testing.T) {
 		}
 	}
 }
-
-func TestLifecycleCommandsOrder(t *testing.T) {
-	c, err := Load("testdata/good/full-image.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, n := range c.LifecycleCommands() {
-		got = append(got, n.Property)
-	}
-	want := []string{"onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand", "postAttachCommand"}
-	if !slices.Equal(got, want) {
-		t.Errorf("LifecycleCommands() = %q, want %q", got, want)
-	}
-}
