@@ -204,7 +204,7 @@ func TestVerifyFastSubsetAndOnly(t *testing.T) {
 		ids = append(ids, p.id)
 	}
 	for _, want := range []string{"trusted-env", "net-interfaces", "net-routes", "canary", "proxy-denied-host",
-		"podman-api", "capabilities", "no-new-privs", "rootfs-write", "persist:.git/hooks"} {
+		"podman-api", "capabilities", "no-new-privs", "rootfs-write", "persist:.devcontainer", "trusted-git", "proc-mem"} {
 		if !slices.Contains(ids, want) {
 			t.Errorf("--fast lacks %s: %q", want, ids)
 		}
@@ -1097,7 +1097,7 @@ func TestVerifyOnThisHost(t *testing.T) {
 	}
 	defer stop()
 	ws := filepath.Join(t.TempDir(), "project")
-	writeTree(t, ws, map[string]string{".git/hooks/": "", ".git/config": "[core]\n"})
+	writeTree(t, ws, map[string]string{".devcontainer/": "", ".envrc": ""})
 
 	args := []string{"--output", "json", "--canary", canary, "--workspace", ws,
 		"--secret-var", "DEVAIPOD_VERIFY_TEST_SECRET", "--limit", "tmp=1k"}
@@ -1125,13 +1125,13 @@ func TestVerifyOnThisHost(t *testing.T) {
 			t.Errorf("probe %s panicked: %s", r.ID, r.Detail)
 		}
 	}
-	for _, id := range []string{"canary", "trusted-env", "persist:.git/hooks", "persist:.git/config"} {
+	for _, id := range []string{"canary", "trusted-env", "persist:.devcontainer", "persist:.envrc"} {
 		if results[id] != verifyFail {
 			t.Errorf("%s = %s on this host; want FAIL", id, results[id])
 		}
 	}
-	if entries, _ := os.ReadDir(filepath.Join(ws, ".git/hooks")); len(entries) != 0 {
-		t.Errorf("the battery left files in .git/hooks: %v", entries)
+	if entries, _ := os.ReadDir(filepath.Join(ws, ".devcontainer")); len(entries) != 0 {
+		t.Errorf("the battery left files in .devcontainer: %v", entries)
 	}
 
 	stdout.Reset()
