@@ -21,7 +21,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -33,10 +32,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/devaipod/devaipod/proxy/rule"
@@ -387,19 +384,6 @@ func (s *Server) allowConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 	return s.acceptTunnel, net.JoinHostPort(x.host, strconv.Itoa(port))
 }
 
-// rejectConnect is the last CONNECT handler: it refuses whatever reaches it.
-func (s *Server) rejectConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
-	x := exchangeOf(ctx.Req)
-	if x == nil {
-		x = &exchange{method: http.MethodConnect, host: shorten(host, 255)}
-	}
-	if x.allow || x.status == 0 {
-		x.refuse(http.StatusForbidden, ReasonNotAllowed, "no rule allows it")
-	}
-	ctx.Resp = s.refusal(ctx.Req, x)
-	return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, host
-}
-
 func (s *Server) reserveTunnel() bool {
 	for {
 		n := s.openTunnels.Load()
@@ -409,25 +393,6 @@ func (s *Server) reserveTunnel() bool {
 		if s.openTunnels.CompareAndSwap(n, n+1) {
 			return true
 		}
-	}
-}
-
-var errShuttingDown = errors.New("the proxy is shutting down")
-
-// connectError answers a CONNECT that goproxy failed to dial: 403 if the
-// guard refused the address, 502 otherwise. goproxy's dialers refuse
-// everything (serveTunnel dials), so only a CONNECT that reached goproxy's
-// own tunnel path gets here.
-func (s *Server) connectError(w io.Writer, ctx *goproxy.ProxyCtx, err error) {
-	x := exchangeOf(ctx.Req)
-	if x == nil || x.tunnel != nil {
-		// goproxy also calls this for copy errors inside its tunnels;
-		// never write into a tunnel.
-		return
-	}
-	s.upstreamFailed(x, err)
-	if err := s.refusal(ctx.Req, x).Write(w); err != nil {
-		s.log.Debug("write CONNECT refusal", "host", x.host, "err", err)
 	}
 }
 
@@ -477,206 +442,6 @@ func (s *Server) allowHTTP(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 	// Dial exactly what was decided on.
 	r.URL.Host = net.JoinHostPort(x.host, strconv.Itoa(port))
 	return r, nil
-}
-
-func notAllowed(r *http.Request, _ *goproxy.ProxyCtx) bool {
-	x := exchangeOf(r)
-	return x == nil || !x.allow
-}
-
-// rejectHTTP is the last request handler: it refuses whatever reaches it.
-func (s *Server) rejectHTTP(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	x := exchangeOf(r)
-	if x == nil {
-		x = &exchange{method: shorten(r.Method, 32), host: shorten(r.URL.Hostname(), 255)}
-	}
-	if x.allow || x.status == 0 {
-		x.refuse(http.StatusForbidden, ReasonNotAllowed, "no rule allows it")
-	}
-	return r, s.refusal(r, x)
-}
-
-// upstreamError turns a failed round trip into a short 403 or 502 instead of
-// goproxy's 500 with the whole error.
-func (s *Server) upstreamError(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
-	if resp != nil {
-		return resp
-	}
-	x := exchangeOf(ctx.Req)
-	if x == nil {
-		x = &exchange{}
-	}
-	err := ctx.Error
-	if err == nil {
-		err = errors.New("no response")
-	}
-	s.upstreamFailed(x, err)
-	return s.refusal(ctx.Req, x)
-}
-
-// upstreamFailed records a failed dial or round trip in x.
-func (s *Server) upstreamFailed(x *exchange, err error) {
-	var be *BlockedError
-	if errors.As(err, &be) {
-		x.refuse(http.StatusForbidden, ReasonPrivateAddress, be.Error())
-		x.suggest = rule.Rule{Addr: be.Addr, Port: x.port}.String()
-		return
-	}
-	s.log.Debug("upstream failed", "host", x.host, "port", x.port, "err", err)
-	x.status, x.reason, x.detail = http.StatusBadGateway, ReasonUpstreamError, describeError(err)
-}
-
-// describeError says in a few words why connecting or talking to a server
-// failed, without the internals.
-func describeError(err error) string {
-	var dnsErr *net.DNSError
-	var certErr *tls.CertificateVerificationError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, errShuttingDown):
-		return errShuttingDown.Error()
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.As(err, &dnsErr):
-		if dnsErr.IsNotFound {
-			return "no such host"
-		}
-		return "name resolution failed"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		return "connection reset"
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "unreachable"
-	case errors.As(err, &certErr):
-		return "the server's TLS certificate is not trusted"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return "timed out"
-	}
-	return "connection failed"
-}
-
-// serveNonProxy answers requests that are not proxy requests (a path
-// instead of an absolute URL).
-func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
-	x := exchangeOf(r)
-	if x == nil {
-		x = &exchange{}
-	}
-	x.host = shorten(r.Host, 255)
-	x.refuse(http.StatusBadRequest, ReasonBadRequest, "not a proxy request: the request target must be an absolute URL")
-	resp := s.refusal(r, x)
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, resp.Body)
-}
-
-// refusal builds the plain-text answer to a refused or failed request.
-func (s *Server) refusal(req *http.Request, x *exchange) *http.Response {
-	body := s.message(x)
-	h := make(http.Header)
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Devaipod-Proxy", x.reason)
-	resp := &http.Response{
-		StatusCode:    x.status,
-		Status:        fmt.Sprintf("%d %s", x.status, http.StatusText(x.status)),
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        h,
-		ContentLength: int64(len(body)),
-		Body:          io.NopCloser(strings.NewReader(body)),
-	}
-	if req != nil && req.Method == http.MethodConnect {
-		resp.Close = true // goproxy closes the connection after it
-	} else {
-		resp.Request = req
-	}
-	return resp
-}
-
-// message is the body of a refusal: what happened, and how to allow it.
-func (s *Server) message(x *exchange) string {
-	pod := s.opts.Pod
-	if pod == "" {
-		pod = "NAME"
-	}
-	target := net.JoinHostPort(x.host, strconv.Itoa(x.port))
-	const configHint = "(or add it to [network] allow in your devaipod.toml)\n"
-	switch x.reason {
-	case ReasonNotAllowed:
-		return fmt.Sprintf("devaipod proxy: %s is not on the allowlist of pod %s.\nAllow it with: devaipod allow %s %s\n%s",
-			target, pod, pod, ruleFor(x.hk, x.port), configHint)
-	case ReasonIPLiteral:
-		if !x.hk.Addr.IsValid() {
-			return fmt.Sprintf("devaipod proxy: %q reads as an IP address but is not a valid one; use a host name.\n", x.host)
-		}
-		return fmt.Sprintf("devaipod proxy: %s is an IP address, and pod %s reaches addresses only when a rule names them.\nAllow it with: devaipod allow %s %s\n%s",
-			target, pod, pod, ruleFor(x.hk, x.port), configHint)
-	case ReasonDenied:
-		return fmt.Sprintf("devaipod proxy: %s is denied by the rule %s of pod %s (devaipod deny).\nLift it with: devaipod allow %s %s\n",
-			target, x.rule, pod, pod, x.rule)
-	case ReasonPrivateAddress:
-		return fmt.Sprintf("devaipod proxy: %s refused: %s.\nIf pod %s should reach that address, allow the address too: devaipod allow %s %s\n%s",
-			target, x.detail, pod, pod, x.suggest, configHint)
-	case ReasonTunnelLimit:
-		return fmt.Sprintf("devaipod proxy: pod %s has %d tunnels open, the limit; try again later.\n", pod, s.opts.MaxTunnels)
-	case ReasonUpstreamError:
-		return fmt.Sprintf("devaipod proxy: cannot reach %s: %s.\n", target, x.detail)
-	default:
-		return fmt.Sprintf("devaipod proxy: bad request: %s.\n", x.detail)
-	}
-}
-
-// ruleFor is the rule that allows exactly host and port.
-func ruleFor(h rule.Host, port int) string {
-	if h.Addr.IsValid() {
-		return rule.Rule{Addr: h.Addr, Port: port}.String()
-	}
-	return rule.Rule{Name: h.Name, Port: port}.String()
-}
-
-// record writes x's audit line. reason, if set, overrides x.reason (a
-// tunnel's end).
-func (s *Server) record(x *exchange, up, down int64, reason string) {
-	r := Record{
-		Event:      EventRequest,
-		Method:     x.method,
-		Host:       x.host,
-		Port:       x.port,
-		Decision:   DecisionDeny,
-		Rule:       x.rule,
-		Reason:     x.reason,
-		Detail:     x.detail,
-		Status:     x.status,
-		BytesUp:    up,
-		BytesDown:  down,
-		DurationMS: time.Since(x.start).Milliseconds(),
-	}
-	if x.allow {
-		r.Decision = DecisionAllow
-	}
-	if reason != "" {
-		r.Reason = reason
-	}
-	s.audit.writeRequest(&r)
-}
-
-func (s *Server) policyChanged(p *policy, err error) {
-	r := Record{Event: EventPolicy, File: s.opts.PolicyFile}
-	if p != nil {
-		r.Allow, r.Deny = p.allowText, p.denyText
-	}
-	if err != nil {
-		r.Error = err.Error()
-		s.log.Error("policy not applied, keeping the previous one", "err", err)
-	} else {
-		s.log.Info("policy in force", "allow", len(r.Allow), "deny", len(r.Deny))
-	}
-	s.audit.write(r)
 }
 
 // Serve accepts proxy connections on ln until ctx is done, then closes ln,
@@ -754,76 +519,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	<-httpDone // http.ErrServerClosed
 	return err
-}
-
-// statusWriter records the status and counts the body bytes of a plain-HTTP
-// answer. It passes Flush and Hijack through (goproxy needs both).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	n      int64
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
-	return n, err
-}
-
-func (w *statusWriter) Flush() {
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(w.ResponseWriter).Hijack()
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// countingReader counts the request body bytes read. The transport may
-// read it on another goroutine.
-type countingReader struct {
-	io.ReadCloser
-	n atomic.Int64
-}
-
-func (r *countingReader) Read(p []byte) (int, error) {
-	n, err := r.ReadCloser.Read(p)
-	r.n.Add(int64(n))
-	return n, err
-}
-
-func (r *countingReader) count() int64 {
-	if r == nil {
-		return 0
-	}
-	return r.n.Load()
-}
-
-// goproxyLogger sends goproxy's messages (its warnings are mostly about
-// clients going away) to the debug level.
-type goproxyLogger struct{ log *slog.Logger }
-
-func (g goproxyLogger) Printf(format string, v ...any) {
-	if g.log.Enabled(context.Background(), slog.LevelDebug) {
-		g.log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)), "from", "goproxy")
-	}
-}
-
-// shorten truncates s to at most n bytes for logs and messages.
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
