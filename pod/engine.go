@@ -253,7 +253,7 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	}
 	if pl.Task != "" && pl.AgentKind == config.AgentOpencode {
 		progress("handing the task to the agent")
-		cmd := append(append([]string{plan.HelperBin, "task"}, pl.AgentAuth()...), pl.AgentURL, pl.Task)
+		cmd := pl.TaskCommand()
 		code, out, err := eng.Exec(ctx, plan.ContainerName(pl.Name, plan.RoleWorkspace), AsRoot(cmd))
 		if err == nil && code != 0 {
 			err = errors.New(strings.TrimSpace(out))

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
+
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/plan"
 )
@@ -31,7 +33,7 @@ func EditPolicy(ctx context.Context, eng Engine, short, op, rule string) error {
 		return err
 	}
 	ctr := plan.ContainerName(short, plan.RoleProxy)
-	code, out, err := eng.Exec(ctx, ctr, ExecSpec{Cmd: []string{"/devaipod-helper", "policy", "--file", plan.ProxyPolicy, op, rule}})
+	code, out, err := eng.Exec(ctx, ctr, ExecSpec{Cmd: append([]string{plan.ProxyBin}, helperargs.Policy{File: plan.ProxyPolicy, Op: op, Rule: rule}.Args()...)})
 	if errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("pod %s has no proxy (its network mode is none or open, or the pod does not exist): %w", short, ErrNotFound)
 	}

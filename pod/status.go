@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
+
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/plan"
 )
@@ -60,7 +62,7 @@ func Status(ctx context.Context, eng Engine, short string) (*Summary, error) {
 		if u := objsLabel(objs, plan.LabelAgentURL); u != "" {
 			url = u
 		}
-		code, _, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace), ExecSpec{Cmd: []string{plan.HelperBin, "wait-http", "--timeout", "2s", url}})
+		code, _, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace), ExecSpec{Cmd: plan.HelperCommand(helperargs.WaitHTTP{Timeout: 2 * time.Second, URL: url})})
 		ready := err == nil && code == 0
 		s.AgentReady = &ready
 	}

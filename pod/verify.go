@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
+
 	"github.com/devaipod/devaipod/pod/plan"
 )
 
@@ -33,13 +35,15 @@ func Verify(ctx context.Context, eng Engine, short string, fast bool, format str
 		return fmt.Errorf("pod %s was created by a devaipod without verify (label %s): recreate it", short, plan.LabelVerify)
 	}
 	code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace),
-		AsRoot([]string{plan.HelperBin, "secret-env", "--dir", plan.SecretDir, "--print-hashes"}))
+		AsRoot(plan.HelperCommand(helperargs.SecretEnv{Dir: plan.SecretDir, PrintHashes: true})))
 	if err == nil && code != 0 {
 		err = errors.New(strings.TrimSpace(out))
 	}
 	if err != nil {
 		return fmt.Errorf("read the workspace's trusted values: %w", err)
 	}
+	// What devaipod verify adds to what the pod promises (its label).
+	run := helperargs.Verify{Output: format, SecretHashesFile: "-", Fast: fast, TrustedGitChecked: true}
 	var hashes strings.Builder
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		name, hash, ok := strings.Cut(line, " ")
@@ -47,7 +51,7 @@ func Verify(ctx context.Context, eng Engine, short string, fast bool, format str
 		if !ok || name == plan.PasswordVar {
 			continue
 		}
-		args = append(args, "--secret-var", name)
+		run.SecretVars = append(run.SecretVars, name)
 		fmt.Fprintln(&hashes, hash)
 	}
 	// The workspace's .git, which the agent cannot see: inspected there
@@ -57,23 +61,19 @@ func Verify(ctx context.Context, eng Engine, short string, fast bool, format str
 		return fmt.Errorf("pod %s's verify label names no workspace: recreate it", short)
 	}
 	code, out, err = eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace),
-		AsRoot([]string{plan.HelperBin, "inspect-git", args[i+1]}))
+		AsRoot(plan.HelperCommand(helperargs.InspectGit{Repo: args[i+1]})))
 	if err == nil && code != 0 {
 		err = errors.New(strings.TrimSpace(out))
 	}
 	if err != nil {
 		return fmt.Errorf("inspect the workspace's .git: %w", err)
 	}
-	args = append(args, "--trusted-git-checked")
 	for _, problem := range strings.Split(strings.TrimSpace(out), "\n") {
 		if problem != "" {
-			args = append(args, "--trusted-problem", problem)
+			run.TrustedProblems = append(run.TrustedProblems, problem)
 		}
 	}
-	argv := append([]string{plan.HelperBin, "verify", "--output", format, "--secret-hashes-file", "-"}, args...)
-	if fast {
-		argv = append(argv, "--fast")
-	}
+	argv := append(plan.HelperCommand(run), args...)
 	var stderr bytes.Buffer
 	code, _, err = eng.Exec(ctx, plan.ContainerName(short, plan.RoleAgent),
 		ExecSpec{Cmd: argv, Stdin: strings.NewReader(hashes.String()), Output: w, Stderr: &stderr})

@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/devaipod/devaipod/gator"
 	"github.com/devaipod/devaipod/gator/policy"
+	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -276,4 +279,21 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestGatorArgsRoundTrip: what the host writes with internal/helperargs is
+// what the gator reads, field by field.
+func TestGatorArgsRoundTrip(t *testing.T) {
+	x := helperargs.Gator{Listen: "unix:/run/g.sock", Pod: "p", Workspace: "/workspaces/p", APIURL: "https://forge.example.test/api/v3/",
+		GitURL: "https://forge.example.test", Scopes: []string{"github:o/r:read", "github:o/*"}, TokenFile: "/run/devaipod/secrets/GH_TOKEN"}
+	var o gatorOptions
+	fs := newGatorFlagSet(&o)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(x.Args()); err != nil {
+		t.Fatalf("the gator cannot parse what the host writes, %q: %v", x.Args(), err)
+	}
+	if o.listen.String() != x.Listen || o.pod != x.Pod || o.workspace != x.Workspace || o.apiURL != x.APIURL ||
+		o.gitURL != x.GitURL || !slices.Equal(o.scopes, x.Scopes) || o.tokenFile != x.TokenFile || fs.NArg() != 0 {
+		t.Errorf("%+v", o)
+	}
 }

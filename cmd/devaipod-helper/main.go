@@ -40,8 +40,8 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// command is a subcommand: its line in the usage, its flags (for help;
-// nil when it prints its own) and what runs it.
+// command is a subcommand: its line in the usage, its flags (for help)
+// and what runs it.
 type command struct {
 	name, args, summary string
 	flags               func() *flag.FlagSet
@@ -66,7 +66,8 @@ var commands = []command{
 		func() *flag.FlagSet { return newProxyFlagSet(&proxyOptions{}) }, runProxy},
 	{"policy", "--file PATH OP [RULE]", "change or show a proxy's policy file",
 		func() *flag.FlagSet { var file string; return newPolicyFlagSet(&file) }, withoutContext(runPolicy)},
-	{"task", "[flags] URL TEXT", "start an opencode session with TEXT as its first message", nil, runTask},
+	{"task", "[flags] URL TEXT", "start an opencode session with TEXT as its first message",
+		func() *flag.FlagSet { return newTaskFlagSet(&taskOptions{}) }, runTask},
 	{"verify", "[flags]", "attack this container from inside: one row per attack (devaipod verify)",
 		func() *flag.FlagSet { return newVerifyFlagSet(&verifyOptions{}) }, runVerify},
 	{"inspect-git", "REPOSITORY", "report what in REPOSITORY/.git could make git run a program (devaipod verify)",
@@ -116,11 +117,6 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	for _, c := range commands {
 		if c.name != args[0] {
 			continue
-		}
-		if c.flags == nil {
-			// A command whose flag set lives inside its run function
-			// prints its help for -h.
-			return c.run(context.Background(), []string{"-h"}, stdout, stdout)
 		}
 		fs := c.flags()
 		fs.SetOutput(stdout)

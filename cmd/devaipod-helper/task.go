@@ -16,13 +16,17 @@ import (
 
 // runTask hands a task to an opencode server as the first message of a new
 // session, so that the agent starts working on it at once.
-func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+type taskOptions struct {
+	user, passwordFile, model string
+	timeout                   time.Duration
+}
+
+func newTaskFlagSet(o *taskOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("task", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	user := fs.String("user", "", "basic-auth `user` for the server, with --password-file")
-	passwordFile := fs.String("password-file", "", "read the server's password from this `file`")
-	model := fs.String("model", "", "`provider/model` to use instead of the server's default")
-	timeout := fs.Duration("timeout", 30*time.Second, "limit for the whole exchange")
+	fs.StringVar(&o.user, "user", "", "basic-auth `user` for the server, with --password-file")
+	fs.StringVar(&o.passwordFile, "password-file", "", "read the server's password from this `file`")
+	fs.StringVar(&o.model, "model", "", "`provider/model` to use instead of the server's default")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "limit for the whole exchange")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper task [flags] URL TEXT
 
@@ -33,6 +37,13 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
+	return fs
+}
+
+func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o := &taskOptions{}
+	fs := newTaskFlagSet(o)
+	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return cmdline.ExitCode(err)
 	}
@@ -40,17 +51,17 @@ Flags:
 		fmt.Fprintf(stderr, "%stask: want a URL and a non-empty task\n", logPrefix)
 		return 2
 	}
-	c := opencodeClient{base: strings.TrimSuffix(fs.Arg(0), "/"), user: *user, http: newProbeClient()}
-	if *passwordFile != "" {
+	c := opencodeClient{base: strings.TrimSuffix(fs.Arg(0), "/"), user: o.user, http: newProbeClient()}
+	if o.passwordFile != "" {
 		var err error
-		if c.password, err = readPassword(*passwordFile); err != nil {
+		if c.password, err = readPassword(o.passwordFile); err != nil {
 			fmt.Fprintf(stderr, "%stask: %v\n", logPrefix, err)
 			return 1
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	id, err := c.startSession(ctx, fs.Arg(1), *model)
+	id, err := c.startSession(ctx, fs.Arg(1), o.model)
 	if err != nil {
 		fmt.Fprintf(stderr, "%stask: %v\n", logPrefix, err)
 		return 1

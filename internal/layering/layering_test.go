@@ -25,7 +25,7 @@ var mayImport = map[string][]string{
 	"cmd/devaipod-helper": {"proxy", "proxy/rule", "internal/cmdline", "internal/endpoint", "internal/helperargs", "internal/size"},
 	"cmd/devaipod-gator":  {"gator", "gator/policy", "internal/cmdline", "internal/endpoint", "internal/helperargs"},
 	// The library: orchestration over the Engine interface.
-	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy"},
+	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "internal/helperargs"},
 	"pod/podman":       {"pod", "pod/plan", "internal/size"},
 	"pod/plan":         {"pod/config", "pod/devcontainer", "pod/source", "proxy/rule", "internal/helperargs", "internal/size"},
 	"pod/config":       {"pod/source", "proxy/rule", "internal/size"},

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
+
 	"github.com/devaipod/devaipod/internal/size"
 
 	"github.com/devaipod/devaipod/pod/config"
@@ -114,8 +116,9 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	env["HOME"] = AgentHome
 	env["USER"] = "agent"
 	env["TMPDIR"] = "/tmp"
-	entrypoint := []string{HelperBin, "init",
-		"--expose", fmt.Sprintf("unix:%s=tcp:127.0.0.1:%d", AgentSocket, b.port)}
+	// The agent's init; the gator may add a bridge before build renders
+	// it (see agentInit).
+	b.agentInit = helperargs.Init{Exposes: []string{helperargs.Expose(AgentSocket, fmt.Sprintf("127.0.0.1:%d", b.port))}}
 	readOnly := cfg.Agent.WorkspaceAccess == config.AccessRO
 	mounts := []Mount{
 		{Volume: ObjectName(b.short, VolumeWorkspace), Dest: WorkspacesDir, ReadOnly: readOnly},
@@ -129,7 +132,7 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	network := NetworkNone
 	switch b.mode {
 	case config.NetworkAllowlist:
-		entrypoint = append(entrypoint, "--forward", "tcp:"+ProxyAddr+"=unix:"+ProxySocket)
+		b.agentInit.Forwards = append(b.agentInit.Forwards, helperargs.Forward(ProxyAddr, ProxySocket))
 		// Read-only: the agent can connect to the socket, not replace it.
 		mounts = append(mounts, Mount{Volume: ObjectName(b.short, VolumeProxySock), Dest: ProxySocketDir, ReadOnly: true})
 		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
@@ -157,8 +160,7 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 		Name:            ContainerName(b.short, RoleAgent),
 		Role:            RoleAgent,
 		Image:           cmp.Or(b.in.Image, cfg.Agent.Image, b.wsImage),
-		Entrypoint:      append(entrypoint, "--"),
-		Command:         command,
+		Command:         command, // after the init (see agentEntrypoint)
 		User:            fmt.Sprintf("%d:%d", AgentUID, AgentGID),
 		Workdir:         b.workdir,
 		Umask:           WorkspaceUmask,
@@ -181,31 +183,39 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 
 // verifyArgs tells the verify battery what this pod promises: its canary
 // and proxy, the paths the agent must not write, its mounts and limits.
-func (b *builder) verifyArgs(p *Plan, agent ContainerSpec) []string {
-	args := []string{"--pod", b.short, "--workspace", b.workdir, "--canary", CanaryAddr}
+func (b *builder) verifyArgs(agent ContainerSpec) helperargs.Verify {
+	v := helperargs.Verify{Pod: b.short, Workspace: b.workdir, Canary: CanaryAddr}
 	if b.mode == config.NetworkAllowlist {
-		args = append(args, "--proxy", "http://"+ProxyAddr)
+		v.Proxy = "http://" + ProxyAddr
 	}
 	for _, path := range config.ProtectedPaths(b.cfg) {
 		if !slices.Contains(b.in.Tree.Unprotectable, path) {
-			args = append(args, "--protect", path)
+			v.Protect = append(v.Protect, path)
 		}
 	}
 	for _, bind := range b.hostBinds(RoleAgent) {
-		args = append(args, "--expect-mount", bind.Dest)
+		v.ExpectMounts = append(v.ExpectMounts, bind.Dest)
 	}
 	if l := agent.Limits; l != nil {
-		if n, err := size.Parse(l.Memory); err == nil && l.Memory != "" {
-			args = append(args, "--limit", fmt.Sprintf("memory=%d", n))
+		if n, err := size.Parse(l.Memory); err == nil {
+			v.Limits = append(v.Limits, helperargs.Limit("memory", n))
 		}
 		if l.Pids > 0 {
-			args = append(args, "--limit", fmt.Sprintf("pids=%d", l.Pids))
+			v.Limits = append(v.Limits, helperargs.Limit("pids", l.Pids))
 		}
 		if n, err := size.Parse(l.TmpSize); err == nil {
-			args = append(args, "--limit", fmt.Sprintf("tmp=%d", n))
+			v.Limits = append(v.Limits, helperargs.Limit("tmp", n))
 		}
 	}
-	return args
+	return v
+}
+
+// agentEntrypoint is the agent's whole command line: its init, with the
+// bridges the parts of the plan asked for, running the agent's command.
+func (b *builder) agentEntrypoint(command []string) []string {
+	init := b.agentInit
+	init.Command = command
+	return append([]string{HelperBin}, init.Args()...)
 }
 
 // agentBinds makes the protected paths read-only in the agent's view and

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/devaipod/devaipod/internal/helperargs"
 
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/source"
@@ -51,6 +54,9 @@ type builder struct {
 	port    int
 	helper  string
 	workdir string
+	// agentInit is the agent's init, until build renders its
+	// entrypoint: parts of the plan add bridges to it.
+	agentInit helperargs.Init
 	// wsImage is the workspace's image (and the agent's default), and
 	// image what it sets.
 	wsImage string
@@ -160,14 +166,15 @@ func (b *builder) build() (*Plan, error) {
 		gator = &g
 		b.connectGator(&agent)
 	}
+	agent.Entrypoint, agent.Command = b.agentEntrypoint(agent.Command), nil
 	p.Containers = []ContainerSpec{ws, agent}
 	if gator != nil {
 		p.Volumes = append(p.Volumes, b.volume(VolumeGatorSock, GatorUID), b.volume(VolumeGatorState, GatorUID))
 		p.Containers = append(p.Containers, *gator)
 		p.Checks = append(p.Checks, Check{Container: agent.Name, What: "the gator answers the agent",
-			Command: []string{HelperBin, "wait-http", "--timeout", "30s", "--status", "2xx", "http://" + GatorAddr + "/healthz"}})
+			Command: HelperCommand(helperargs.WaitHTTP{Timeout: 30 * time.Second, Status: "2xx", URL: "http://" + GatorAddr + "/healthz"})})
 	}
-	egressCheck := []string{HelperBin, "egress-check", "--canary", CanaryAddr}
+	egress := helperargs.EgressCheck{Canary: CanaryAddr}
 	switch b.mode {
 	case config.NetworkAllowlist:
 		if !cfg.Network.NoDefaultAllow {
@@ -179,17 +186,17 @@ func (b *builder) build() (*Plan, error) {
 		}
 		p.Volumes = append(p.Volumes, b.volume(VolumeProxySock, ProxyUID), b.volume(VolumeProxyState, ProxyUID))
 		p.Containers = append(p.Containers, b.proxy(p.Allow))
-		egressCheck = append(egressCheck, "--proxy", "http://"+ProxyAddr)
+		egress.Proxy = "http://" + ProxyAddr
 	case config.NetworkOpen:
 		p.Warnings = append(p.Warnings, "network mode \"open\": the agent shares the pod's network and its egress is unrestricted")
 	}
 	if b.mode != config.NetworkOpen {
 		p.Checks = append(p.Checks, Check{Container: ws.Name, What: "the canary answers in the pod's network namespace",
-			Command: []string{HelperBin, "egress-check", "--expect-canary", CanaryAddr}})
+			Command: HelperCommand(helperargs.EgressCheck{ExpectCanary: CanaryAddr})})
 		// The fast verify battery (below) tries the same and more: this
 		// check stands in for it under --no-verify.
 		if b.in.NoVerify {
-			p.Checks = append(p.Checks, Check{Container: agent.Name, Command: egressCheck,
+			p.Checks = append(p.Checks, Check{Container: agent.Name, Command: HelperCommand(egress),
 				What: "the agent has no direct way out" + map[bool]string{true: " and the proxy answers"}[b.mode == config.NetworkAllowlist]})
 		}
 	}
@@ -207,16 +214,14 @@ func (b *builder) build() (*Plan, error) {
 	if b.in.Tree.Truncated {
 		b.warnings = append(b.warnings, fmt.Sprintf("more than %d files match [agent] mask: only the first %d are hidden from the agent", source.MaxMasked, source.MaxMasked))
 	}
-	p.Verify = b.verifyArgs(p, agent)
-	if verify, err := json.Marshal(p.Verify); err == nil {
-		p.Pod.Labels[LabelVerify] = string(verify)
+	verify := b.verifyArgs(agent)
+	p.Verify = verify.Args()[1:] // the flags, kept in a label for devaipod verify
+	if label, err := json.Marshal(p.Verify); err == nil {
+		p.Pod.Labels[LabelVerify] = string(label)
 	}
 	if b.mode != config.NetworkOpen && !b.in.NoVerify {
-		cmd := append([]string{HelperBin, "verify", "--fast"}, p.Verify...)
-		for _, k := range slices.Sorted(maps.Keys(ws.SecretEnv)) {
-			cmd = append(cmd, "--secret-var", k)
-		}
-		p.Checks = append(p.Checks, Check{Container: agent.Name, Command: cmd,
+		verify.Fast, verify.SecretVars = true, slices.Sorted(maps.Keys(ws.SecretEnv))
+		p.Checks = append(p.Checks, Check{Container: agent.Name, Command: HelperCommand(verify),
 			What: "the agent has no direct way out, and the rest of the fast subset of devaipod verify passes in it"})
 	}
 	if b.in.NoVerify {
@@ -285,4 +290,10 @@ func (b *builder) labelExecAs(p *Plan) error {
 	}
 	p.Pod.Labels[LabelExec] = string(label)
 	return nil
+}
+
+// HelperCommand is the command line of a helper command in the pod's
+// containers, at the helper image's mount.
+func HelperCommand(cmd interface{ Args() []string }) []string {
+	return append([]string{HelperBin}, cmd.Args()...)
 }

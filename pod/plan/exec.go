@@ -2,6 +2,8 @@ package plan
 
 import (
 	"strconv"
+
+	"github.com/devaipod/devaipod/internal/helperargs"
 )
 
 // ExecAs is who workspace commands of `devaipod exec` and attach run as, as
@@ -27,13 +29,10 @@ func (as ExecAs) Command(argv []string, secrets bool) (user string, cmd []string
 	if secrets {
 		dir = SecretDir
 	}
-	cmd = []string{HelperBin, "secret-env", "--dir", dir, "--umask", WorkspaceUmask}
+	env := helperargs.SecretEnv{Dir: dir, Umask: WorkspaceUmask, Env: as.Env, Command: argv}
 	if as.User != "" {
-		cmd = append(cmd, "--user", as.User, "--group-add", strconv.Itoa(AgentGID))
+		env.User, env.GroupAdd = as.User, []string{strconv.Itoa(AgentGID)}
 		user = "0"
 	}
-	for _, kv := range as.Env {
-		cmd = append(cmd, "--env", kv)
-	}
-	return user, append(append(cmd, "--"), argv...)
+	return user, HelperCommand(env)
 }

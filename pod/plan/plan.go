@@ -39,6 +39,9 @@ const (
 	// than mounting it), so that the helper, which every container maps
 	// and the proxy runs, does not carry the gator's libraries.
 	GatorBin = "/devaipod-gator"
+	// ProxyBin is the helper at the image's root, which the proxy
+	// container runs.
+	ProxyBin = "/devaipod-helper"
 	// ProxyAddr is where the agent reaches the proxy (its init bridges it
 	// to ProxySocket).
 	ProxyAddr = "127.0.0.1:3128"

@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
+
 	"github.com/devaipod/devaipod/pod/config"
 )
 
@@ -25,22 +27,13 @@ var ErrNoToken = errors.New("no forge token")
 // gator is the gator's container. secretEnv is the workspace's trusted
 // variables (name -> podman secret), where the token comes from.
 func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
-	entrypoint := []string{GatorBin, "--listen", "unix:" + GatorSocket, "--pod", b.short,
-		"--workspace", b.workdir}
-	if b.in.GatorAPIURL != "" {
-		entrypoint = append(entrypoint, "--api-url", b.in.GatorAPIURL)
-	}
-	if b.in.GatorGitURL != "" {
-		entrypoint = append(entrypoint, "--git-url", b.in.GatorGitURL)
-	}
-	for _, s := range b.in.GatorScopes {
-		entrypoint = append(entrypoint, "--scope", s)
-	}
+	args := helperargs.Gator{Listen: "unix:" + GatorSocket, Pod: b.short, Workspace: b.workdir,
+		APIURL: b.in.GatorAPIURL, GitURL: b.in.GatorGitURL, Scopes: b.in.GatorScopes}
 	secrets := map[string]string{}
 	for _, v := range TokenVars {
 		if name, ok := secretEnv[v]; ok {
 			secrets[v] = name
-			entrypoint = append(entrypoint, "--token-file", SecretDir+"/"+v)
+			args.TokenFile = SecretDir + "/" + v
 			break
 		}
 	}
@@ -48,7 +41,7 @@ func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 		return ContainerSpec{}, fmt.Errorf("the gator needs %s in [trusted.env] (allowlist, vars or secrets): %w",
 			strings.Join(TokenVars, " or "), ErrNoToken)
 	}
-	c := b.sidecar(RoleGator, GatorUID, entrypoint,
+	c := b.sidecar(RoleGator, GatorUID, append([]string{GatorBin}, args.Args()...),
 		Mount{Volume: ObjectName(b.short, VolumeGatorSock), Dest: GatorSocketDir},
 		Mount{Volume: ObjectName(b.short, VolumeGatorState), Dest: GatorStateDir},
 		// Read-only: the gator pushes the workspace's commits, it never
@@ -63,8 +56,7 @@ func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 // connectGator gives the agent its way to the gator, and tells opencode
 // about it.
 func (b *builder) connectGator(agent *ContainerSpec) {
-	agent.Entrypoint = append(agent.Entrypoint[:len(agent.Entrypoint)-1], // before the "--"
-		"--forward", "tcp:"+GatorAddr+"=unix:"+GatorSocket, "--")
+	b.agentInit.Forwards = append(b.agentInit.Forwards, helperargs.Forward(GatorAddr, GatorSocket))
 	agent.Mounts = append(agent.Mounts, Mount{Volume: ObjectName(b.short, VolumeGatorSock), Dest: GatorSocketDir, ReadOnly: true})
 	agent.Env["DEVAIPOD_GATOR_URL"] = "http://" + GatorAddr + "/mcp"
 	if _, set := agent.Env["OPENCODE_CONFIG"]; !set && b.cfg.Agent.Kind != config.AgentCustom {
@@ -74,12 +66,10 @@ func (b *builder) connectGator(agent *ContainerSpec) {
 
 // proxy runs the helper's allowlist proxy: the agent's only way out.
 func (b *builder) proxy(allow []string) ContainerSpec {
-	entrypoint := []string{"/devaipod-helper", "proxy", "--listen", "unix:" + ProxySocket,
-		"--pod", b.short, "--policy-file", ProxyPolicy}
-	for _, r := range allow {
-		entrypoint = append(entrypoint, "--allow", r)
-	}
-	return b.sidecar(RoleProxy, ProxyUID, entrypoint,
+	// The proxy runs the helper image's binary at its root (the
+	// image, not a mount of it).
+	proxy := helperargs.Proxy{Listen: "unix:" + ProxySocket, Pod: b.short, PolicyFile: ProxyPolicy, Allow: allow}
+	return b.sidecar(RoleProxy, ProxyUID, append([]string{ProxyBin}, proxy.Args()...),
 		Mount{Volume: ObjectName(b.short, VolumeProxySock), Dest: ProxySocketDir},
 		Mount{Volume: ObjectName(b.short, VolumeProxyState), Dest: ProxyStateDir})
 }

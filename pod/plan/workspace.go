@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
+
 	"github.com/devaipod/devaipod/pod/config"
 )
 
@@ -68,11 +70,11 @@ func workspaceLimits(l config.Limits) *config.Limits {
 // workspaceInit bridges the agent's server into the pod's network, except
 // in open mode, where the agent is in that network itself.
 func (b *builder) workspaceInit() []string {
-	args := []string{HelperBin, "init", "--canary", "tcp:" + CanaryAddr}
-	if b.mode == config.NetworkOpen {
-		return args
+	init := helperargs.Init{Canary: "tcp:" + CanaryAddr}
+	if b.mode != config.NetworkOpen {
+		init.Forwards = []string{helperargs.Forward(fmt.Sprintf("127.0.0.1:%d", b.port), AgentSocket)}
 	}
-	return append(args, "--forward", fmt.Sprintf("tcp:127.0.0.1:%d=unix:%s", b.port, AgentSocket))
+	return HelperCommand(init)
 }
 
 // hostBinds are the [[mounts]] entries for a role. Only an explicit

@@ -1,0 +1,249 @@
+// Package helperargs is the contract between devaipod on the host and the
+// binaries of its helper image: the command lines the host writes for
+// devaipod-helper and devaipod-gator, as typed structs. The host builds
+// every such command line with Args; the binaries parse the same flag
+// names, and their tests parse what Args writes (a round trip), so the two
+// sides cannot drift apart. Standard library only: the helper links it.
+package helperargs
+
+import (
+	"strconv"
+	"time"
+)
+
+// argv collects a command line, leaving out flags at their zero value.
+type argv []string
+
+func (a *argv) str(flag, v string) {
+	if v != "" {
+		*a = append(*a, "--"+flag, v)
+	}
+}
+
+func (a *argv) list(flag string, vs []string) {
+	for _, v := range vs {
+		*a = append(*a, "--"+flag, v)
+	}
+}
+
+func (a *argv) boolean(flag string, b bool) {
+	if b {
+		*a = append(*a, "--"+flag)
+	}
+}
+
+func (a *argv) duration(flag string, d time.Duration) {
+	if d != 0 {
+		*a = append(*a, "--"+flag, d.String())
+	}
+}
+
+// Forward is init's bridge from a TCP address in the container to a unix
+// socket: connections to addr go to path.
+func Forward(addr, path string) string { return "tcp:" + addr + "=unix:" + path }
+
+// Expose is init's bridge from a unix socket to a TCP address: connections
+// to the socket at path go to addr.
+func Expose(path, addr string) string { return "unix:" + path + "=tcp:" + addr }
+
+// Init runs as a container's PID 1: bridges, signals, reaping; then
+// Command, if any.
+type Init struct {
+	Canary   string   // tcp:HOST:PORT to answer with a token
+	Forwards []string // see Forward
+	Exposes  []string // see Expose
+	Command  []string // after "--"
+}
+
+// Args is init's command line, with "--" before the command if any.
+func (x Init) Args() []string {
+	a := argv{"init"}
+	a.str("canary", x.Canary)
+	a.list("forward", x.Forwards)
+	a.list("expose", x.Exposes)
+	if len(x.Command) == 0 {
+		return a
+	}
+	return append(append(a, "--"), x.Command...)
+}
+
+// WaitHTTP waits until a server answers at URL.
+type WaitHTTP struct {
+	Timeout      time.Duration
+	Path         string // appended to URL
+	Status       string // "2xx": only such an answer counts
+	User         string // basic auth, with the password read from PasswordFile
+	PasswordFile string
+	URL          string
+}
+
+func (x WaitHTTP) Args() []string {
+	a := argv{"wait-http"}
+	a.duration("timeout", x.Timeout)
+	a.str("path", x.Path)
+	a.str("status", x.Status)
+	a.str("user", x.User)
+	a.str("password-file", x.PasswordFile)
+	return append(a, x.URL)
+}
+
+// EgressCheck checks that this container can or cannot get out.
+type EgressCheck struct {
+	Canary       string // HOST:PORT that must not be reachable
+	ExpectCanary string // HOST:PORT that must be reachable
+	Proxy        string // the allowlist proxy's URL, which must refuse
+}
+
+func (x EgressCheck) Args() []string {
+	a := argv{"egress-check"}
+	a.str("canary", x.Canary)
+	a.str("expect-canary", x.ExpectCanary)
+	a.str("proxy", x.Proxy)
+	return a
+}
+
+// SecretEnv runs Command with the variables of the secret files in Dir
+// (none when Dir is empty), as User with GroupAdd, under Umask.
+type SecretEnv struct {
+	Dir         string
+	Umask       string
+	User        string
+	GroupAdd    []string
+	Env         []string // KEY=value, below the secret variables
+	PrintHashes bool     // print NAME SHA256 lines instead of running
+	Command     []string
+}
+
+// Args is secret-env's command line. Dir is always written: an empty one
+// means no secrets, where the helper's default means the pod's.
+func (x SecretEnv) Args() []string {
+	a := argv{"secret-env", "--dir", x.Dir}
+	a.str("umask", x.Umask)
+	a.str("user", x.User)
+	a.list("group-add", x.GroupAdd)
+	a.list("env", x.Env)
+	a.boolean("print-hashes", x.PrintHashes)
+	if len(x.Command) == 0 {
+		return a
+	}
+	return append(append(a, "--"), x.Command...)
+}
+
+// Proxy runs the pod's egress proxy.
+type Proxy struct {
+	Listen     string // unix:PATH or tcp:HOST:PORT
+	Pod        string
+	PolicyFile string
+	Allow      []string
+}
+
+func (x Proxy) Args() []string {
+	a := argv{"proxy"}
+	a.str("listen", x.Listen)
+	a.str("pod", x.Pod)
+	a.str("policy-file", x.PolicyFile)
+	a.list("allow", x.Allow)
+	return a
+}
+
+// Policy changes (Op: allow, deny, remove) or shows (Op: show) the proxy's
+// policy file.
+type Policy struct {
+	File string
+	Op   string
+	Rule string
+}
+
+func (x Policy) Args() []string {
+	a := argv{"policy"}
+	a.str("file", x.File)
+	a = append(a, x.Op)
+	if x.Rule != "" {
+		a = append(a, x.Rule)
+	}
+	return a
+}
+
+// Task hands Text to the agent's server at URL as the first message of a
+// session.
+type Task struct {
+	User         string
+	PasswordFile string
+	URL, Text    string
+}
+
+func (x Task) Args() []string {
+	a := argv{"task"}
+	a.str("user", x.User)
+	a.str("password-file", x.PasswordFile)
+	return append(a, x.URL, x.Text)
+}
+
+// Verify is the verify battery, as a pod promises it (the plan records
+// these in a label) and as devaipod verify adds to it.
+type Verify struct {
+	Pod          string
+	Workspace    string
+	Canary       string
+	Proxy        string
+	Protect      []string
+	ExpectMounts []string
+	// Limits are KIND=N: memory and tmp in bytes, pids.
+	Limits []string
+	Fast   bool
+
+	Output            string
+	SecretVars        []string
+	SecretHashesFile  string
+	TrustedGitChecked bool
+	TrustedProblems   []string
+}
+
+// Limit is a Verify limit: "memory=4294967296".
+func Limit(kind string, n int64) string { return kind + "=" + strconv.FormatInt(n, 10) }
+
+func (x Verify) Args() []string {
+	a := argv{"verify"}
+	a.str("pod", x.Pod)
+	a.str("workspace", x.Workspace)
+	a.str("canary", x.Canary)
+	a.str("proxy", x.Proxy)
+	a.list("protect", x.Protect)
+	a.list("expect-mount", x.ExpectMounts)
+	a.list("limit", x.Limits)
+	a.boolean("fast", x.Fast)
+	a.str("output", x.Output)
+	a.list("secret-var", x.SecretVars)
+	a.str("secret-hashes-file", x.SecretHashesFile)
+	a.boolean("trusted-git-checked", x.TrustedGitChecked)
+	a.list("trusted-problem", x.TrustedProblems)
+	return a
+}
+
+// InspectGit reports what in Repo/.git could make git run a program.
+type InspectGit struct{ Repo string }
+
+func (x InspectGit) Args() []string { return []string{"inspect-git", x.Repo} }
+
+// Gator is devaipod-gator's command line (the binary takes no subcommand).
+type Gator struct {
+	Listen    string
+	Pod       string
+	Workspace string
+	APIURL    string
+	GitURL    string
+	Scopes    []string
+	TokenFile string
+}
+
+func (x Gator) Args() []string {
+	a := argv{}
+	a.str("listen", x.Listen)
+	a.str("pod", x.Pod)
+	a.str("workspace", x.Workspace)
+	a.str("api-url", x.APIURL)
+	a.str("git-url", x.GitURL)
+	a.list("scope", x.Scopes)
+	a.str("token-file", x.TokenFile)
+	return a
+}
