@@ -7,6 +7,7 @@ require (
 	github.com/containers/buildah v1.43.1
 	github.com/containers/podman/v5 v5.8.2
 	github.com/docker/docker v28.5.1+incompatible
+	github.com/docker/go-units v0.5.0
 	github.com/elazarl/goproxy v1.9.2
 	github.com/go-git/go-billy/v5 v5.8.0
 	github.com/go-git/go-git/v5 v5.17.2
@@ -51,7 +52,6 @@ require (
 	github.com/docker/distribution v2.8.3+incompatible // indirect
 	github.com/docker/docker-credential-helpers v0.9.4 // indirect
 	github.com/docker/go-connections v0.6.0 // indirect
-	github.com/docker/go-units v0.5.0 // indirect
 	github.com/emirpasic/gods v1.18.1 // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect

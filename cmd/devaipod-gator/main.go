@@ -27,6 +27,7 @@ import (
 	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/devaipod/devaipod/internal/cmdline"
 	"github.com/devaipod/devaipod/internal/endpoint"
+
 	// The gator runs in the helper's FROM scratch image, which has no CA
 	// certificates: without these, every HTTPS request to GitHub would fail
 	// verification. They are used only when the system has no roots of its
@@ -77,16 +78,10 @@ type gatorOptions struct {
 	verbose   bool
 }
 
-// checkScope checks a --scope as it is given.
-func checkScope(s string) error {
-	_, err := policy.ParseScope(s)
-	return err
-}
-
 func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("gator", flag.ContinueOnError)
 	fs.Var(endpoint.ListenFlag(&o.listen), "listen", "serve MCP on `unix:PATH` (or tcp:HOST:PORT) (required)")
-	fs.Var(cmdline.ListFlag(&o.scopes, checkScope), "scope",
+	fs.Var(cmdline.ListFlag(&o.scopes, cmdline.Valid(policy.ParseScope)), "scope",
 		"grant `SCOPE` (repeatable, at least one): github:OWNER/REPO[:PERMS], github:OWNER/*[:PERMS], github:readonly-all")
 	fs.StringVar(&o.tokenFile, "token-file", "",
 		"read the GitHub token from `PATH` (a podman secret); without it, $GH_TOKEN or $GITHUB_TOKEN")

@@ -29,17 +29,11 @@ type proxyOptions struct {
 	verbose     bool
 }
 
-// checkRule checks an --allow rule as it is given.
-func checkRule(s string) error {
-	_, err := rule.Parse(s)
-	return err
-}
-
 func newProxyFlagSet(o *proxyOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	fs.Var(endpoint.ListenFlag(&o.listen), "listen", "listen on `unix:PATH` or tcp:HOST:PORT (required)")
 	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit and the 403 text (required)")
-	fs.Var(cmdline.ListFlag(&o.allow, checkRule), "allow",
+	fs.Var(cmdline.ListFlag(&o.allow, cmdline.Valid(rule.Parse)), "allow",
 		"allow `RULE` (repeatable): host, *.suffix, host:port, host:*, an IP address; port 443 unless given")
 	fs.StringVar(&o.policyFile, "policy-file", "",
 		"the live policy file `PATH` (JSON, changed with 'devaipod-helper policy'; need not exist) (required)")

@@ -51,6 +51,15 @@ func ExitCode(err error) int {
 	return 2
 }
 
+// Valid turns a parser into a ListFlag check: a value is accepted when it
+// parses.
+func Valid[T any](parse func(string) (T, error)) func(string) error {
+	return func(s string) error {
+		_, err := parse(s)
+		return err
+	}
+}
+
 // ListFlag is a repeatable flag: each value is appended to *values once
 // check accepts it (nil: any value but the empty one), so that a bad value
 // is reported as the flag's, at parse time.

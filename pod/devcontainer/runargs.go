@@ -148,28 +148,21 @@ func init() {
 		r.Labels[k] = v
 		return nil
 	}}
-	volume := runFlag{apply: func(r *RunArgs, name, val string, strict bool) error {
-		m, err := parseVolume(val)
-		if err == nil {
-			err = checkMount(m, strict)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %v", name, err)
-		}
-		r.Mounts = append(r.Mounts, m)
-		return nil
-	}}
-	mount := runFlag{apply: func(r *RunArgs, name, val string, strict bool) error {
-		m, err := ParseMount(val)
-		if err == nil {
-			err = checkMount(m, strict)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %v", name, err)
-		}
-		r.Mounts = append(r.Mounts, m)
-		return nil
-	}}
+	// -v and --mount differ in syntax only.
+	mountWith := func(parse func(string) (Mount, error)) runFlag {
+		return runFlag{apply: func(r *RunArgs, name, val string, strict bool) error {
+			m, err := parse(val)
+			if err == nil {
+				err = checkMount(m, strict)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %v", name, err)
+			}
+			r.Mounts = append(r.Mounts, m)
+			return nil
+		}}
+	}
+	volume, mount := mountWith(parseVolume), mountWith(ParseMount)
 	device := runFlag{apply: func(r *RunArgs, name, val string, strict bool) error {
 		host, _, _ := strings.Cut(val, ":")
 		if (strict || !strings.Contains(val, "${")) && !strings.HasPrefix(host, "/") && !cdiName.MatchString(val) {
