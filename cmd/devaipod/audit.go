@@ -66,7 +66,7 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 			return
 		}
 		if g.json() {
-			fmt.Fprintln(out, line)
+			fmt.Fprintln(out, jsonSafe(line))
 			return
 		}
 		why := r.Rule
@@ -77,8 +77,9 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 		if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
 			when = t.Local().Format("15:04:05")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%d\n", when,
-			r.Decision, r.Method, r.Host, r.Port, why, r.BytesUp, r.BytesDown, r.DurationMS)
+		// Host, method and reason come from the agent's requests.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%d\n", printable(when),
+			printable(r.Decision), printable(r.Method), printable(r.Host), r.Port, printable(why), r.BytesUp, r.BytesDown, r.DurationMS)
 		if follow {
 			tw.Flush()
 		}
@@ -98,7 +99,7 @@ func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, 
 		return
 	}
 	if g.json() {
-		fmt.Fprintln(out, line)
+		fmt.Fprintln(out, jsonSafe(line))
 		return
 	}
 	why := r.Permission
@@ -109,7 +110,8 @@ func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, 
 	if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
 		when = t.Local().Format("15:04:05")
 	}
-	fmt.Fprintf(tw, "%s\t%s\tmcp\t%s %s\t%s\t-\t-\t%d\n", when, r.Decision, r.Tool, r.Repo, why, r.DurationMS)
+	fmt.Fprintf(tw, "%s\t%s\tmcp\t%s %s\t%s\t-\t-\t%d\n", printable(when), printable(r.Decision),
+		printable(r.Tool), printable(r.Repo), printable(why), r.DurationMS)
 }
 
 // lineWriter calls fn for every complete line written to it.

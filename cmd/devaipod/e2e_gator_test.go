@@ -141,9 +141,12 @@ api_url = "`+strings.Replace(forge.api.URL, "127.0.0.1", "10.0.2.2", 1)+`/"
 			`{"name":"get_issue","arguments":{"owner":"owner","repo":"repo","number":3}}`,
 			`{"name":"add_issue_comment","arguments":{"owner":"owner","repo":"repo","number":3,"body":"done"}}`,
 			`{"name":"get_issue","arguments":{"owner":"other","repo":"secret","number":1}}`,
+			// Text for the person who reads the audit: a terminal title
+			// escape and a right-to-left override.
+			`{"name":"get_issue","arguments":{"owner":"evil\u001b]0;pwned\u0007","repo":"\u202erepo","number":1}}`,
 		))
 		answers := strings.Split(r.stdout, "=== call")
-		if r.code != 0 || len(answers) != 5 {
+		if r.code != 0 || len(answers) != 6 {
 			t.Fatalf("MCP over curl from the agent: %s", r)
 		}
 		if !strings.Contains(answers[1], "github:owner/repo:read") {
@@ -152,10 +155,13 @@ api_url = "`+strings.Replace(forge.api.URL, "127.0.0.1", "10.0.2.2", 1)+`/"
 		if !strings.Contains(answers[2], "Flaky cache test") {
 			t.Errorf("get_issue within the scope: %s", answers[2])
 		}
-		for _, denied := range answers[3:] {
+		for _, denied := range answers[3:5] {
 			if !strings.Contains(denied, "denied") || !strings.Contains(denied, "--gator") {
 				t.Errorf("a call outside the scope was not denied with how to grant it: %s", denied)
 			}
+		}
+		if !strings.Contains(answers[5], "denied") || !strings.Contains(answers[5], "not allowed") {
+			t.Errorf("an owner with control characters was not refused: %s", answers[5])
 		}
 		forge.mu.Lock()
 		defer forge.mu.Unlock()
@@ -173,11 +179,21 @@ api_url = "`+strings.Replace(forge.api.URL, "127.0.0.1", "10.0.2.2", 1)+`/"
 				decisions[rec.Tool+" "+rec.Decision]++
 			}
 		}
-		if decisions["get_issue allow"] != 1 || decisions["get_issue deny"] != 1 || decisions["add_issue_comment deny"] != 1 || decisions["status allow"] != 1 {
+		if decisions["get_issue allow"] != 1 || decisions["get_issue deny"] != 2 || decisions["add_issue_comment deny"] != 1 || decisions["status allow"] != 1 {
 			t.Errorf("gator audit records: %v\n%s", decisions, r.stdout)
 		}
-		if table := mustDevaipod(t, nil, "audit", name, "--denied"); !strings.Contains(table.stdout, "add_issue_comment owner/repo") {
+		table := mustDevaipod(t, nil, "audit", name, "--denied")
+		if !strings.Contains(table.stdout, "add_issue_comment owner/repo") {
 			t.Errorf("audit table lacks the denied gator call:\n%s", table.stdout)
+		}
+		// The agent's text is shown, not obeyed, in the table and in JSON.
+		if !strings.Contains(table.stdout, `evil\x1b]0;pwned\x07`) || !strings.Contains(table.stdout, `\u202erepo`) {
+			t.Errorf("audit table lacks the escaped owner and repo:\n%s", table.stdout)
+		}
+		for _, out := range []string{table.stdout, r.stdout} {
+			if strings.ContainsAny(out, "\x1b\x07\u202e") {
+				t.Errorf("audit prints control characters the agent chose: %q", out)
+			}
 		}
 	})
 

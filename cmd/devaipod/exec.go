@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/devaipod/devaipod/pod"
@@ -75,8 +74,8 @@ func attach(cmd *cobra.Command, p *podman.Podman, short, role string, as plan.Ex
 	return err
 }
 
-// isTerminal tells whether r is a terminal.
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+// isTerminal tells whether a command's input or output is a terminal.
+func isTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

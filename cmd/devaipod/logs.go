@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/podman"
@@ -21,7 +23,14 @@ func newLogsCommand(g *globalFlags) *cobra.Command {
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
-				return pod.Logs(cmd.Context(), p, short, container, tail, follow, cmd.OutOrStdout())
+				// The agent's lines may carry escape sequences: on a
+				// terminal they are shown, not obeyed.
+				if !isTerminal(cmd.OutOrStdout()) {
+					return pod.Logs(cmd.Context(), p, short, container, tail, follow, cmd.OutOrStdout())
+				}
+				w := &printableWriter{w: cmd.OutOrStdout()}
+				err := pod.Logs(cmd.Context(), p, short, container, tail, follow, w)
+				return errors.Join(err, w.flush())
 			})
 		},
 	}
