@@ -103,6 +103,43 @@ func TestE2EDoctorAndLimits(t *testing.T) {
 			t.Errorf("a 512 MiB allocation under memory = 256m was not killed (want exit 137): %s", hog)
 		}
 	}
+	// The sidecars have limits of their own, enforced where the host
+	// enforces limits; every container's log is capped.
+	for _, role := range []string{"workspace", "agent", "proxy"} {
+		out, err := exec.Command("podman", "inspect", "devaipod-"+name+"-"+role, "--format",
+			"{{.HostConfig.LogConfig.Size}} {{.HostConfig.PidsLimit}} {{.HostConfig.Memory}}").Output()
+		f := strings.Fields(string(out))
+		if err != nil || len(f) != 3 {
+			t.Fatalf("podman inspect %s: %v %q", role, err, out)
+		}
+		if f[0] == "0B" || f[0] == "-1" {
+			t.Errorf("%s: log size %s; want a cap", role, f[0])
+		}
+		if role == "proxy" && !unenforced && (f[1] != "256" || f[2] != "268435456") {
+			t.Errorf("proxy: pids %s memory %s; want 256 and 256m", f[1], f[2])
+		}
+	}
+	t.Run("the agent cannot fill the disk through its log", func(t *testing.T) {
+		flood := uniqueName("e2e-flood")
+		cleanup(t, flood)
+		cfg := filepath.Join(t.TempDir(), "devaipod.toml")
+		os.WriteFile(cfg, []byte(`[agent]
+kind = "custom"
+command = ["sh", "-c", "head -c 40000000 /dev/zero | tr '\\0' x; exec busybox httpd -f -p 127.0.0.1:4096 -h /tmp"]
+`), 0o644)
+		mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", flood, "--timeout", "120s")
+		out, err := exec.Command("podman", "inspect", "devaipod-"+flood+"-agent", "--format", "{{.HostConfig.LogConfig.Path}}").Output()
+		if err != nil {
+			t.Fatalf("podman inspect: %v", err)
+		}
+		st, err := os.Stat(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatalf("the agent's log: %v", err)
+		}
+		if st.Size() > 17<<20 {
+			t.Errorf("the agent printed 40 MB: its log is %d bytes; want at most the 16 MiB cap", st.Size())
+		}
+	})
 	if mode := os.Getenv("DEVAIPOD_E2E_MODE"); mode == "rootful" && (unenforced || os.Geteuid() != 0) {
 		t.Fatalf("DEVAIPOD_E2E_MODE=rootful, but this run is uid %d on a host where limits are enforced: %v", os.Geteuid(), !unenforced)
 	}

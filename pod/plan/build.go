@@ -238,6 +238,9 @@ func (b *builder) build() (*Plan, error) {
 		p.Warnings = append(p.Warnings, "resource limits (memory, cpus, pids) are not enforced on this host: "+
 			"rootless podman on cgroup v1 ignores them (the /tmp size limit still holds)")
 	}
+	for i := range p.Containers {
+		p.Containers[i].LogSizeMax = LogSizeMax
+	}
 	return p, nil
 }
 

@@ -58,6 +58,18 @@ const (
 	WorkspaceUmask = "0002"
 )
 
+// LogSizeMax caps every container's log: 16 MiB.
+const LogSizeMax = 16 << 20
+
+// Sidecar limits: the proxy and the gator serve the agent, which can flood
+// them with requests; these keep a flood from growing them past what they
+// need (the proxy runs in about 15 MiB, the gator in about 65 MiB), on hosts
+// that enforce limits.
+var (
+	ProxyLimits = config.Limits{Memory: "256m", Pids: 256}
+	GatorLimits = config.Limits{Memory: "512m", Pids: 256}
+)
+
 // AgentUID and AgentGID are the agent's user. The workspace copy of the
 // repository is owned by it, so a root workspace user and the agent can both
 // write it.
@@ -206,6 +218,10 @@ type ContainerSpec struct {
 	// StopTimeout is how long podman waits after SIGTERM; the helper init
 	// forwards signals, so a short one is enough.
 	StopTimeout uint `json:"stop_timeout"`
+	// LogSizeMax caps the container's log file (bytes; podman's k8s-file
+	// driver truncates it there): what the agent prints is kept, not
+	// the host's disk filled.
+	LogSizeMax int64 `json:"log_size_max"`
 }
 
 // Mount is a named volume mounted into a container.

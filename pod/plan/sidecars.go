@@ -41,7 +41,7 @@ func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 		return ContainerSpec{}, fmt.Errorf("the gator needs %s in [trusted.env] (allowlist, vars or secrets): %w",
 			strings.Join(TokenVars, " or "), ErrNoToken)
 	}
-	c := b.sidecar(RoleGator, GatorUID, append([]string{GatorBin}, args.Args()...),
+	c := b.sidecar(RoleGator, GatorUID, GatorLimits, append([]string{GatorBin}, args.Args()...),
 		Mount{Volume: ObjectName(b.short, VolumeGatorSock), Dest: GatorSocketDir},
 		Mount{Volume: ObjectName(b.short, VolumeGatorState), Dest: GatorStateDir},
 		// Read-only: the gator pushes the workspace's commits, it never
@@ -69,15 +69,16 @@ func (b *builder) proxy(allow []string) ContainerSpec {
 	// The proxy runs the helper image's binary at its root (the
 	// image, not a mount of it).
 	proxy := helperargs.Proxy{Listen: "unix:" + ProxySocket, Pod: b.short, PolicyFile: ProxyPolicy, Allow: allow}
-	return b.sidecar(RoleProxy, ProxyUID, append([]string{ProxyBin}, proxy.Args()...),
+	return b.sidecar(RoleProxy, ProxyUID, ProxyLimits, append([]string{ProxyBin}, proxy.Args()...),
 		Mount{Volume: ObjectName(b.short, VolumeProxySock), Dest: ProxySocketDir},
 		Mount{Volume: ObjectName(b.short, VolumeProxyState), Dest: ProxyStateDir})
 }
 
 // sidecar is a trusted helper container of the pod (proxy, gator): the
 // helper image, its own non-root user, no capabilities, a read-only root.
-func (b *builder) sidecar(role string, uid int, entrypoint []string, mounts ...Mount) ContainerSpec {
+func (b *builder) sidecar(role string, uid int, limits config.Limits, entrypoint []string, mounts ...Mount) ContainerSpec {
 	return ContainerSpec{
+		Limits:          &limits,
 		Name:            ContainerName(b.short, role),
 		Role:            role,
 		Image:           b.helper,

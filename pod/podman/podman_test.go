@@ -37,6 +37,12 @@ func TestContainerSpec(t *testing.T) {
 		if s.Pod != pl.Pod.Name || s.Name != c.Name || s.StopTimeout == nil || *s.StopTimeout != 5 {
 			t.Errorf("%s: pod %q name %q stop timeout %v", c.Name, s.Pod, s.Name, s.StopTimeout)
 		}
+		if s.LogConfiguration == nil || s.LogConfiguration.Size != plan.LogSizeMax {
+			t.Errorf("%s: log configuration %+v; want the size capped", c.Name, s.LogConfiguration)
+		}
+		if r := s.ResourceLimits; (c.Role == plan.RoleProxy || c.Role == plan.RoleGator) && (r == nil || r.Memory == nil || r.Pids == nil) {
+			t.Errorf("%s: a sidecar without memory and pids limits: %+v", c.Name, r)
+		}
 		byRole[c.Role] = s
 	}
 	agent := byRole[plan.RoleAgent]

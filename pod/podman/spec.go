@@ -116,6 +116,9 @@ func containerSpec(pod string, c plan.ContainerSpec, host hostSide) (*specgen.Sp
 		}
 		s.Mounts = append(s.Mounts, spec.Mount{Type: "tmpfs", Source: "tmpfs", Destination: t.Dest, Options: opts})
 	}
+	if c.LogSizeMax > 0 {
+		s.LogConfiguration = &specgen.LogConfig{Size: c.LogSizeMax}
+	}
 	if l := c.Limits; l != nil && (l.Memory != "" || l.CPUs > 0 || l.Pids > 0) {
 		r := &spec.LinuxResources{}
 		if l.Memory != "" {
