@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/google/go-github/v74/github"
 )
 
@@ -171,8 +172,8 @@ type createDraftArgs struct {
 	repoRef
 	Title string `json:"title" jsonschema:"the pull request's title"`
 	Body  string `json:"body,omitempty" jsonschema:"the pull request's description (Markdown)"`
-	Head  string `json:"head" jsonschema:"the branch with the changes (for example agent/fix-typo), or OWNER:BRANCH for a fork"`
-	Base  string `json:"base,omitempty" jsonschema:"the branch to merge into; the default branch if empty"`
+	Head  string `json:"head" jsonschema:"the agent/ branch with the changes, pushed with push_branch (for example agent/fix-typo)"`
+	Base  string `json:"base,omitempty" jsonschema:"the branch to merge into: the default branch (the only one allowed)"`
 }
 
 type commentArgs struct {
@@ -498,12 +499,19 @@ func (s *Server) createDraftPullRequest(ctx context.Context, in createDraftArgs)
 	if in.Head == "" {
 		return nil, "", errors.New("missing head: the branch with the changes (push it first with push_branch)")
 	}
-	base := in.Base
-	if base == "" {
-		var err error
-		if base, err = s.defaultBranch(ctx, in.Owner, in.Repo); err != nil {
-			return nil, "", err
-		}
+	// The head is a branch the gator pushes, in this repository (not
+	// OWNER:BRANCH of a fork, which the scope does not cover); the base
+	// is the default branch.
+	if err := policy.CheckAgentBranch(in.Head); err != nil {
+		return nil, "", &deniedError{reason: fmt.Sprintf("refused: the head must be an %s branch of %s/%s pushed with push_branch: %v",
+			policy.AgentBranchPrefix, in.Owner, in.Repo, err)}
+	}
+	base, err := s.defaultBranch(ctx, in.Owner, in.Repo)
+	if err != nil {
+		return nil, "", err
+	}
+	if in.Base != "" && in.Base != base {
+		return nil, "", &deniedError{reason: fmt.Sprintf("refused: draft pull requests go to the default branch %s, not %q", base, in.Base)}
 	}
 	// Draft is not the agent's to choose: create-draft grants drafts only,
 	// and a human marks one ready for review.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/devaipod/devaipod/gator/policy"
@@ -50,6 +52,7 @@ type pusher struct {
 	workspace string   // a git work tree with a .git directory
 	gitURL    *url.URL // base for OWNER/REPO.git
 	token     string
+	protected []string // path patterns no pushed commit may touch
 }
 
 // openWorkspace opens the workspace's .git directory through a read-only
@@ -146,6 +149,16 @@ func (p *pusher) push(ctx context.Context, owner, repo, branch string) (pushResu
 		res.Action = "updated"
 	}
 
+	touched, err := protectedChanges(ctx, head, refs, p.protected)
+	if err != nil {
+		return pushResult{}, err
+	}
+	if len(touched) > 0 {
+		return pushResult{}, &deniedError{reason: fmt.Sprintf(
+			"refused: the commits to push change %s, which CI runs with the repository's secrets; a person pushes such changes (the protected paths are [gator.github] protected_paths)",
+			strings.Join(touched, ", "))}
+	}
+
 	// No "+": go-git checks the update is a fast-forward too, so a branch
 	// that moved since the listing is refused rather than overwritten.
 	spec := config.RefSpec(head.Hash.String() + ":" + dst.String())
@@ -165,6 +178,64 @@ func (p *pusher) push(ctx context.Context, owner, repo, branch string) (pushResu
 		return pushResult{}, fmt.Errorf("push %s to %s of %s: %w", short(head.Hash), branch, res.Repo, err)
 	}
 	return res, nil
+}
+
+// maxPushCommits bounds the commits protectedChanges looks at.
+const maxPushCommits = 10000
+
+// protectedChanges lists the protected paths that the commits to push add,
+// change or remove: every commit from head back to those the remote has
+// (any of its refs), each against its parents, so that a file added in one
+// commit and removed in the next counts too.
+func protectedChanges(ctx context.Context, head *object.Commit, remote []*plumbing.Reference, patterns []string) ([]string, error) {
+	known := map[plumbing.Hash]bool{}
+	for _, r := range remote {
+		known[r.Hash()] = true
+	}
+	found := map[string]bool{}
+	seen := map[plumbing.Hash]bool{}
+	queue := []*object.Commit{head}
+	for len(queue) > 0 {
+		c := queue[0]
+		queue = queue[1:]
+		if seen[c.Hash] || known[c.Hash] {
+			continue
+		}
+		if seen[c.Hash] = true; len(seen) > maxPushCommits {
+			return nil, &deniedError{reason: fmt.Sprintf("refused: more than %d commits to push", maxPushCommits)}
+		}
+		tree, err := c.Tree()
+		if err != nil {
+			return nil, fmt.Errorf("read commit %s: %w", short(c.Hash), err)
+		}
+		parents := []*object.Tree{nil} // a root commit: against nothing
+		if c.NumParents() > 0 {
+			parents = nil
+			err := c.Parents().ForEach(func(p *object.Commit) error {
+				pt, err := p.Tree()
+				parents = append(parents, pt)
+				queue = append(queue, p)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("read the parents of %s: %w", short(c.Hash), err)
+			}
+		}
+		for _, pt := range parents {
+			changes, err := object.DiffTreeWithOptions(ctx, pt, tree, nil)
+			if err != nil {
+				return nil, fmt.Errorf("compare commit %s: %w", short(c.Hash), err)
+			}
+			for _, ch := range changes {
+				for _, name := range []string{ch.From.Name, ch.To.Name} {
+					if name != "" && policy.Protected(patterns, name) {
+						found[name] = true
+					}
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(found)), nil
 }
 
 // isAncestor reports whether old is head or one of its ancestors in the

@@ -58,6 +58,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// Version goes into the MCP implementation info and the User-Agent.
 	Version string
+	// ProtectedPaths are the path patterns no pushed commit may touch;
+	// nil means policy.DefaultProtectedPaths.
+	ProtectedPaths []string
 }
 
 // Server is the gator: an MCP server whose tools call GitHub within the
@@ -108,7 +111,10 @@ func New(o Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.pusher = &pusher{workspace: o.Workspace, gitURL: gitURL, token: o.Token}
+		s.pusher = &pusher{workspace: o.Workspace, gitURL: gitURL, token: o.Token, protected: o.ProtectedPaths}
+		if o.ProtectedPaths == nil {
+			s.pusher.protected = policy.DefaultProtectedPaths
+		}
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "devaipod-gator", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: instructions,

@@ -216,6 +216,13 @@ func (s *syncBuffer) String() string {
 
 func newTestRig(t *testing.T, scopes ...string) *testRig {
 	t.Helper()
+	return newTestRigWith(t, nil, scopes...)
+}
+
+// newTestRigWith is newTestRig with the gator's protected paths (nil: the
+// defaults).
+func newTestRigWith(t *testing.T, protected []string, scopes ...string) *testRig {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("these tests need git (its http-backend serves the push target): %v", err)
 	}
@@ -254,6 +261,8 @@ func newTestRig(t *testing.T, scopes ...string) *testRig {
 		Audit:     audit,
 		Pod:       "test",
 		Version:   "test",
+
+		ProtectedPaths: protected,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -437,8 +446,8 @@ func TestToolsAgainstFakeGitHub(t *testing.T) {
 	}
 	// The agent cannot ask for a non-draft: unknown fields are ignored and
 	// draft is always true.
-	r.mustCall(t, policy.ToolCreateDraftPullRequest, repoArgs("title", "T", "head", "agent/fix", "base", "dev", "draft", false), nil)
-	if body := r.api.posted("/api/v3/repos/octo/app/pulls"); body["draft"] != true || body["base"] != "dev" {
+	r.mustCall(t, policy.ToolCreateDraftPullRequest, repoArgs("title", "T", "head", "agent/fix", "base", "main", "draft", false), nil)
+	if body := r.api.posted("/api/v3/repos/octo/app/pulls"); body["draft"] != true || body["base"] != "main" {
 		t.Errorf("create_draft_pull_request with draft=false sent %v", body)
 	}
 
@@ -568,7 +577,7 @@ func TestPushBranchRefusals(t *testing.T) {
 	mainBefore := gitRun(t, r.bare, "rev-parse", "refs/heads/main")
 	commit(t, r.workspace, "a.txt", "a\n")
 
-	for _, branch := range []string{"main", "refs/heads/main", "feature/x", "agent/", "agent/../main"} {
+	for _, branch := range []string{"main", "refs/heads/main", "feature/x", "agent/", "agent/../main", "agent/\u202efix", "agent/a b"} {
 		text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", branch))
 		if !isErr || !strings.HasPrefix(text, "denied: ") {
 			t.Errorf("push to %q: %q, want a denial", branch, text)
@@ -639,6 +648,64 @@ func TestPushBranchRefusals(t *testing.T) {
 // through a filesystem bound to the workspace: symlinks the agent plants
 // (.git itself, or HEAD, refs and objects inside it) do not lead the gator
 // to a repository, or any file, outside.
+// TestDraftPullRequestRefusals: a draft pull request goes from an agent/
+// branch of the scoped repository to its default branch, nothing else.
+func TestDraftPullRequestRefusals(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app:create-draft")
+	// Only the default branch as base, only an agent/ branch of this
+	// repository as head.
+	for _, args := range []map[string]any{
+		repoArgs("title", "T", "head", "agent/fix", "base", "dev"),
+		repoArgs("title", "T", "head", "someone:agent/fix"),
+		repoArgs("title", "T", "head", "feature/x"),
+		repoArgs("title", "T", "head", "agent/\u202efix"),
+	} {
+		if text, isErr := r.call(t, policy.ToolCreateDraftPullRequest, args); !isErr || !strings.HasPrefix(text, "refused: ") {
+			t.Errorf("create_draft_pull_request %v: %q; want a refusal", args, text)
+		}
+	}
+	if got := r.api.posted("/api/v3/repos/octo/app/pulls"); got != nil {
+		t.Errorf("a refused pull request reached the API: %v", got)
+	}
+}
+
+// TestPushProtectedPaths: commits that touch CI definitions are not
+// pushed, also when a later commit removes the file again; the user's
+// protected paths replace the defaults.
+func TestPushProtectedPaths(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app:push-branch")
+	os.MkdirAll(filepath.Join(r.workspace, ".github", "workflows"), 0o755)
+	commit(t, r.workspace, ".github/workflows/ci.yml", "on: push\n")
+	gitRun(t, r.workspace, "rm", "-q", ".github/workflows/ci.yml")
+	gitRun(t, r.workspace, "commit", "-qm", "gone again")
+	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/ci"))
+	if !isErr || !strings.Contains(text, "refused: the commits to push change .github/workflows/ci.yml") {
+		t.Errorf("push of a commit that touched a workflow: %q", text)
+	}
+	if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {
+		t.Errorf("the push went through: %s", out)
+	}
+	// Work elsewhere on top of the same history is still refused: the
+	// workflow commit would be pushed with it.
+	os.MkdirAll(filepath.Join(r.workspace, "src"), 0o755)
+	commit(t, r.workspace, "src/a.go", "package a\n")
+	if text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/ci")); !isErr || !strings.Contains(text, "workflows/ci.yml") {
+		t.Errorf("push of history that contains the workflow commit: %q", text)
+	}
+
+	custom := newTestRigWith(t, []string{"Makefile"}, "github:octo/app:push-branch")
+	os.MkdirAll(filepath.Join(custom.workspace, ".github", "workflows"), 0o755)
+	commit(t, custom.workspace, ".github/workflows/ci.yml", "on: push\n")
+	var res pushResult
+	custom.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/ok"), &res)
+	commit(t, custom.workspace, "Makefile", "all:\n")
+	if text, isErr := custom.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/ok")); !isErr || !strings.Contains(text, "Makefile") {
+		t.Errorf("push touching a configured protected path: %q", text)
+	}
+}
+
 func TestPushWorkspaceSymlinks(t *testing.T) {
 	t.Parallel()
 	r := newTestRig(t, "github:octo/app:push-branch")

@@ -76,6 +76,7 @@ type gatorOptions struct {
 	auditLogs []string
 	pod       string
 	verbose   bool
+	protected []string
 }
 
 func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
@@ -94,6 +95,8 @@ func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
 	fs.Var(cmdline.ListFlag(&o.auditLogs, nil), "audit-log",
 		"append the JSON audit lines to `PATH` (repeatable; - is stdout; default stdout)")
 	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit records")
+	fs.Var(cmdline.ListFlag(&o.protected, policy.CheckProtectedPattern), "protected-path",
+		"a `PATTERN` of files no pushed commit may touch (repeatable; replaces the default CI definitions; dir/** for everything under dir)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug messages")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-gator --listen unix:PATH --scope SCOPE... [flags]
@@ -237,6 +240,8 @@ func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Pod:       o.pod,
 		Logger:    logger,
 		Version:   Version,
+
+		ProtectedPaths: o.protected,
 	})
 	if err != nil {
 		return fail(err)

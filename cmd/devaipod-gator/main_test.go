@@ -285,7 +285,8 @@ func (s *syncBuf) String() string {
 // what the gator reads, field by field.
 func TestGatorArgsRoundTrip(t *testing.T) {
 	x := helperargs.Gator{Listen: "unix:/run/g.sock", Pod: "p", Workspace: "/workspaces/p", APIURL: "https://forge.example.test/api/v3/",
-		GitURL: "https://forge.example.test", Scopes: []string{"github:o/r:read", "github:o/*"}, TokenFile: "/run/devaipod/secrets/GH_TOKEN"}
+		GitURL: "https://forge.example.test", Scopes: []string{"github:o/r:read", "github:o/*"}, TokenFile: "/run/devaipod/secrets/GH_TOKEN",
+		ProtectedPaths: []string{".github/**", "Makefile"}}
 	var o gatorOptions
 	fs := newGatorFlagSet(&o)
 	fs.SetOutput(io.Discard)
@@ -293,7 +294,8 @@ func TestGatorArgsRoundTrip(t *testing.T) {
 		t.Fatalf("the gator cannot parse what the host writes, %q: %v", x.Args(), err)
 	}
 	if o.listen.String() != x.Listen || o.pod != x.Pod || o.workspace != x.Workspace || o.apiURL != x.APIURL ||
-		o.gitURL != x.GitURL || !slices.Equal(o.scopes, x.Scopes) || o.tokenFile != x.TokenFile || fs.NArg() != 0 {
+		o.gitURL != x.GitURL || !slices.Equal(o.scopes, x.Scopes) || o.tokenFile != x.TokenFile ||
+		!slices.Equal(o.protected, x.ProtectedPaths) || fs.NArg() != 0 {
 		t.Errorf("%+v", o)
 	}
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"path"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -37,6 +38,39 @@ var ToolPermissions = map[string]Permission{
 
 // AgentBranchPrefix is the only prefix push_branch pushes to.
 const AgentBranchPrefix = "agent/"
+
+// DefaultProtectedPaths are the files a push may not touch unless the
+// user's configuration says otherwise: CI definitions, which run with the
+// repository's secrets once pushed ("dir/**" is everything under dir).
+var DefaultProtectedPaths = []string{
+	".github/workflows/**", ".github/actions/**", ".gitlab-ci.yml", ".gitlab/**", ".circleci/**",
+	".travis.yml", "Jenkinsfile", "azure-pipelines.yml", ".azure-pipelines/**", ".buildkite/**",
+	".drone.yml", "bitbucket-pipelines.yml",
+}
+
+// Protected tells whether a repository path matches one of patterns: a
+// path.Match pattern of the whole path, or "dir/**" for everything under
+// dir.
+func Protected(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if dir, ok := strings.CutSuffix(p, "/**"); ok {
+			if strings.HasPrefix(name, dir+"/") {
+				return true
+			}
+		} else if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckProtectedPattern checks a protected-path pattern as configured.
+func CheckProtectedPattern(p string) error {
+	if _, err := path.Match(strings.TrimSuffix(p, "/**"), ""); err != nil || p == "" || strings.HasPrefix(p, "/") {
+		return fmt.Errorf("%q is not a path pattern relative to the repository (such as .github/workflows/** or Jenkinsfile)", p)
+	}
+	return nil
+}
 
 // Policy decides tool calls from a fixed set of scopes. It is safe for
 // concurrent use (it never changes after New).
@@ -142,6 +176,13 @@ func CheckAgentBranch(branch string) error {
 	}
 	if err := checkRefName(branch); err != nil {
 		return fmt.Errorf("branch %q: %w", branch, err)
+	}
+	// A name a person reads in a pull request, a log, a terminal: nothing
+	// that can hide or reorder what they see.
+	if i := strings.IndexFunc(branch, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._/-", r))
+	}); i >= 0 {
+		return fmt.Errorf("branch %q: only letters, digits and . _ / - are allowed (%q is not)", branch, []rune(branch[i:])[0])
 	}
 	return nil
 }

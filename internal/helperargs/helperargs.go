@@ -234,6 +234,8 @@ type Gator struct {
 	GitURL    string
 	Scopes    []string
 	TokenFile string
+	// ProtectedPaths replace the gator's default protected paths.
+	ProtectedPaths []string
 }
 
 func (x Gator) Args() []string {
@@ -245,5 +247,6 @@ func (x Gator) Args() []string {
 	a.str("git-url", x.GitURL)
 	a.list("scope", x.Scopes)
 	a.str("token-file", x.TokenFile)
+	a.list("protected-path", x.ProtectedPaths)
 	return a
 }

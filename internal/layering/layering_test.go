@@ -28,7 +28,7 @@ var mayImport = map[string][]string{
 	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "internal/helperargs"},
 	"pod/podman":       {"pod", "pod/plan", "internal/size"},
 	"pod/plan":         {"pod/config", "pod/devcontainer", "pod/source", "proxy/rule", "internal/helperargs", "internal/size"},
-	"pod/config":       {"pod/source", "proxy/rule", "internal/size"},
+	"pod/config":       {"pod/source", "proxy/rule", "gator/policy", "internal/size"},
 	"pod/source":       {},
 	"pod/devcontainer": {"proxy/rule", "internal/size"},
 	// The sidecars' servers.

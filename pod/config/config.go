@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/devaipod/devaipod/gator/policy"
+
 	"github.com/devaipod/devaipod/internal/size"
 
 	"github.com/BurntSushi/toml"
@@ -62,6 +64,10 @@ type GatorConfig struct {
 // repos = { "OWNER/REPO" = ["read", "create-draft"], "OWNER/*" = ["read"] }.
 type GatorGitHubConfig struct {
 	Repos map[string][]string `toml:"repos"`
+	// ProtectedPaths are the files no commit the gator pushes may touch
+	// ("dir/**" for everything under dir); empty means the CI definitions
+	// of policy.DefaultProtectedPaths.
+	ProtectedPaths []string `toml:"protected_paths"`
 }
 
 // MountConfig is one [[mounts]] entry: a host path for the workspace (and,
@@ -430,6 +436,11 @@ func (c *Config) validate() error {
 	}
 	if u := c.Forge.APIURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
 		return bad("forge.api_url", "%q must be an http(s) URL", u)
+	}
+	for _, p := range c.Gator.GitHub.ProtectedPaths {
+		if err := policy.CheckProtectedPattern(p); err != nil {
+			return bad("gator.github.protected_paths", "%v", err)
+		}
 	}
 	for i, m := range c.Mounts {
 		if err := m.check(); err != nil {

@@ -70,6 +70,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"overflowing memory", "[workspace.limits]\nmemory = \"99999999999g\"\n", 2, "workspace.limits.memory", "too large"},
 		{"zero tmp", "[agent.limits]\ntmp_size = \"0m\"\n", 2, "agent.limits.tmp_size", "more than zero"},
 		{"bad port", "[agent]\nport = 70000\n", 2, "agent.port", "not a TCP port"},
+		{"bad protected path", "[gator.github]\nprotected_paths = [\"/etc\"]\n", 2, "gator.github.protected_paths", "not a path pattern"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,11 +2,12 @@ package config
 
 import (
 	"fmt"
-	"github.com/devaipod/devaipod/proxy/rule"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/devaipod/devaipod/proxy/rule"
 )
 
 // checkRelPath accepts a clean path relative to the repository.

@@ -28,7 +28,8 @@ var ErrNoToken = errors.New("no forge token")
 // variables (name -> podman secret), where the token comes from.
 func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 	args := helperargs.Gator{Listen: "unix:" + GatorSocket, Pod: b.short, Workspace: b.workdir,
-		APIURL: b.in.GatorAPIURL, GitURL: b.in.GatorGitURL, Scopes: b.in.GatorScopes}
+		APIURL: b.in.GatorAPIURL, GitURL: b.in.GatorGitURL, Scopes: b.in.GatorScopes,
+		ProtectedPaths: b.cfg.Gator.GitHub.ProtectedPaths}
 	secrets := map[string]string{}
 	for _, v := range TokenVars {
 		if name, ok := secretEnv[v]; ok {
