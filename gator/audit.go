@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -27,7 +29,25 @@ type auditor struct {
 	failed bool
 }
 
+// Bounds of a record: its text fields carry what the agent sent (a
+// repository name, an error quoting it), and one call must not write a
+// megabyte line.
+const (
+	maxRecordText = 512
+	maxRecordArgs = 16
+)
+
 func (a *auditor) write(r policy.Record) {
+	r.Repo, r.Reason, r.Error, r.Result, r.Tool = clip(r.Repo, maxRecordText), clip(r.Reason, maxRecordText),
+		clip(r.Error, maxRecordText), clip(r.Result, maxRecordText), clip(r.Tool, maxArgSummary)
+	if len(r.Args) > maxRecordArgs {
+		keys := slices.Sorted(maps.Keys(r.Args))
+		kept := map[string]string{"...": strconv.Itoa(len(keys)-maxRecordArgs) + " more arguments"}
+		for _, k := range keys[:maxRecordArgs] {
+			kept[clip(k, maxArgSummary)] = r.Args[k]
+		}
+		r.Args = kept
+	}
 	r.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	r.Kind = policy.KindGator
 	r.Pod = a.pod

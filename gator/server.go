@@ -30,6 +30,11 @@ const HealthPath = "/healthz"
 // session is gone gets a 404 and starts a new one, as the spec says.
 const sessionTimeout = 30 * time.Minute
 
+// maxSessions caps the open MCP sessions: each holds memory until it ends
+// or idles out, and the agent could open them by the thousand (an agent's
+// MCP client uses one or two).
+const maxSessions = 64
+
 // Options configure a Server.
 type Options struct {
 	// Scopes are what the gator grants. None means every repository tool
@@ -162,12 +167,32 @@ func (s *Server) redact(text string) string {
 // Handler serves MCP at MCPPath and a health check at HealthPath.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{Logger: s.log, SessionTimeout: sessionTimeout}))
+	mux.Handle(MCPPath, s.limitSessions(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.StreamableHTTPOptions{Logger: s.log, SessionTimeout: sessionTimeout})))
 	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
 	return mux
+}
+
+// limitSessions refuses a new session (a request without a session id)
+// while maxSessions are open. Concurrent first requests may pass the count
+// together: the cap holds within the number of connections.
+func (s *Server) limitSessions(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			n := 0
+			for range s.mcp.Sessions() {
+				n++
+			}
+			if n >= maxSessions {
+				http.Error(w, fmt.Sprintf("too many MCP sessions (%d are open): end one (DELETE with its Mcp-Session-Id) or wait %v for idle ones to expire",
+					n, sessionTimeout), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Serve serves Handler on ln until ctx is done, then shuts down, giving

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -837,5 +838,64 @@ func TestSummarizeArgs(t *testing.T) {
 	want := map[string]string{"number": "7", "body": "5 bytes", "title": strings.Repeat("é", 60) + "...", "comments": "3 items", "draft": "false"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("summarizeArgs = %v, want %v", got, want)
+	}
+}
+
+// TestSessionCap: the agent cannot open MCP sessions without bound; ending
+// one makes room.
+func TestSessionCap(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app:read")
+	srv := httptest.NewServer(r.server.Handler())
+	t.Cleanup(srv.Close)
+	initialize := func() (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+MCPPath, strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+	}
+	// The rig's own in-memory session counts too.
+	var ids []string
+	for len(ids) < maxSessions-1 {
+		code, id := initialize()
+		if code != http.StatusOK || id == "" {
+			t.Fatalf("session %d: status %d, id %q", len(ids)+1, code, id)
+		}
+		ids = append(ids, id)
+	}
+	if code, _ := initialize(); code != http.StatusServiceUnavailable {
+		t.Fatalf("session %d: status %d; want 503", maxSessions+1, code)
+	}
+	del, _ := http.NewRequest(http.MethodDelete, srv.URL+MCPPath, nil)
+	del.Header.Set("Mcp-Session-Id", ids[0])
+	if resp, err := http.DefaultClient.Do(del); err != nil || resp.StatusCode >= 300 {
+		t.Fatalf("DELETE a session: %v %v", resp, err)
+	}
+	if code, _ := initialize(); code != http.StatusOK {
+		t.Errorf("after one session ended: status %d; want 200", code)
+	}
+}
+
+// TestAuditRecordsAreBounded: what the agent sends cannot make one audit
+// line large (a megabyte owner, thousands of arguments).
+func TestAuditRecordsAreBounded(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app:read")
+	args := map[string]any{"owner": strings.Repeat("o", 1<<20), "repo": "app", "number": 1}
+	for i := range 5000 {
+		args["k"+strconv.Itoa(i)] = strings.Repeat("v", 100)
+	}
+	r.call(t, policy.ToolGetIssue, args)
+	for _, line := range strings.Split(strings.TrimSpace(r.audit.String()), "\n") {
+		if len(line) > 8<<10 {
+			t.Errorf("an audit line of %d bytes: %.200s...", len(line), line)
+		}
 	}
 }
