@@ -22,6 +22,7 @@ import (
 	"testing"
 
 	"github.com/devaipod/devaipod/gator/policy"
+	"github.com/devaipod/devaipod/pod/source"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -898,4 +899,43 @@ func TestAuditRecordsAreBounded(t *testing.T) {
 			t.Errorf("an audit line of %d bytes: %.200s...", len(line), line)
 		}
 	}
+}
+
+// TestPushFromTheAgentsGitDir: the gator pushes from the agent's own git
+// directory as up makes it (a partial clone without the blobs of masked
+// files), after the agent committed there.
+func TestPushFromTheAgentsGitDir(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newTestRig(t, "github:octo/app:push-branch")
+	commit(t, r.workspace, ".env", "TOKEN=hush\n")
+	gitRun(t, r.workspace, "push", "-q", r.bare, "main")
+	src, err := source.Resolve(ctx, r.workspace, source.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := filepath.Join(t.TempDir(), "co")
+	if err := src.Checkout(ctx, co); err != nil {
+		t.Fatal(err)
+	}
+	agentGit := filepath.Join(t.TempDir(), "agent.git")
+	if err := source.AgentGitDir(ctx, co, agentGit, []string{".env"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(r.workspace, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(agentGit, filepath.Join(r.workspace, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	head := commit(t, r.workspace, "b.txt", "the agent's work\n")
+	var res pushResult
+	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/work"), &res)
+	if res.Action != "created" || res.Commit != head {
+		t.Errorf("push from the agent's git directory: %+v; want %s created", res, head)
+	}
+	if got := gitRun(t, r.bare, "rev-parse", "refs/heads/agent/work"); got != head {
+		t.Errorf("agent/work is %s; want %s", got, head)
+	}
+	gitRun(t, r.bare, "fsck", "--no-progress")
 }
