@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,8 +96,9 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 	t.Run("verify", func(t *testing.T) {
 		x := helperargs.Verify{Pod: "p", Workspace: "/workspaces/p", Canary: "127.0.0.1:3129", Proxy: "http://127.0.0.1:3128",
 			Protect: []string{".devcontainer", ".envrc"}, ExpectMounts: []string{"/cache"},
-			Limits: []string{helperargs.Limit("memory", 4<<30), helperargs.Limit("pids", 512), helperargs.Limit("tmp", 512<<20)},
-			Fast:   true, Output: "json", SecretVars: []string{"GH_TOKEN"}, SecretHashesFile: "-",
+			Limits:        []string{helperargs.Limit("memory", 4<<30), helperargs.Limit("pids", 512), helperargs.Limit("tmp", 512<<20)},
+			MaskedObjects: []string{strings.Repeat("ab", 20)},
+			Fast:          true, Output: "json", SecretVars: []string{"GH_TOKEN"}, SecretHashesFile: "-",
 			TrustedGitChecked: true, TrustedProblems: []string{".git/commondir exists"}}
 		o := verifyOptions{}
 		parseAs(t, newVerifyFlagSet(&o), x.Args(), "verify")
@@ -104,7 +106,7 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 			!slices.Equal(o.protect, x.Protect) || !slices.Equal(o.expectMounts, x.ExpectMounts) ||
 			o.limits["memory"] != 4<<30 || o.limits["pids"] != 512 || o.limits["tmp"] != 512<<20 ||
 			!o.fast || o.output != x.Output || !slices.Equal(o.secretVars, x.SecretVars) || o.hashesFile != x.SecretHashesFile ||
-			!o.trustedChecked || !slices.Equal(o.trustedProblems, x.TrustedProblems) {
+			!o.trustedChecked || !slices.Equal(o.trustedProblems, x.TrustedProblems) || !slices.Equal(o.maskedObjects, x.MaskedObjects) {
 			t.Errorf("%+v", o)
 		}
 	})

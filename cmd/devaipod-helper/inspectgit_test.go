@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,4 +74,46 @@ func TestInspectGit(t *testing.T) {
 	if got := inspectGit(repo); len(got) != 1 || !strings.Contains(got[0], "not a directory") {
 		t.Errorf("a gitfile: %q", got)
 	}
+}
+
+// TestVerifyMaskedGit: the row finds a masked blob loose or packed, and
+// passes when the object store lacks it.
+func TestVerifyMaskedGit(t *testing.T) {
+	root := t.TempDir()
+	repo := filepath.Join(root, "workspaces", "p")
+	os.MkdirAll(repo, 0o755)
+	gitRun(t, repo, "init", "-q", "--template=")
+	hash := func(content string) string {
+		cmd := exec.Command("git", "-C", repo, "hash-object", "-w", "--stdin")
+		cmd.Stdin = strings.NewReader(content)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	secret := hash("TOKEN=hush\n")
+	absent := strings.Repeat("ab", 20)
+	check := func(ids ...string) (verifyResult, string) {
+		args := []string{"--workspace", "/workspaces/p"}
+		for _, id := range ids {
+			args = append(args, "--masked-object", id)
+		}
+		v, _ := testVerifier(t, root, testOptions(t, args...))
+		return v.maskedGit(context.Background())
+	}
+	res, detail := check(absent, secret)
+	wantResult(t, "loose", res, detail, verifyFail, secret[:12]+" (loose)")
+	pack := exec.Command("git", "-C", repo, "pack-objects", "-q", ".git/objects/pack/pack")
+	pack.Stdin = strings.NewReader(secret + "\n")
+	if out, err := pack.CombinedOutput(); err != nil {
+		t.Fatalf("pack-objects: %v %s", err, out)
+	}
+	os.Remove(filepath.Join(repo, ".git", "objects", secret[:2], secret[2:]))
+	res, detail = check(absent, secret)
+	wantResult(t, "packed", res, detail, verifyFail, secret[:12]+" (in pack-")
+	res, detail = check(absent)
+	wantResult(t, "absent", res, detail, verifyPass, "none of 1 masked blobs in 1 pack(s)")
+	res, detail = check()
+	wantResult(t, "nothing masked", res, detail, verifyNA)
 }

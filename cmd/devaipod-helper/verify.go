@@ -174,6 +174,8 @@ func verifyProbes(o *verifyOptions) []verifyProbe {
 		{id: "trusted-git", fast: true, check: (*verifier).trustedGit,
 			attack:   "plant what makes the trusted side's git run a program: .git/commondir, hooks, fsmonitor, filters, a nested repository as a gitlink",
 			expected: "the workspace's .git has none (the agent has a git directory of its own)"},
+		{id: "masked-git", fast: true, check: (*verifier).maskedGit,
+			attack: "read a masked file's content from the git object store (git show HEAD:.env)", expected: "not there"},
 		{id: "proc-mem", fast: true, check: (*verifier).procMem,
 			attack: "open /proc/PID/mem of devaipod's processes in this container (its init, bridges, probes)", expected: "denied"},
 		{id: "rootfs-write", fast: true, check: (*verifier).rootfsWrite,

@@ -58,6 +58,9 @@ type verifyOptions struct {
 	// (inspect-git) and passes what it found as trustedProblems.
 	trustedChecked  bool
 	trustedProblems []string
+	// maskedObjects are the masked files' blob ids, which the agent's git
+	// directory must not hold.
+	maskedObjects []string
 }
 
 // verifyListFlag is a repeatable flag; check, when set, validates each use.
@@ -136,6 +139,7 @@ func newVerifyFlagSet(o *verifyOptions) *flag.FlagSet {
 	fs.Var(verifyListFlag{list: &o.podmanSockets}, "podman-socket",
 		"a podman or docker API socket `PATH` or glob that must be unreachable (repeatable; replaces the default list)")
 	fs.StringVar(&o.pod, "pod", "", "this pod's `NAME` (default: read from the workspace volume's name)")
+	fs.Var(verifyListFlag{list: &o.maskedObjects, check: checkObjectID}, "masked-object", "the `ID` of a masked file's blob, which the agent's git directory must not hold (repeatable)")
 	fs.BoolVar(&o.trustedChecked, "trusted-git-checked", false, "devaipod inspected the workspace's .git; its findings are the --trusted-problem flags")
 	fs.Var(verifyListFlag{list: &o.trustedProblems}, "trusted-problem", "a `PROBLEM` inspect-git found in the workspace's .git (repeatable)")
 	fs.Var(verifyListFlag{list: &o.expectMounts}, "expect-mount",
@@ -264,4 +268,13 @@ func (o *verifyOptions) complete() string {
 		}
 	}
 	return ""
+}
+
+// checkObjectID accepts a git object id: 40 (SHA-1) or 64 (SHA-256) hex
+// digits.
+func checkObjectID(s string) (string, error) {
+	if (len(s) != 40 && len(s) != 64) || strings.Trim(s, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("%q is not a git object id", s)
+	}
+	return s, nil
 }

@@ -157,7 +157,7 @@ containers = ["workspace", "agent"]
 			t.Fatalf("%s", r)
 		}
 		got, r = rows()
-		for _, id := range []string{"trusted-git", "proc-mem"} {
+		for _, id := range []string{"trusted-git", "proc-mem", "masked-git"} {
 			if !strings.HasPrefix(got[id], "PASS") {
 				t.Errorf("verify row %s = %q; want PASS\n%s", id, got[id], r.stderr)
 			}

@@ -190,7 +190,9 @@ type Verify struct {
 	ExpectMounts []string
 	// Limits are KIND=N: memory and tmp in bytes, pids.
 	Limits []string
-	Fast   bool
+	// MaskedObjects are blob ids the agent's git directory must not hold.
+	MaskedObjects []string
+	Fast          bool
 
 	Output            string
 	SecretVars        []string
@@ -211,6 +213,7 @@ func (x Verify) Args() []string {
 	a.list("protect", x.Protect)
 	a.list("expect-mount", x.ExpectMounts)
 	a.list("limit", x.Limits)
+	a.list("masked-object", x.MaskedObjects)
 	a.boolean("fast", x.Fast)
 	a.str("output", x.Output)
 	a.list("secret-var", x.SecretVars)

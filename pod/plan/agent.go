@@ -196,6 +196,7 @@ func (b *builder) verifyArgs(agent ContainerSpec) helperargs.Verify {
 	for _, bind := range b.hostBinds(RoleAgent) {
 		v.ExpectMounts = append(v.ExpectMounts, bind.Dest)
 	}
+	v.MaskedObjects = b.in.Tree.MaskedObjects
 	if l := agent.Limits; l != nil {
 		if n, err := size.Parse(l.Memory); err == nil {
 			v.Limits = append(v.Limits, helperargs.Limit("memory", n))

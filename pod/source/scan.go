@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -24,6 +25,9 @@ type TreeInfo struct {
 	// Submodules are the paths of HEAD's submodules, which the copy leaves
 	// empty.
 	Submodules []string `json:"submodules,omitempty"`
+	// MaskedObjects are the blob ids of the masked files at HEAD, which
+	// the agent's git directory must not hold (verify checks).
+	MaskedObjects []string `json:"masked_objects,omitempty"`
 }
 
 // ScanTree looks at a checked-out repository (see Source.Checkout: its
@@ -41,7 +45,11 @@ func ScanTree(ctx context.Context, dir string, protect, mask []string) (TreeInfo
 		if !ok {
 			continue
 		}
-		mode, _, _ := strings.Cut(meta, " ") // "MODE TYPE OBJECT"
+		fields := strings.Fields(meta) // MODE TYPE OBJECT
+		if len(fields) != 3 {
+			continue
+		}
+		mode := fields[0]
 		modes[name] = mode
 		if mode == "160000" {
 			info.Submodules = append(info.Submodules, name)
@@ -52,6 +60,9 @@ func ScanTree(ctx context.Context, dir string, protect, mask []string) (TreeInfo
 				continue
 			}
 			info.Masked = append(info.Masked, name)
+			if !slices.Contains(info.MaskedObjects, fields[2]) {
+				info.MaskedObjects = append(info.MaskedObjects, fields[2])
+			}
 		}
 	}
 	for _, p := range protect {
