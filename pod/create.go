@@ -97,68 +97,12 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 	if c.warn == nil {
 		c.warn = func(string) {}
 	}
-	req.Pull = cmp.Or(req.Pull, PullMissing)
-	if !slices.Contains(PullPolicies, req.Pull) {
-		return nil, fmt.Errorf("--pull %q: use missing, always or never", req.Pull)
-	}
-	cfg := config.Config{}
-	if req.Config != nil {
-		cfg = *req.Config
-	}
-	name := req.Name
-	if name != "" {
-		var err error
-		if name, err = plan.NormalizeName(name); err != nil {
-			return nil, err
-		}
-	}
-	forge := cfg.Forge.URL
-	if req.ForgeURL != "" {
-		forge = req.ForgeURL
-		if err := source.ValidateForgeURL(req.ForgeURL); err != nil {
-			return nil, fmt.Errorf("--forge-url: %w", err)
-		}
-	}
-	src, err := source.Resolve(ctx, req.Source, source.Options{Ref: req.Ref, ForgeURL: forge, APIURL: cfg.Forge.APIURL})
+	in, forbidden, err := c.input(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range src.Warnings {
-		c.warn(w)
-	}
-	if name == "" {
-		name = plan.DeriveNameFor(src)
-	}
-	if a := req.WorkspaceAccess; a != "" && a != config.AccessRW && a != config.AccessRO {
-		return nil, fmt.Errorf("--workspace-access %q: use rw or ro", a)
-	}
-	for _, r := range req.Allow {
-		if err := config.ValidateRule(r); err != nil {
-			return nil, fmt.Errorf("--allow: %w", err)
-		}
-	}
-	home, _ := os.UserHomeDir()
-	forbidden := ForbiddenMounts(home, req.ConfigFile, req.HostEnv["XDG_RUNTIME_DIR"])
-	mounts, err := ResolveMounts(cfg.Mounts, forbidden)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Agent.WorkspaceAccess = cmp.Or(req.WorkspaceAccess, cfg.Agent.WorkspaceAccess)
-	scopes, err := gatorScopes(req.Gator, &cfg, src, forge, req.HostEnv)
-	if err != nil {
-		return nil, err
-	}
-	password, err := randomPassword()
-	if err != nil {
-		return nil, err
-	}
-	in := plan.PlanInput{Name: name, Config: &cfg, Source: src, Image: req.Image, HostEnv: req.HostEnv, Allow: req.Allow,
-		Mounts: mounts, AgentPassword: password, Task: req.Task, NoVerify: req.NoVerify,
-		GatorScopes: scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
-	if len(src.LeftOut) > 0 {
-		c.warn(fmt.Sprintf("%d uncommitted path(s) in %s are not copied into the workspace: %s",
-			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5)))
-	}
+	src, cfg := in.Source, in.Config
+	req = c.req // with the defaults input filled in
 
 	// The clone (host git) and podman's image and host lookups are
 	// independent: run them at once. The clone creates nothing in podman.
@@ -197,7 +141,7 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 		return nil, err
 	}
 	in.Source = src // now with the commit of a URL's clone
-	if in.Tree, err = source.ScanTree(ctx, tree, config.ProtectedPaths(&cfg), config.MaskPatterns(&cfg)); err != nil {
+	if in.Tree, err = source.ScanTree(ctx, tree, config.ProtectedPaths(cfg), config.MaskPatterns(cfg)); err != nil {
 		return nil, fmt.Errorf("scan the repository: %w", err)
 	}
 	var builder Engine
@@ -242,6 +186,77 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 		return nil, err
 	}
 	return &Result{Plan: pl, Source: src}, nil
+}
+
+// input checks the request and resolves what it names (the source, the
+// mounts, the gator's scopes) into the plan's input, before anything is
+// cloned or created. forbidden are the host paths no mount may expose.
+func (c *creation) input(ctx context.Context) (in plan.PlanInput, forbidden []string, err error) {
+	req := &c.req
+	req.Pull = cmp.Or(req.Pull, PullMissing)
+	if !slices.Contains(PullPolicies, req.Pull) {
+		return plan.PlanInput{}, nil, fmt.Errorf("--pull %q: use missing, always or never", req.Pull)
+	}
+	cfg := config.Config{}
+	if req.Config != nil {
+		cfg = *req.Config
+	}
+	name := req.Name
+	if name != "" {
+		var err error
+		if name, err = plan.NormalizeName(name); err != nil {
+			return plan.PlanInput{}, nil, err
+		}
+	}
+	forge := cfg.Forge.URL
+	if req.ForgeURL != "" {
+		forge = req.ForgeURL
+		if err := source.ValidateForgeURL(req.ForgeURL); err != nil {
+			return plan.PlanInput{}, nil, fmt.Errorf("--forge-url: %w", err)
+		}
+	}
+	src, err := source.Resolve(ctx, req.Source, source.Options{Ref: req.Ref, ForgeURL: forge, APIURL: cfg.Forge.APIURL})
+	if err != nil {
+		return plan.PlanInput{}, nil, err
+	}
+	for _, w := range src.Warnings {
+		c.warn(w)
+	}
+	if name == "" {
+		name = plan.DeriveNameFor(src)
+	}
+	if a := req.WorkspaceAccess; a != "" && a != config.AccessRW && a != config.AccessRO {
+		return plan.PlanInput{}, nil, fmt.Errorf("--workspace-access %q: use rw or ro", a)
+	}
+	for _, r := range req.Allow {
+		if err := config.ValidateRule(r); err != nil {
+			return plan.PlanInput{}, nil, fmt.Errorf("--allow: %w", err)
+		}
+	}
+	home, _ := os.UserHomeDir()
+	forbidden = ForbiddenMounts(home, req.ConfigFile, req.HostEnv["XDG_RUNTIME_DIR"])
+	mounts, err := ResolveMounts(cfg.Mounts, forbidden)
+	if err != nil {
+		return plan.PlanInput{}, nil, err
+	}
+	cfg.Agent.WorkspaceAccess = cmp.Or(req.WorkspaceAccess, cfg.Agent.WorkspaceAccess)
+	scopes, err := gatorScopes(req.Gator, &cfg, src, forge, req.HostEnv)
+	if err != nil {
+		return plan.PlanInput{}, nil, err
+	}
+	password, err := randomPassword()
+	if err != nil {
+		return plan.PlanInput{}, nil, err
+	}
+	in = plan.PlanInput{Name: name, Config: &cfg, Source: src, Image: req.Image, HostEnv: req.HostEnv, Allow: req.Allow,
+		Mounts: mounts, AgentPassword: password, Task: req.Task, NoVerify: req.NoVerify,
+		GatorScopes: scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
+	if len(src.LeftOut) > 0 {
+		c.warn(fmt.Sprintf("%d uncommitted path(s) in %s are not copied into the workspace: %s",
+			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5)))
+	}
+
+	return in, forbidden, nil
 }
 
 // randomPassword draws the agent's password: 128 bits, URL-safe.
