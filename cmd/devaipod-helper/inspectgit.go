@@ -122,11 +122,12 @@ func inspectGitConfig(file, name string, add func(string, ...any)) {
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, "[") {
 			head, rest, _ := strings.Cut(strings.TrimPrefix(line, "["), "]")
-			main, sub, hasSub := strings.Cut(strings.TrimSpace(head), " ")
-			section = strings.ToLower(main)
-			if hasSub || strings.Contains(main, ".") {
-				section = strings.ToLower(strings.SplitN(main, ".", 2)[0]) + ".*"
-				_ = sub
+			// [section], [section "subsection"] or the older
+			// [section.subsection]: subsections match as "*".
+			name, _, hasSub := strings.Cut(strings.TrimSpace(head), " ")
+			section = strings.ToLower(name)
+			if base, _, dotted := strings.Cut(section, "."); hasSub || dotted {
+				section = base + ".*"
 			}
 			line = strings.TrimSpace(rest) // a key may follow on the same line
 		}

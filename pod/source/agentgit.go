@@ -46,20 +46,19 @@ func AgentGitDir(ctx context.Context, dir, out string, mask []string) error {
 	if err := pack.Run(); err != nil {
 		return gitError("pack-objects", err, stderr.String())
 	}
-	index := gitCommand(ctx, "", "--git-dir="+out, "index-pack", "--stdin", "--keep=devaipod: masked objects left out")
+	index := gitCommand(ctx, "", "--git-dir="+out, "index-pack", "--stdin")
 	index.Stdin = &packData
 	outText, err := index.Output()
 	if err != nil {
 		return gitError("index-pack", err, "")
 	}
-	// index-pack prints "keep\t<hash>"; the .promisor file beside the
+	// index-pack prints "pack\t<hash>"; the .promisor file beside the
 	// pack marks its objects as a partial clone's.
 	_, hash, _ := strings.Cut(strings.TrimSpace(string(outText)), "\t")
 	promisor := filepath.Join(out, "objects", "pack", "pack-"+hash+".promisor")
 	if err := os.WriteFile(promisor, nil, 0o644); err != nil {
 		return err
 	}
-	os.Remove(strings.TrimSuffix(promisor, ".promisor") + ".keep")
 	for _, kv := range [][2]string{
 		{"core.bare", "false"},
 		{"core.repositoryformatversion", "1"},
