@@ -48,31 +48,56 @@ func EditPolicy(ctx context.Context, eng Engine, short, op, rule string) error {
 
 // AuditLog writes the audit records of pod short: the proxy's (one JSON
 // line per decision) and the gator's (one per call, with "kind":"gator"),
-// merged in time order, and their own diagnostics, which do not start with
-// "{". With follow, it goes on writing lines as they come.
+// merged in time order; lines that do not start with "{" are the sidecars'
+// own diagnostics. A running sidecar's records come from its audit log
+// file, which keeps the latest (see internal/auditlog); a stopped one's,
+// and those of a sidecar from before the files, from its container log,
+// which podman cuts at plan.LogSizeMax. With follow, the container logs
+// are written, then new lines as they come.
 func AuditLog(ctx context.Context, eng Engine, short string, follow bool, w io.Writer) error {
-	roles := []string{plan.RoleProxy, plan.RoleGator}
+	objs, err := eng.Objects(ctx, short)
+	if err != nil {
+		return err
+	}
+	sidecars := map[string]string{plan.RoleProxy: plan.ProxyAuditLog, plan.RoleGator: plan.GatorAuditLog}
+	var roles []string
+	running := map[string]bool{}
+	for _, role := range []string{plan.RoleProxy, plan.RoleGator} {
+		i := slices.IndexFunc(objs, func(o Object) bool { return o.Kind == KindContainer && o.Name == plan.ContainerName(short, role) })
+		if i >= 0 {
+			roles = append(roles, role)
+			running[role] = objs[i].State == "running"
+		}
+	}
+	if len(roles) == 0 {
+		return fmt.Errorf("pod %s has no proxy and no gator (its network mode is none or open, or the pod does not exist): %w", short, ErrNotFound)
+	}
 	logs := make([]bytes.Buffer, len(roles))
 	errs := make([]error, len(roles))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i, role := range roles {
-		var dst io.Writer = &logs[i]
-		if follow {
-			dst = &lockedWriter{mu: &mu, w: w}
-		}
+		ctr := plan.ContainerName(short, role)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = eng.Logs(ctx, plan.ContainerName(short, role), -1, follow, dst)
+			if follow {
+				errs[i] = eng.Logs(ctx, ctr, -1, true, &lockedWriter{mu: &mu, w: w})
+				return
+			}
+			if running[role] {
+				found, err := readAuditFile(ctx, eng, ctr, sidecars[role], &logs[i])
+				if found || err != nil {
+					errs[i] = err
+					return
+				}
+			}
+			errs[i] = eng.Logs(ctx, ctr, -1, false, &logs[i])
 		}()
 	}
 	wg.Wait()
-	if errors.Is(errs[0], ErrNotFound) && errors.Is(errs[1], ErrNotFound) {
-		return fmt.Errorf("pod %s has no proxy and no gator (its network mode is none or open, or the pod does not exist): %w", short, ErrNotFound)
-	}
 	if follow {
-		return errors.Join(ignoreNotFound(errs[0]), ignoreNotFound(errs[1]))
+		return errors.Join(errs...)
 	}
 	var lines []string
 	for i := range logs {
@@ -85,7 +110,27 @@ func AuditLog(ctx context.Context, eng Engine, short string, follow bool, w io.W
 			return err
 		}
 	}
-	return errors.Join(ignoreNotFound(errs[0]), ignoreNotFound(errs[1]))
+	return errors.Join(errs...)
+}
+
+// exitNoAuditLog is the helper's audit-log exit code when there is no file.
+const exitNoAuditLog = 3
+
+// readAuditFile writes a running sidecar's audit log file to w; false
+// when it has none (a sidecar from before the files).
+func readAuditFile(ctx context.Context, eng Engine, ctr, file string, w io.Writer) (bool, error) {
+	var stderr bytes.Buffer
+	code, out, err := eng.Exec(ctx, ctr, ExecSpec{Cmd: append([]string{plan.ProxyBin}, helperargs.AuditLog{Path: file}.Args()...), Stderr: &stderr})
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("read the audit log of %s: %w", ctr, err)
+	case code == exitNoAuditLog:
+		return false, nil
+	case code != 0:
+		return false, fmt.Errorf("read the audit log of %s: %s", ctr, strings.TrimSpace(stderr.String()))
+	}
+	_, err = io.WriteString(w, out)
+	return true, err
 }
 
 // recordTime is the "time" of a JSON audit line, "" for other lines.
@@ -97,13 +142,6 @@ func recordTime(line string) string {
 		return ""
 	}
 	return r.Time
-}
-
-func ignoreNotFound(err error) error {
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	return err
 }
 
 // lockedWriter serialises writes of whole lines from several streams.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/devaipod/devaipod/gator"
 	"github.com/devaipod/devaipod/gator/policy"
+	"github.com/devaipod/devaipod/internal/auditlog"
 	"github.com/devaipod/devaipod/internal/cmdline"
 	"github.com/devaipod/devaipod/internal/endpoint"
 
@@ -93,7 +94,7 @@ func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
 	fs.StringVar(&o.workspace, "workspace", "",
 		"the git work tree `DIR` whose HEAD push_branch pushes (mounted read-only); push_branch is off without it")
 	fs.Var(cmdline.ListFlag(&o.auditLogs, nil), "audit-log",
-		"append the JSON audit lines to `PATH` (repeatable; - is stdout; default stdout)")
+		"append the JSON audit lines to `PATH` (repeatable; - is stdout; default stdout); a file is moved aside to PATH.1 at 8 MiB")
 	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit records")
 	fs.Var(cmdline.ListFlag(&o.protected, policy.CheckProtectedPattern), "protected-path",
 		"a `PATTERN` of files no pushed commit may touch (repeatable; replaces the default CI definitions; dir/** for everything under dir)")
@@ -168,39 +169,6 @@ func readToken(file string, getenv func(string) string) (string, error) {
 	return "", errors.New("no GitHub token: give --token-file, or set GH_TOKEN or GITHUB_TOKEN")
 }
 
-// openAuditLogs opens the audit destinations; "-" is stdout. Files are
-// appended to, so a restarted gator keeps the earlier lines.
-func openAuditLogs(paths []string, stdout io.Writer) (io.Writer, func(), error) {
-	if len(paths) == 0 {
-		return stdout, func() {}, nil
-	}
-	var writers []io.Writer
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	for _, p := range paths {
-		if p == "-" {
-			writers = append(writers, stdout)
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("audit log: %w", err)
-		}
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("audit log: %w", err)
-		}
-		files = append(files, f)
-		writers = append(writers, f)
-	}
-	return io.MultiWriter(writers...), closeAll, nil
-}
-
 func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseGatorFlags(args, stderr)
 	if err != nil {
@@ -224,7 +192,7 @@ func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(err) // checked as flags already; kept for safety
 	}
-	audit, closeAudit, err := openAuditLogs(o.auditLogs, stdout)
+	audit, closeAudit, err := auditlog.OpenAll(o.auditLogs, stdout, auditlog.DefaultMaxBytes)
 	if err != nil {
 		return fail(err)
 	}

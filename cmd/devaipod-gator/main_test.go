@@ -286,7 +286,7 @@ func (s *syncBuf) String() string {
 func TestGatorArgsRoundTrip(t *testing.T) {
 	x := helperargs.Gator{Listen: "unix:/run/g.sock", Pod: "p", Workspace: "/workspaces/p", APIURL: "https://forge.example.test/api/v3/",
 		GitURL: "https://forge.example.test", Scopes: []string{"github:o/r:read", "github:o/*"}, TokenFile: "/run/devaipod/secrets/GH_TOKEN",
-		ProtectedPaths: []string{".github/**", "Makefile"}}
+		ProtectedPaths: []string{".github/**", "Makefile"}, AuditLogs: []string{"-", "/var/lib/g/audit.log"}}
 	var o gatorOptions
 	fs := newGatorFlagSet(&o)
 	fs.SetOutput(io.Discard)
@@ -295,7 +295,7 @@ func TestGatorArgsRoundTrip(t *testing.T) {
 	}
 	if o.listen.String() != x.Listen || o.pod != x.Pod || o.workspace != x.Workspace || o.apiURL != x.APIURL ||
 		o.gitURL != x.GitURL || !slices.Equal(o.scopes, x.Scopes) || o.tokenFile != x.TokenFile ||
-		!slices.Equal(o.protected, x.ProtectedPaths) || fs.NArg() != 0 {
+		!slices.Equal(o.protected, x.ProtectedPaths) || !slices.Equal(o.auditLogs, x.AuditLogs) || fs.NArg() != 0 {
 		t.Errorf("%+v", o)
 	}
 }

@@ -70,11 +70,20 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 		}
 	})
 	t.Run("proxy", func(t *testing.T) {
-		x := helperargs.Proxy{Listen: "unix:/run/p.sock", Pod: "p", PolicyFile: "/var/policy.json", Allow: []string{"api.example.test", "*.example.test:8443"}}
+		x := helperargs.Proxy{Listen: "unix:/run/p.sock", Pod: "p", PolicyFile: "/var/policy.json", Allow: []string{"api.example.test", "*.example.test:8443"},
+			AuditLogs: []string{"-", "/var/audit.log"}}
 		var o proxyOptions
 		parseAs(t, newProxyFlagSet(&o), x.Args(), "proxy")
-		if o.listen.String() != x.Listen || o.pod != x.Pod || o.policyFile != x.PolicyFile || !slices.Equal(o.allow, x.Allow) {
+		if o.listen.String() != x.Listen || o.pod != x.Pod || o.policyFile != x.PolicyFile || !slices.Equal(o.allow, x.Allow) ||
+			!slices.Equal(o.auditLogs, x.AuditLogs) {
 			t.Errorf("%+v", o)
+		}
+	})
+	t.Run("audit-log", func(t *testing.T) {
+		x := helperargs.AuditLog{Path: "/var/audit.log"}
+		rest := parseAs(t, newAuditLogFlagSet(), x.Args(), "audit-log")
+		if !slices.Equal(rest, []string{x.Path}) {
+			t.Errorf("args %q", rest)
 		}
 	})
 	t.Run("policy", func(t *testing.T) {

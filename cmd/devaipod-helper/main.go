@@ -72,6 +72,8 @@ var commands = []command{
 		func() *flag.FlagSet { return newVerifyFlagSet(&verifyOptions{}) }, runVerify},
 	{"inspect-git", "REPOSITORY", "report what in REPOSITORY/.git could make git run a program (devaipod verify)",
 		newInspectGitFlagSet, withoutContext(runInspectGit)},
+	{"audit-log", "PATH", "print a sidecar's audit log, the file moved aside first (devaipod audit)",
+		newAuditLogFlagSet, withoutContext(runAuditLog)},
 	{"version", "", "print the version", newVersionFlagSet, withoutContext(runVersion)},
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/devaipod/devaipod/proxy/rule"
 
+	"github.com/devaipod/devaipod/internal/auditlog"
 	"github.com/devaipod/devaipod/internal/cmdline"
 	"github.com/devaipod/devaipod/internal/endpoint"
 	"github.com/devaipod/devaipod/proxy"
@@ -26,6 +27,7 @@ type proxyOptions struct {
 	policyFile  string
 	maxTunnels  int
 	idleTimeout time.Duration
+	auditLogs   []string
 	verbose     bool
 }
 
@@ -40,6 +42,8 @@ func newProxyFlagSet(o *proxyOptions) *flag.FlagSet {
 	fs.IntVar(&o.maxTunnels, "max-tunnels", proxy.DefaultMaxTunnels, "most CONNECT tunnels open at once")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", proxy.DefaultIdleTimeout,
 		"close a tunnel after this long without traffic in either direction")
+	fs.Var(cmdline.ListFlag(&o.auditLogs, nil), "audit-log",
+		"write the JSON audit lines to `PATH` (repeatable; - is stdout; default stdout); a file is moved aside to PATH.1 at 8 MiB")
 	fs.BoolVar(&o.verbose, "v", false, "log debug messages")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper proxy --listen unix:PATH|tcp:HOST:PORT --pod NAME
@@ -63,7 +67,7 @@ and the policy file's deny list does not. Rules:
 The policy file is JSON, {"allow": [RULE...], "deny": [RULE...]}, reread
 when it changes. A unix socket's directory is created, a stale socket
 replaced, and the socket made mode 0666. One JSON audit line per decision
-goes to stdout; messages go to stderr.
+goes to each --audit-log (stdout by default); messages go to stderr.
 
 The proxy runs with GOMAXPROCS=1 and GOGC=50, and restarts itself once, as
 it starts, with GODEBUG=schedtrace=2147483647, which keeps Go's monitor thread
@@ -114,11 +118,17 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// proxy.TuneRuntime.
 	defer proxy.TuneRuntime(os.Getenv)()
 
+	audit, closeAudit, err := auditlog.OpenAll(o.auditLogs, stdout, auditlog.DefaultMaxBytes)
+	if err != nil {
+		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
+		return 1
+	}
+	defer closeAudit()
 	srv, err := proxy.New(proxy.Options{
 		Pod:         o.pod,
 		Allow:       o.allow,
 		PolicyFile:  o.policyFile,
-		Audit:       stdout,
+		Audit:       audit,
 		Logger:      logger,
 		MaxTunnels:  o.maxTunnels,
 		IdleTimeout: o.idleTimeout,

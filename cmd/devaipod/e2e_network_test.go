@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -188,6 +189,24 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 		r = mustDevaipod(t, nil, "audit", name, "--denied")
 		if strings.Contains(r.stdout, "\tallow\t") || strings.Contains(r.stdout, " allow ") || !strings.Contains(r.stdout, "deny") {
 			t.Errorf("audit --denied:\n%s", r.stdout)
+		}
+	})
+	t.Run("the audit is a bounded file out of the agent's reach, and outlives a stop", func(t *testing.T) {
+		if r := agent("ls /var/lib/devaipod/proxy 2>&1; find / -name audit.log 2>/dev/null"); strings.Contains(r.stdout, "audit.log") {
+			t.Errorf("the agent sees the proxy's audit log: %s", r)
+		}
+		file, err := exec.Command("podman", "exec", "devaipod-"+name+"-proxy", "/devaipod-helper", "audit-log", "/var/lib/devaipod/proxy/audit.log").CombinedOutput()
+		if err != nil || !strings.Contains(string(file), `"host":"denied.test"`) {
+			t.Fatalf("the proxy's audit log file: %v\n%s", err, file)
+		}
+		running := mustDevaipod(t, nil, "audit", name, "-o", "json")
+		if got, want := strings.Count(running.stdout, `"event":"request"`), strings.Count(string(file), `"event":"request"`); got != want || got == 0 {
+			t.Errorf("audit shows %d request records, the file holds %d", got, want)
+		}
+		mustDevaipod(t, nil, "stop", name)
+		stopped := mustDevaipod(t, nil, "audit", name, "-o", "json")
+		if stopped.stdout != running.stdout {
+			t.Errorf("audit of the stopped pod (its container log) differs from the file's:\n%s\nwant\n%s", stopped.stdout, running.stdout)
 		}
 	})
 }

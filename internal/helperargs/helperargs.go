@@ -135,6 +135,9 @@ type Proxy struct {
 	Pod        string
 	PolicyFile string
 	Allow      []string
+	// AuditLogs are where the audit records go: "-" is stdout, anything
+	// else a file bounded in size (see AuditLog).
+	AuditLogs []string
 }
 
 func (x Proxy) Args() []string {
@@ -143,8 +146,14 @@ func (x Proxy) Args() []string {
 	a.str("pod", x.Pod)
 	a.str("policy-file", x.PolicyFile)
 	a.list("allow", x.Allow)
+	a.list("audit-log", x.AuditLogs)
 	return a
 }
+
+// AuditLog prints the audit log file a sidecar writes at Path.
+type AuditLog struct{ Path string }
+
+func (x AuditLog) Args() []string { return []string{"audit-log", x.Path} }
 
 // Policy changes (Op: allow, deny, remove) or shows (Op: show) the proxy's
 // policy file.
@@ -239,6 +248,7 @@ type Gator struct {
 	TokenFile string
 	// ProtectedPaths replace the gator's default protected paths.
 	ProtectedPaths []string
+	AuditLogs      []string // as Proxy's
 }
 
 func (x Gator) Args() []string {
@@ -251,5 +261,6 @@ func (x Gator) Args() []string {
 	a.list("scope", x.Scopes)
 	a.str("token-file", x.TokenFile)
 	a.list("protected-path", x.ProtectedPaths)
+	a.list("audit-log", x.AuditLogs)
 	return a
 }

@@ -22,8 +22,8 @@ var mayImport = map[string][]string{
 	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "gator/policy", "proxy"},
 	"cmd/devaipod/internal/fakellm": {},
 	// The binaries of the helper image: never the library, nor podman.
-	"cmd/devaipod-helper": {"proxy", "proxy/rule", "internal/cmdline", "internal/endpoint", "internal/helperargs", "internal/size"},
-	"cmd/devaipod-gator":  {"gator", "gator/policy", "internal/cmdline", "internal/endpoint", "internal/helperargs"},
+	"cmd/devaipod-helper": {"proxy", "proxy/rule", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs", "internal/size"},
+	"cmd/devaipod-gator":  {"gator", "gator/policy", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs"},
 	// The library: orchestration over the Engine interface.
 	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "internal/helperargs"},
 	"pod/podman":       {"pod", "pod/plan", "internal/size"},
@@ -37,6 +37,7 @@ var mayImport = map[string][]string{
 	"gator":        {"gator/policy"},
 	"gator/policy": {},
 	// Shared leaves: the standard library only.
+	"internal/auditlog":   {},
 	"internal/cmdline":    {},
 	"internal/endpoint":   {},
 	"internal/helperargs": {},

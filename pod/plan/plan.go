@@ -28,6 +28,12 @@ const (
 	GatorSocketDir  = "/run/devaipod/gator"
 	GatorSocket     = GatorSocketDir + "/gator.sock"
 	GatorStateDir   = "/var/lib/devaipod/gator"
+	// ProxyAuditLog and GatorAuditLog are the sidecars' audit records in
+	// their state volumes, moved aside to NAME.1 at a bound (see
+	// internal/auditlog); the same records go to the container's log,
+	// which devaipod audit --follow reads.
+	ProxyAuditLog = ProxyStateDir + "/audit.log"
+	GatorAuditLog = GatorStateDir + "/audit.log"
 	// GatorAddr is where the agent reaches the gator's MCP server (its
 	// init bridges it to GatorSocket).
 	GatorAddr = "127.0.0.1:8765"

@@ -29,7 +29,7 @@ var ErrNoToken = errors.New("no forge token")
 func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 	args := helperargs.Gator{Listen: "unix:" + GatorSocket, Pod: b.short, Workspace: b.workdir,
 		APIURL: b.in.GatorAPIURL, GitURL: b.in.GatorGitURL, Scopes: b.in.GatorScopes,
-		ProtectedPaths: b.cfg.Gator.GitHub.ProtectedPaths}
+		ProtectedPaths: b.cfg.Gator.GitHub.ProtectedPaths, AuditLogs: []string{"-", GatorAuditLog}}
 	secrets := map[string]string{}
 	for _, v := range TokenVars {
 		if name, ok := secretEnv[v]; ok {
@@ -69,7 +69,8 @@ func (b *builder) connectGator(agent *ContainerSpec) {
 func (b *builder) proxy(allow []string) ContainerSpec {
 	// The proxy runs the helper image's binary at its root (the
 	// image, not a mount of it).
-	proxy := helperargs.Proxy{Listen: "unix:" + ProxySocket, Pod: b.short, PolicyFile: ProxyPolicy, Allow: allow}
+	proxy := helperargs.Proxy{Listen: "unix:" + ProxySocket, Pod: b.short, PolicyFile: ProxyPolicy, Allow: allow,
+		AuditLogs: []string{"-", ProxyAuditLog}}
 	return b.sidecar(RoleProxy, ProxyUID, ProxyLimits, append([]string{ProxyBin}, proxy.Args()...),
 		Mount{Volume: ObjectName(b.short, VolumeProxySock), Dest: ProxySocketDir},
 		Mount{Volume: ObjectName(b.short, VolumeProxyState), Dest: ProxyStateDir})
