@@ -315,6 +315,11 @@ func copyAgentGit(ctx context.Context, eng Engine, container, tree string, mask 
 	if err := source.AgentGitDir(ctx, tree, tmp, mask); err != nil {
 		return fmt.Errorf("make the agent's git directory: %w", err)
 	}
+	// The tar's root entry is the volume's root: MkdirTemp's 0700 would
+	// shut out the gator, another uid, which pushes the agent's commits.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(source.TarGitDir(pw, tmp, plan.AgentUID, plan.AgentGID)) }()
 	err = eng.CopyInto(ctx, container, plan.AgentGitCopyDir, pr)

@@ -14,10 +14,12 @@ import (
 // reorder what they read (Unicode's bidirectional controls).
 
 // hidden tells the runes that printable escapes: C0 controls but tab, DEL,
-// C1 controls, and the bidirectional embeddings, overrides and isolates.
+// C1 controls, the bidirectional embeddings, overrides and isolates, and
+// the zero-width characters.
 func hidden(r rune) bool {
 	return (r < 0x20 && r != '\t') || (r >= 0x7f && r < 0xa0) ||
-		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c
+		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c ||
+		(r >= 0x200b && r <= 0x200d) || r == 0x2060 || r == 0xfeff // zero-width: "main\u200b" looks like main
 }
 
 // printable returns s with the hidden runes and invalid UTF-8 shown as Go

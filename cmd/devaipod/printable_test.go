@@ -12,6 +12,7 @@ func TestPrintable(t *testing.T) {
 		"evil\x1b]0;pwned\x07.test":      `evil\x1b]0;pwned\x07.test`,
 		"a\rb\x7fc\u009bd":               `a\x0db\x7fc\u009bd`,
 		"agent/\u202eexe.txt":            `agent/\u202eexe.txt`,
+		"main\u200b, \ufeffx":            `main\u200b, \ufeffx`,
 		"tab\tok, ünïcödé ok":            "tab\tok, ünïcödé ok",
 		"bad \xff utf-8, real \uFFFD ok": `bad \xff utf-8, real ` + "\uFFFD" + ` ok`,
 	} {

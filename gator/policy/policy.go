@@ -50,11 +50,14 @@ var DefaultProtectedPaths = []string{
 
 // Protected tells whether a repository path matches one of patterns: a
 // path.Match pattern of the whole path, or "dir/**" for everything under
-// dir.
+// dir. A path that names dir itself or a folder above it is protected too:
+// in a pushed tree it can only be a file, a symlink or a submodule that
+// takes the folder's place (.github/workflows as a symlink to a folder of
+// the agent's choosing).
 func Protected(patterns []string, name string) bool {
 	for _, p := range patterns {
 		if dir, ok := strings.CutSuffix(p, "/**"); ok {
-			if strings.HasPrefix(name, dir+"/") {
+			if strings.HasPrefix(name, dir+"/") || coversAncestor(strings.Split(dir, "/"), strings.Split(name, "/")) {
 				return true
 			}
 		} else if ok, _ := path.Match(p, name); ok {
@@ -62,6 +65,20 @@ func Protected(patterns []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// coversAncestor tells whether name is the folder dir, or a folder above
+// it, component by component (dir's may be patterns).
+func coversAncestor(dir, name []string) bool {
+	if len(name) > len(dir) {
+		return false
+	}
+	for i, n := range name {
+		if ok, _ := path.Match(dir[i], n); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckProtectedPattern checks a protected-path pattern as configured.

@@ -166,3 +166,29 @@ func TestGranted(t *testing.T) {
 		t.Errorf("Granted(x/y) = %v, want %v", got, want)
 	}
 }
+
+func TestProtected(t *testing.T) {
+	for name, want := range map[string]bool{
+		".github/workflows/ci.yml":   true,
+		".github/workflows/a/b.yml":  true,
+		".github/workflows":          true, // a symlink or submodule in the folder's place
+		".github":                    true, // the same, one level up
+		".github/CODEOWNERS":         false,
+		".github/workflowsx":         false,
+		"Jenkinsfile":                true,
+		"sub/Jenkinsfile":            false,
+		".gitlab-ci.yml":             true,
+		"docs/.github/workflows/x":   false,
+		".circleci":                  true,
+		"src/main.go":                false,
+		".buildkite/pipeline.yml":    true,
+		".azure-pipelines/steps.yml": true,
+	} {
+		if got := Protected(DefaultProtectedPaths, name); got != want {
+			t.Errorf("Protected(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if !Protected([]string{"ci/*/**"}, "ci/x") || Protected([]string{"ci/*/**"}, "cd") {
+		t.Error("a pattern folder's ancestors")
+	}
+}
