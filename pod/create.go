@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"os"
@@ -248,8 +249,18 @@ func (c *creation) input(ctx context.Context) (in plan.PlanInput, forbidden []st
 	if err != nil {
 		return plan.PlanInput{}, nil, err
 	}
+	salt, err := randomPassword()
+	if err != nil {
+		return plan.PlanInput{}, nil, err
+	}
+	upstreamCA, err := readUpstreamCA(cfg.Network.UpstreamCA)
+	if err != nil {
+		return plan.PlanInput{}, nil, err
+	}
 	in = plan.PlanInput{Name: name, Config: &cfg, Source: src, Image: req.Image, HostEnv: req.HostEnv, Allow: req.Allow,
 		Mounts: mounts, AgentPassword: password, Task: req.Task, NoVerify: req.NoVerify,
+		// Placeholders take [A-Za-z0-9]: the password's alphabet, less two.
+		PlaceholderSalt: strings.NewReplacer("-", "", "_", "").Replace(salt), UpstreamCA: upstreamCA,
 		GatorScopes: scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
 	if len(src.LeftOut) > 0 {
 		c.warn(fmt.Sprintf("%d uncommitted path(s) in %s are not copied into the workspace: %s",
@@ -257,6 +268,25 @@ func (c *creation) input(ctx context.Context) (in plan.PlanInput, forbidden []st
 	}
 
 	return in, forbidden, nil
+}
+
+// readUpstreamCA reads [network] upstream_ca's PEM files into one.
+func readUpstreamCA(files []string) (string, error) {
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("[network] upstream_ca: %w", err)
+		}
+		if block, _ := pem.Decode(data); block == nil || block.Type != "CERTIFICATE" {
+			return "", fmt.Errorf("[network] upstream_ca: %s holds no PEM certificate", f)
+		}
+		b.Write(data)
+		if !strings.HasSuffix(b.String(), "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String(), nil
 }
 
 // randomPassword draws the agent's password: 128 bits, URL-safe.

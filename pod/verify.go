@@ -22,8 +22,9 @@ var ErrVerifyFailed = errors.New("a containment check failed")
 // Verify runs the pod's battery of attacks in its agent container (the
 // helper's verify, with the arguments up recorded in the pod's label) and
 // writes the report to w as format says (text or json). The workspace's
-// trusted values go in as SHA-256 hashes on the battery's standard input,
-// so that it can look for them without learning them. It returns
+// trusted values and the proxy's credentials go in as SHA-256 hashes on
+// the battery's standard input, so that it can look for them without
+// learning them. It returns
 // ErrVerifyFailed when a row FAILed.
 func Verify(ctx context.Context, eng Engine, short string, fast bool, format string, w io.Writer) error {
 	o, err := RunningPod(ctx, eng, short, plan.RoleAgent)
@@ -53,6 +54,24 @@ func Verify(ctx context.Context, eng Engine, short string, fast bool, format str
 		}
 		run.SecretVars = append(run.SecretVars, name)
 		fmt.Fprintln(&hashes, hash)
+	}
+	// The credentials' values, which only the proxy holds: by hash too,
+	// without names (the agent's variables of those names hold the
+	// placeholders, by design).
+	if slices.Contains(args, "--credential-var") {
+		code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleProxy),
+			ExecSpec{Cmd: append([]string{plan.ProxyBin}, helperargs.SecretEnv{Dir: plan.SecretDir, PrintHashes: true}.Args()...)})
+		if err == nil && code != 0 {
+			err = errors.New(strings.TrimSpace(out))
+		}
+		if err != nil {
+			return fmt.Errorf("read the credentials' values in the proxy: %w", err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if name, hash, ok := strings.Cut(line, " "); ok && name != plan.UpstreamCAVar {
+				fmt.Fprintln(&hashes, hash)
+			}
+		}
 	}
 	// The workspace's .git, which the agent cannot see: inspected there
 	// with file reads (no git runs), the findings go into the battery.

@@ -34,15 +34,17 @@ const (
 	ReasonUpstreamError  = "upstream-error"  // allowed, but connecting or talking to the server failed
 	ReasonIdleTimeout    = "idle-timeout"    // allowed tunnel closed after no traffic for the idle timeout
 	ReasonShutdown       = "shutdown"        // allowed tunnel closed because the proxy stopped
+	ReasonCredentialHost = "credential-host" // a credential's placeholder on its way to a host it is not bound to, or in plain HTTP
 )
 
 // Record is one line of the audit log: JSON, one object per line, written
 // to the proxy container's stdout. Request records (Event "request") are
-// written once per decision: for an allowed CONNECT when its tunnel closes,
-// otherwise when the answer has been sent. They always carry method, host,
-// port, decision, status, bytes_up, bytes_down and duration_ms; rule, reason
-// and detail only when set. Policy records (Event "policy") carry file,
-// allow, deny and error instead.
+// written once per decision: for an allowed CONNECT when its tunnel (or
+// interception) closes, otherwise when the answer has been sent; each
+// request inside an intercepted CONNECT has its own. They always carry
+// method, host, port, decision, status, bytes_up, bytes_down and
+// duration_ms; rule, reason, detail and credentials only when set. Policy
+// records (Event "policy") carry file, allow, deny and error instead.
 type Record struct {
 	Time  string `json:"time"` // RFC 3339 with nanoseconds, UTC
 	Pod   string `json:"pod"`
@@ -61,6 +63,9 @@ type Record struct {
 	BytesUp    int64  `json:"bytes_up"`         // client to server: request body, or tunnel bytes
 	BytesDown  int64  `json:"bytes_down"`       // server to client: response body, or tunnel bytes (0 when the proxy answered itself)
 	DurationMS int64  `json:"duration_ms"`
+	// Credentials are the names of the credentials put into an intercepted
+	// request (see Credential); never their values.
+	Credentials []string `json:"credentials,omitempty"`
 
 	File  string   `json:"file,omitempty"`  // the policy file
 	Allow []string `json:"allow,omitempty"` // every allow rule in force (base and file)
@@ -73,20 +78,21 @@ type Record struct {
 // requestLine and policyLine are what Record marshals to: each event with
 // its own fields and nothing else.
 type requestLine struct {
-	Time       string `json:"time"`
-	Pod        string `json:"pod"`
-	Event      string `json:"event"`
-	Method     string `json:"method"`
-	Host       string `json:"host"`
-	Port       int    `json:"port"`
-	Decision   string `json:"decision"`
-	Rule       string `json:"rule,omitempty"`
-	Reason     string `json:"reason,omitempty"`
-	Detail     string `json:"detail,omitempty"`
-	Status     int    `json:"status"`
-	BytesUp    int64  `json:"bytes_up"`
-	BytesDown  int64  `json:"bytes_down"`
-	DurationMS int64  `json:"duration_ms"`
+	Time        string   `json:"time"`
+	Pod         string   `json:"pod"`
+	Event       string   `json:"event"`
+	Method      string   `json:"method"`
+	Host        string   `json:"host"`
+	Port        int      `json:"port"`
+	Decision    string   `json:"decision"`
+	Rule        string   `json:"rule,omitempty"`
+	Reason      string   `json:"reason,omitempty"`
+	Detail      string   `json:"detail,omitempty"`
+	Status      int      `json:"status"`
+	BytesUp     int64    `json:"bytes_up"`
+	BytesDown   int64    `json:"bytes_down"`
+	DurationMS  int64    `json:"duration_ms"`
+	Credentials []string `json:"credentials,omitempty"`
 }
 
 type policyLine struct {
@@ -114,7 +120,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	return json.Marshal(requestLine{
 		Time: r.Time, Pod: r.Pod, Event: r.Event, Method: r.Method, Host: r.Host, Port: r.Port,
 		Decision: r.Decision, Rule: r.Rule, Reason: r.Reason, Detail: r.Detail, Status: r.Status,
-		BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMS: r.DurationMS,
+		BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMS: r.DurationMS, Credentials: r.Credentials,
 	})
 }
 
@@ -201,6 +207,16 @@ func appendRequestLine(b []byte, t time.Time, pod string, r *Record) []byte {
 	b = strconv.AppendInt(b, r.BytesDown, 10)
 	b = append(b, `,"duration_ms":`...)
 	b = strconv.AppendInt(b, r.DurationMS, 10)
+	if len(r.Credentials) > 0 {
+		b = append(b, `,"credentials":[`...)
+		for i, name := range r.Credentials {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, name)
+		}
+		b = append(b, ']')
+	}
 	return append(b, "}\n"...)
 }
 

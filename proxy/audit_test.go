@@ -42,7 +42,12 @@ func TestAppendRequestLine(t *testing.T) {
 	}
 	for _, s := range oddStrings {
 		records = append(records, Record{Event: EventRequest, Method: s, Host: s, Decision: s, Rule: s, Reason: s, Detail: s, Port: 1, Status: 599})
+		records = append(records, Record{Event: EventRequest, Method: "GET", Credentials: []string{s, "ANTHROPIC_API_KEY", s}})
 	}
+	records = append(records,
+		Record{Event: EventRequest, Method: "POST", Host: "api.example.test", Port: 443, Decision: DecisionAllow,
+			Rule: "api.example.test", Status: 200, BytesUp: 1, BytesDown: 2, DurationMS: 3, Credentials: []string{"ANTHROPIC_API_KEY"}},
+		Record{Event: EventRequest, Credentials: []string{}})
 	for _, when := range []time.Time{when, when.Truncate(time.Second), when.Truncate(time.Millisecond), time.Now()} {
 		for _, pod := range []string{"demo", "", "p\"o<d>"} {
 			for _, r := range records {

@@ -16,19 +16,23 @@ import (
 // record writes x's audit line. reason, if set, overrides x.reason (a
 // tunnel's end).
 func (s *Server) record(x *exchange, up, down int64, reason string) {
+	if x.unaudited {
+		return
+	}
 	r := Record{
-		Event:      EventRequest,
-		Method:     x.method,
-		Host:       x.host,
-		Port:       x.port,
-		Decision:   DecisionDeny,
-		Rule:       x.rule,
-		Reason:     x.reason,
-		Detail:     x.detail,
-		Status:     x.status,
-		BytesUp:    up,
-		BytesDown:  down,
-		DurationMS: time.Since(x.start).Milliseconds(),
+		Event:       EventRequest,
+		Method:      x.method,
+		Host:        x.host,
+		Port:        x.port,
+		Decision:    DecisionDeny,
+		Rule:        x.rule,
+		Reason:      x.reason,
+		Detail:      x.detail,
+		Status:      x.status,
+		BytesUp:     up,
+		BytesDown:   down,
+		DurationMS:  time.Since(x.start).Milliseconds(),
+		Credentials: x.credentials,
 	}
 	if x.allow {
 		r.Decision = DecisionAllow
@@ -105,6 +109,17 @@ func (r *countingReader) count() int64 {
 		return 0
 	}
 	return r.n.Load()
+}
+
+// scrubbedDebug writes log lines (of a log.Logger) to the server's log at the
+// debug level, with credentials' values scrubbed.
+type scrubbedDebug struct{ s *Server }
+
+func (d scrubbedDebug) Write(p []byte) (int, error) {
+	if d.s.log.Enabled(context.Background(), slog.LevelDebug) {
+		d.s.log.Debug(d.s.creds.scrub(strings.TrimSpace(string(p))))
+	}
+	return len(p), nil
 }
 
 // goproxyLogger sends goproxy's messages (its warnings are mostly about

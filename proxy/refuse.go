@@ -38,7 +38,7 @@ var errShuttingDown = errors.New("the proxy is shutting down")
 // own tunnel path gets here.
 func (s *Server) connectError(w io.Writer, ctx *goproxy.ProxyCtx, err error) {
 	x := exchangeOf(ctx.Req)
-	if x == nil || x.tunnel != nil {
+	if x == nil || x.served != nil {
 		// goproxy also calls this for copy errors inside its tunnels;
 		// never write into a tunnel.
 		return
@@ -92,7 +92,7 @@ func (s *Server) upstreamFailed(x *exchange, err error) {
 		x.suggest = rule.Rule{Addr: be.Addr, Port: x.port}.String()
 		return
 	}
-	s.log.Debug("upstream failed", "host", x.host, "port", x.port, "err", err)
+	s.log.Debug("upstream failed", "host", x.host, "port", x.port, "err", s.creds.scrub(err.Error()))
 	x.status, x.reason, x.detail = http.StatusBadGateway, ReasonUpstreamError, describeError(err)
 }
 
@@ -127,15 +127,25 @@ func describeError(err error) string {
 }
 
 // serveNonProxy answers requests that are not proxy requests (a path
-// instead of an absolute URL).
+// instead of an absolute URL): the certificate authority at CAPath, a
+// refusal otherwise.
 func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	x := exchangeOf(r)
 	if x == nil {
 		x = &exchange{}
 	}
 	x.host = shorten(r.Host, 255)
+	if r.URL.Path == CAPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		s.serveCA(w, r, x)
+		return
+	}
 	x.refuse(http.StatusBadRequest, ReasonBadRequest, "not a proxy request: the request target must be an absolute URL")
-	resp := s.refusal(r, x)
+	s.writeRefusal(w, r, x)
+}
+
+// writeRefusal writes the refusal of req (see refusal) to w.
+func (s *Server) writeRefusal(w http.ResponseWriter, req *http.Request, x *exchange) {
+	resp := s.refusal(req, x)
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
@@ -196,6 +206,8 @@ func (s *Server) message(x *exchange) string {
 		return fmt.Sprintf("devaipod proxy: pod %s has %d tunnels open, the limit; try again later.\n", pod, s.opts.MaxTunnels)
 	case ReasonUpstreamError:
 		return fmt.Sprintf("devaipod proxy: cannot reach %s: %s.\n", target, x.detail)
+	case ReasonCredentialHost:
+		return fmt.Sprintf("devaipod proxy: request to %s refused, nothing was sent: %s.\n", target, x.detail)
 	default:
 		return fmt.Sprintf("devaipod proxy: bad request: %s.\n", x.detail)
 	}

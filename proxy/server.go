@@ -17,6 +17,17 @@
 // policy file (see Policy) that EditPolicyFile changes while the proxy
 // runs.
 //
+// The proxy does not look inside a CONNECT tunnel, with one exception:
+// credentials (see Credential). The agent holds a placeholder for each; a
+// CONNECT to a host that a credential is bound to is intercepted: the
+// proxy terminates its TLS with a certificate of an authority of its own,
+// made fresh in memory at start, constrained to the bound hosts, and served
+// to the agent at CAPath (see Server.CACertPEM). It puts the real values in
+// place of the placeholders in the headers of the HTTP/1.1 requests inside,
+// and forwards them over TLS that it verifies to the CONNECT's host. A
+// request that carries a placeholder to any other host, or in plain HTTP,
+// is refused. Every other host stays an opaque tunnel.
+//
 // The package has no dependency on podman: it runs in the helper binary.
 package proxy
 
@@ -27,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -54,6 +66,10 @@ const (
 // requests still in their handlers.
 const shutdownWait = 5 * time.Second
 
+// keepAliveTimeout closes a client connection that waits for its next
+// request this long.
+const keepAliveTimeout = 2 * time.Minute
+
 // Options configure a Server. Zero values mean the defaults.
 type Options struct {
 	// Pod is the pod's name, used in the audit and in the 403 text
@@ -72,9 +88,12 @@ type Options struct {
 	// it to map names without /etc/hosts.
 	Resolver Resolver
 	// RootCAs verify the servers of https:// requests sent to the proxy as
-	// plain HTTP (the proxy does not look inside CONNECT tunnels); nil
-	// means the system roots.
+	// plain HTTP and of intercepted hosts (see Credentials); nil means the
+	// system roots.
 	RootCAs *x509.CertPool
+	// Credentials are put into the requests to their hosts (see
+	// Credential).
+	Credentials []Credential
 	// MaxTunnels caps the CONNECT tunnels open at once; beyond it a CONNECT
 	// gets 503.
 	MaxTunnels int
@@ -125,22 +144,38 @@ type Server struct {
 	guard  *guard
 	gp     *goproxy.ProxyHttpServer
 	// acceptTunnel is allowConnect's answer to an allowed CONNECT: goproxy
-	// hijacks the connection and hands it to serveTunnel.
-	acceptTunnel *goproxy.ConnectAction
+	// hijacks the connection and hands it to serveTunnel; acceptIntercept
+	// the answer to one that credentials are bound to (serveIntercept).
+	acceptTunnel, acceptIntercept *goproxy.ConnectAction
+	creds                         *credentials // nil when none
+	ca                            *authority   // nil without credentials
+	// errorLog is the debug log of the http.Servers and ReverseProxies of
+	// interceptions, with credentials' values scrubbed.
+	errorLog *log.Logger
 
 	openTunnels atomic.Int64 // reserved tunnel slots
 
 	mu       sync.Mutex
 	serving  bool
 	closing  bool
-	tunnels  map[*tunnel]struct{}
+	tunnels  map[hijacked]struct{}
 	conns    map[net.Conn]struct{} // connections whose CONNECT request serveConn reads
 	handlers sync.WaitGroup        // ServeHTTP calls in progress
-	tunnelWG sync.WaitGroup        // tunnels not yet ended
+	tunnelWG sync.WaitGroup        // tunnels and interceptions not yet ended
 }
 
-// New checks opts, reads the policy file and returns a server. A bad rule or
-// a malformed policy file is an error.
+// hijacked serves an allowed CONNECT after its 200: a tunnel or an
+// interception. It audits the CONNECT when it ends; Serve ends those still
+// open when it stops.
+type hijacked interface {
+	// end closes the connections, once; reason is the audit reason
+	// (empty for a normal end).
+	end(reason string)
+}
+
+// New checks opts, reads the policy file and returns a server. A bad rule, a
+// bad credential or a malformed policy file is an error. With credentials,
+// it makes the certificate authority of intercepted hosts.
 func New(opts Options) (*Server, error) {
 	opts = opts.withDefaults()
 	switch {
@@ -153,12 +188,23 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	creds, err := compileCredentials(opts.Credentials)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		opts:    opts,
 		log:     opts.Logger,
 		audit:   &auditor{pod: opts.Pod, log: opts.Logger, w: opts.Audit},
-		tunnels: make(map[*tunnel]struct{}),
+		creds:   creds,
+		tunnels: make(map[hijacked]struct{}),
 		conns:   make(map[net.Conn]struct{}),
+	}
+	if creds != nil {
+		if s.ca, err = newAuthority(opts.Pod, creds.rules()); err != nil {
+			return nil, fmt.Errorf("make the certificate authority: %w", err)
+		}
+		s.errorLog = log.New(scrubbedDebug{s}, "", 0)
 	}
 	s.policy, err = newPolicySource(base, opts.PolicyFile, opts.PolicyCheckInterval, s.policyChanged)
 	if err != nil {
@@ -170,6 +216,7 @@ func New(opts Options) (*Server, error) {
 		exempt:   func(a netip.Addr, port int) bool { return s.policy.current().allowsAddr(a, port) },
 	}
 	s.acceptTunnel = &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: s.serveTunnel}
+	s.acceptIntercept = &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: s.serveIntercept}
 	s.gp = s.newGoproxy()
 	return s, nil
 }
@@ -189,7 +236,8 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 	gp.NonproxyHandler = http.HandlerFunc(s.serveNonProxy)
 	// Not goproxy's default, which skips nothing in v1.9.2 but follows
 	// HTTP(S)_PROXY from the environment: the proxy dials directly, through
-	// the guard, and verifies TLS.
+	// the guard, and verifies TLS. Interceptions use it too; it speaks
+	// HTTP/1.1 only (a TLS config of its own and no ForceAttemptHTTP2).
 	gp.Tr = &http.Transport{
 		Proxy:                 nil,
 		DialContext:           s.guard.dialContext,
@@ -236,14 +284,21 @@ type exchange struct {
 	reason  string
 	detail  string
 	status  int
-	suggest string // the rule that would allow the address, for private-address
-	slot    bool   // holds a tunnel slot
-	tunnel  *tunnel
+	suggest string   // the rule that would allow the address, for private-address
+	slot    bool     // holds a tunnel slot
+	served  hijacked // serves an allowed CONNECT after its 200, and audits it
+	// bound are the credentials bound to a CONNECT's host and port (it is
+	// intercepted); credentials the names of those put into a request.
+	bound       []*credential
+	credentials []string
 	// fast: serveConn read the request (a CONNECT); early are the bytes
 	// the client sent after it without waiting for the answer, which the
-	// tunnel sends first.
+	// tunnel sends first (an interception reads them first).
 	fast  bool
 	early []byte
+	// unaudited: the proxy's own answer that is not a decision on egress
+	// (its CA for the agent).
+	unaudited bool
 }
 
 type exchangeKey struct{}
@@ -280,8 +335,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if r.Method == http.MethodConnect {
 		s.gp.ServeHTTP(w, r)
-		if x.tunnel != nil {
-			return // audited by the tunnel when it ends
+		if x.served != nil {
+			return // audited by the tunnel or interception when it ends
 		}
 		if x.slot {
 			s.openTunnels.Add(-1)
@@ -381,6 +436,9 @@ func (s *Server) allowConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 		return nil, ""
 	}
 	x.slot = true
+	if x.bound = s.creds.boundTo(x.hk, port); len(x.bound) > 0 {
+		return s.acceptIntercept, net.JoinHostPort(x.host, strconv.Itoa(port))
+	}
 	return s.acceptTunnel, net.JoinHostPort(x.host, strconv.Itoa(port))
 }
 
@@ -436,6 +494,15 @@ func (s *Server) allowHTTP(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 			return r, nil
 		}
 	}
+	// Credentials go only into intercepted HTTPS, never into cleartext or
+	// a request that the proxy does not check; so a placeholder here is
+	// refused whatever the host (which lets verify attack this with a
+	// host on no allowlist).
+	if carried := s.creds.carried(r.Header); len(carried) > 0 {
+		x.port = port
+		x.refuse(http.StatusForbidden, ReasonCredentialHost, carried[0].misplaced())
+		return r, nil
+	}
 	if !s.decide(x, r.URL.Hostname(), port) {
 		return r, nil
 	}
@@ -462,8 +529,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       keepAliveTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
@@ -485,13 +552,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 	// Stop: the listener and plain connections, then the requests in
 	// progress (their context), then the connections that serveConn
-	// reads and the tunnels, which the http.Server does not know.
+	// reads and the tunnels and interceptions, which the http.Server does
+	// not know.
 	cancel()
 	ln.Close()
 	hs.Close()
 	s.mu.Lock()
 	s.closing = true
-	open := make([]*tunnel, 0, len(s.tunnels))
+	open := make([]hijacked, 0, len(s.tunnels))
 	for t := range s.tunnels {
 		open = append(open, t)
 	}

@@ -119,7 +119,7 @@ func (s *Server) openTunnel(x *exchange, client, server net.Conn) (*tunnel, erro
 		t.timer = time.AfterFunc(t.idle, t.checkIdle)
 		t.mu.Unlock()
 	}
-	x.tunnel, x.status = t, http.StatusOK
+	x.served, x.status = t, http.StatusOK
 	return t, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -167,6 +168,7 @@ func (l hiddenListener) Accept() (net.Conn, error) {
 func startProxyOn(t *testing.T, ln net.Listener, opts Options) *testProxy {
 	t.Helper()
 	p := &testProxy{audit: &auditBuffer{}, done: make(chan error, 1), addr: ln.Addr().String()}
+	p.url = &url.URL{Scheme: "http", Host: p.addr}
 	opts.Pod = "demo"
 	opts.Audit = p.audit
 	var err error

@@ -33,7 +33,8 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 		x := helperargs.Init{Canary: "tcp:127.0.0.1:3129",
 			Forwards: []string{helperargs.Forward("127.0.0.1:3128", "/run/p.sock"), helperargs.Forward("127.0.0.1:8765", "/run/g.sock")},
 			Exposes:  []string{helperargs.Expose("/run/a.sock", "127.0.0.1:4096")},
-			Command:  []string{"opencode", "serve", "--port", "4096"}}
+			ProxyCA:  "http://127.0.0.1:3128/devaipod/ca.pem", CADir: "/tmp/ca",
+			Command: []string{"opencode", "serve", "--port", "4096"}}
 		var o initOptions
 		rest := parseAs(t, newInitFlagSet(&o), x.Args(), "init")
 		var bridges []string
@@ -41,7 +42,7 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 			bridges = append(bridges, b.String())
 		}
 		want := []string{"tcp:127.0.0.1:3128 -> unix:/run/p.sock", "tcp:127.0.0.1:8765 -> unix:/run/g.sock", "unix:/run/a.sock -> tcp:127.0.0.1:4096"}
-		if o.canary != x.Canary || !slices.Equal(bridges, want) || !slices.Equal(rest, x.Command) {
+		if o.canary != x.Canary || !slices.Equal(bridges, want) || !slices.Equal(rest, x.Command) || o.proxyCA != x.ProxyCA || o.caDir != x.CADir {
 			t.Errorf("canary %q bridges %q command %q", o.canary, bridges, rest)
 		}
 	})
@@ -71,11 +72,12 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 	})
 	t.Run("proxy", func(t *testing.T) {
 		x := helperargs.Proxy{Listen: "unix:/run/p.sock", Pod: "p", PolicyFile: "/var/policy.json", Allow: []string{"api.example.test", "*.example.test:8443"},
-			AuditLogs: []string{"-", "/var/audit.log"}}
+			AuditLogs: []string{"-", "/var/audit.log"}, Credentials: []string{"KEY=devaipod-KEY-salt@api.example.test,*.example.test:8443"},
+			CredentialDir: "/run/secrets", UpstreamCA: "/run/secrets/CA"}
 		var o proxyOptions
 		parseAs(t, newProxyFlagSet(&o), x.Args(), "proxy")
 		if o.listen.String() != x.Listen || o.pod != x.Pod || o.policyFile != x.PolicyFile || !slices.Equal(o.allow, x.Allow) ||
-			!slices.Equal(o.auditLogs, x.AuditLogs) {
+			!slices.Equal(o.auditLogs, x.AuditLogs) || !slices.Equal(o.credentials, x.Credentials) || o.credDir != x.CredentialDir || o.upstreamCA != x.UpstreamCA {
 			t.Errorf("%+v", o)
 		}
 	})
@@ -106,15 +108,15 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 		x := helperargs.Verify{Pod: "p", Workspace: "/workspaces/p", Canary: "127.0.0.1:3129", Proxy: "http://127.0.0.1:3128",
 			Protect: []string{".devcontainer", ".envrc"}, ExpectMounts: []string{"/cache"},
 			Limits:        []string{helperargs.Limit("memory", 4<<30), helperargs.Limit("pids", 512), helperargs.Limit("tmp", 512<<20)},
-			MaskedObjects: []string{strings.Repeat("ab", 20)},
-			Fast:          true, Output: "json", SecretVars: []string{"GH_TOKEN"}, SecretHashesFile: "-",
+			MaskedObjects: []string{strings.Repeat("ab", 20)}, CredentialVars: []string{"ANTHROPIC_API_KEY"},
+			Fast: true, Output: "json", SecretVars: []string{"GH_TOKEN"}, SecretHashesFile: "-",
 			TrustedGitChecked: true, TrustedProblems: []string{".git/commondir exists"}}
 		o := verifyOptions{}
 		parseAs(t, newVerifyFlagSet(&o), x.Args(), "verify")
 		if o.pod != x.Pod || o.workspace != x.Workspace || o.canary != x.Canary || o.proxy != x.Proxy ||
 			!slices.Equal(o.protect, x.Protect) || !slices.Equal(o.expectMounts, x.ExpectMounts) ||
 			o.limits["memory"] != 4<<30 || o.limits["pids"] != 512 || o.limits["tmp"] != 512<<20 ||
-			!o.fast || o.output != x.Output || !slices.Equal(o.secretVars, x.SecretVars) || o.hashesFile != x.SecretHashesFile ||
+			!slices.Equal(o.credentialVars, x.CredentialVars) || !o.fast || o.output != x.Output || !slices.Equal(o.secretVars, x.SecretVars) || o.hashesFile != x.SecretHashesFile ||
 			!o.trustedChecked || !slices.Equal(o.trustedProblems, x.TrustedProblems) || !slices.Equal(o.maskedObjects, x.MaskedObjects) {
 			t.Errorf("%+v", o)
 		}

@@ -36,6 +36,8 @@ type initOptions struct {
 	dialTimeout time.Duration
 	grace       time.Duration
 	canary      string
+	proxyCA     string // URL of the proxy's CA
+	caDir       string // where to write it, with a bundle
 	command     []string
 }
 
@@ -66,6 +68,9 @@ func newInitFlagSet(o *initOptions) *flag.FlagSet {
 		"how long a bridge retries its target for one connection before closing it")
 	fs.StringVar(&o.canary, "canary", "",
 		"also listen on `tcp:HOST:PORT` and answer each connection with a token (see egress-check)")
+	fs.StringVar(&o.proxyCA, "proxy-ca", "",
+		"before CMD, fetch the proxy's CA from `URL` into --ca-dir (ca.pem, and bundle.pem with this image's roots)")
+	fs.StringVar(&o.caDir, "ca-dir", "", "the `DIR` for --proxy-ca's files")
 	fs.DurationVar(&o.grace, "grace", defaultGrace,
 		"how long to wait, after CMD exits, for the processes it left behind")
 	fs.Usage = func() {
@@ -100,6 +105,10 @@ func parseInitFlags(args []string, output io.Writer) (*initOptions, error) {
 		return nil, err
 	}
 	o.command = fs.Args()
+	if (o.proxyCA == "") != (o.caDir == "") {
+		fmt.Fprintf(output, "%sinit: --proxy-ca and --ca-dir go together\n", logPrefix)
+		return nil, errors.New("usage")
+	}
 	for _, b := range o.bridges {
 		b.dialTimeout = o.dialTimeout
 	}
@@ -140,6 +149,13 @@ func runInit(ctx context.Context, logger *log.Logger, args []string, stderr io.W
 			return 1
 		}
 		defer stopCanary()
+	}
+	if o.proxyCA != "" {
+		// Without it the hosts the proxy puts credentials in fail TLS
+		// in the agent, and nothing else: no reason not to start.
+		if err := fetchProxyCA(ctx, o.proxyCA, o.caDir, proxyCATimeout); err != nil {
+			logger.Printf("init: the proxy's CA: %v", err)
+		}
 	}
 	logger.Printf("init: %s", describeStartup(o))
 

@@ -28,6 +28,9 @@ type proxyOptions struct {
 	maxTunnels  int
 	idleTimeout time.Duration
 	auditLogs   []string
+	credentials []string
+	credDir     string
+	upstreamCA  string
 	verbose     bool
 }
 
@@ -44,6 +47,10 @@ func newProxyFlagSet(o *proxyOptions) *flag.FlagSet {
 		"close a tunnel after this long without traffic in either direction")
 	fs.Var(cmdline.ListFlag(&o.auditLogs, nil), "audit-log",
 		"write the JSON audit lines to `PATH` (repeatable; - is stdout; default stdout); a file is moved aside to PATH.1 at 8 MiB")
+	fs.Var(cmdline.ListFlag(&o.credentials, cmdline.Valid(parseCredentialArg)), "credential",
+		"put a credential in: `NAME=PLACEHOLDER@HOST[,HOST...]` (repeatable): on those hosts the proxy terminates TLS and replaces PLACEHOLDER in request headers with the value in --credential-dir's file NAME")
+	fs.StringVar(&o.credDir, "credential-dir", "", "the `DIR` with one file per --credential, named after it")
+	fs.StringVar(&o.upstreamCA, "upstream-ca", "", "a PEM `FILE` of roots trusted, besides the system's, when talking to a host with a credential")
 	fs.BoolVar(&o.verbose, "v", false, "log debug messages")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper proxy --listen unix:PATH|tcp:HOST:PORT --pod NAME
@@ -95,6 +102,8 @@ func parseProxyFlags(args []string, output io.Writer) (*proxyOptions, error) {
 			return fmt.Sprintf("--max-tunnels %d: want at least 1", o.maxTunnels)
 		case o.idleTimeout <= 0:
 			return fmt.Sprintf("--idle-timeout %v: want a positive duration", o.idleTimeout)
+		case len(o.credentials) > 0 && o.credDir == "":
+			return "--credential needs --credential-dir"
 		}
 		return ""
 	})
@@ -124,7 +133,19 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	defer closeAudit()
+	creds, err := readCredentials(o.credentials, o.credDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
+		return 1
+	}
+	roots, err := upstreamRoots(o.upstreamCA)
+	if err != nil {
+		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
+		return 1
+	}
 	srv, err := proxy.New(proxy.Options{
+		Credentials: creds,
+		RootCAs:     roots,
 		Pod:         o.pod,
 		Allow:       o.allow,
 		PolicyFile:  o.policyFile,

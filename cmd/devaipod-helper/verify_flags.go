@@ -61,6 +61,9 @@ type verifyOptions struct {
 	// maskedObjects are the masked files' blob ids, which the agent's git
 	// directory must not hold.
 	maskedObjects []string
+	// credentialVars are this container's variables that must hold the
+	// proxy's placeholders, never a credential.
+	credentialVars []string
 }
 
 // verifyListFlag is a repeatable flag; check, when set, validates each use.
@@ -140,6 +143,8 @@ func newVerifyFlagSet(o *verifyOptions) *flag.FlagSet {
 		"a podman or docker API socket `PATH` or glob that must be unreachable (repeatable; replaces the default list)")
 	fs.StringVar(&o.pod, "pod", "", "this pod's `NAME` (default: read from the workspace volume's name)")
 	fs.Var(verifyListFlag{list: &o.maskedObjects, check: checkObjectID}, "masked-object", "the `ID` of a masked file's blob, which the agent's git directory must not hold (repeatable)")
+	fs.Var(verifyListFlag{list: &o.credentialVars, check: checkVarName}, "credential-var",
+		"a `NAME` that must hold the proxy's placeholder for a credential, which the proxy refuses to send to a host the credential is not bound to (repeatable)")
 	fs.BoolVar(&o.trustedChecked, "trusted-git-checked", false, "devaipod inspected the workspace's .git; its findings are the --trusted-problem flags")
 	fs.Var(verifyListFlag{list: &o.trustedProblems}, "trusted-problem", "a `PROBLEM` inspect-git found in the workspace's .git (repeatable)")
 	fs.Var(verifyListFlag{list: &o.expectMounts}, "expect-mount",

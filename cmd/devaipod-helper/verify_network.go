@@ -434,3 +434,46 @@ func (v *verifier) podmanAPI(ctx context.Context) (verifyResult, string) {
 	}
 	return verifyPass, "no API socket at " + strings.Join(patterns, " ")
 }
+
+// credentialPlaceholders checks that each credential variable holds its
+// placeholder (devaipod-NAME-SALT), and that the proxy refuses to carry it
+// where the value must not go: in a plain-HTTP request to a host no
+// credential is bound to.
+func (v *verifier) credentialPlaceholders(ctx context.Context) (verifyResult, string) {
+	if len(v.opts.credentialVars) == 0 {
+		return verifyNA, "no credentials in this pod (no --credential-var)"
+	}
+	var bad []string
+	for _, name := range v.opts.credentialVars {
+		if !strings.HasPrefix(envValue(v.environ, name), "devaipod-"+name+"-") {
+			bad = append(bad, name)
+		}
+	}
+	if len(bad) > 0 {
+		return verifyFail, strings.Join(bad, ", ") + " hold(s) something other than the proxy's placeholder"
+	}
+	if v.opts.proxy == "" {
+		return verifyPass, fmt.Sprintf("%d variable(s) hold placeholders; no proxy to send them to", len(v.opts.credentialVars))
+	}
+	u, err := url.Parse(v.opts.proxy)
+	if err != nil {
+		return verifyFail, errText(err)
+	}
+	client := &http.Client{Timeout: v.opts.timeout, Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
+	for _, name := range v.opts.credentialVars {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+v.opts.deniedHost+"/", nil)
+		if err != nil {
+			return verifyFail, errText(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+envValue(v.environ, name))
+		resp, err := client.Do(req)
+		if err != nil {
+			return verifyFail, name + ": no answer from the proxy: " + errText(err)
+		}
+		resp.Body.Close()
+		if reason := resp.Header.Get("X-Devaipod-Proxy"); resp.StatusCode != http.StatusForbidden || reason != proxy.ReasonCredentialHost {
+			return verifyFail, fmt.Sprintf("%s's placeholder in plain HTTP to %s: %s %q, not 403 %s", name, v.opts.deniedHost, resp.Status, reason, proxy.ReasonCredentialHost)
+		}
+	}
+	return verifyPass, fmt.Sprintf("%d variable(s) hold placeholders; each sent to %s in plain HTTP: 403 %s", len(v.opts.credentialVars), v.opts.deniedHost, proxy.ReasonCredentialHost)
+}

@@ -42,6 +42,7 @@ func TestE2EAgentWithFakeLLM(t *testing.T) {
 		// scriptTimeout bounds the agent's work after up returns: a few seconds on an idle
 		// machine, so minutes only on a loaded one.
 		scriptTimeout = 3 * time.Minute
+		llmKey        = "sk-e2e-real-llm-key-5d1e"
 	)
 
 	// The off-list host: a server that must never be reached.
@@ -67,7 +68,14 @@ func TestE2EAgentWithFakeLLM(t *testing.T) {
 		{Name: "done", Text: "Wrote hello.txt, ran the script; the other host is off the allowlist."},
 	}
 	llm := fakellm.New(script...)
-	llmServer := httptest.NewServer(llm) // 127.0.0.1: the host's loopback, 10.0.2.2 from the pod
+	// HTTPS with a CA of the test's own, which the pod's proxy trusts
+	// (upstream_ca) and the agent does not: the agent's OPENAI_API_KEY is
+	// a placeholder that the proxy, which terminates TLS for llm.test as
+	// the agent's trusted CA, replaces with llmKey.
+	ca := newTestCA(t)
+	llmServer := httptest.NewUnstartedServer(llm) // 127.0.0.1: the host's loopback, 10.0.2.2 from the pod
+	llmServer.TLS = ca.serverTLS(t, llmHost)
+	llmServer.StartTLS()
 	t.Cleanup(llmServer.Close)
 	llmPort := port(t, llmServer.URL)
 
@@ -76,7 +84,10 @@ host_loopback = true
 no_default_allow = true
 allow = ["%[1]s:%[3]d", "10.0.2.2:%[3]d"]
 extra_hosts = ["%[1]s:10.0.2.2", "%[2]s:10.0.2.2"]
-`, llmHost, deniedHost, llmPort))
+upstream_ca = [%[4]q]
+[credentials.OPENAI_API_KEY]
+hosts = ["%[1]s:%[3]d"]
+`, llmHost, deniedHost, llmPort, ca.file(t)))
 	name := uniqueName("e2e-agent")
 	cleanup(t, name)
 	// Registered after cleanup, so it runs before the pod is deleted.
@@ -98,8 +109,9 @@ for id in $(curl -s -u "$a" $u/session | grep -o '"id":"ses_[^"]*"' | cut -d'"' 
 done`))
 	})
 
-	baseURL := fmt.Sprintf("http://%s:%d/v1", llmHost, llmPort)
-	env := []string{"DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT=" + fakellm.OpencodeConfig(baseURL, "")}
+	baseURL := fmt.Sprintf("https://%s:%d/v1", llmHost, llmPort)
+	env := []string{"DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT=" + fakellm.OpencodeConfig(baseURL, "", "{env:OPENAI_API_KEY}"),
+		"OPENAI_API_KEY=" + llmKey}
 	// --keep-on-failure: if up fails, the agent's log above still has something to show; the
 	// cleanup removes the pod either way.
 	up := mustDevaipod(t, env, "--config", cfg, "up", fixtureRepo(t), task, "--name", name,
@@ -125,6 +137,21 @@ done`))
 		return devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", shell)
 	}
 
+	t.Run("the agent's key is a placeholder, and the model got the real one from the proxy", func(t *testing.T) {
+		reqs := llm.Requests()
+		if len(reqs) == 0 {
+			t.Fatal("no request reached the model")
+		}
+		for i, r := range reqs {
+			if got := r.Header.Get("Authorization"); got != "Bearer "+llmKey {
+				t.Errorf("request %d to the model carried %q, want the real key", i, got)
+			}
+		}
+		r := inAgent(`printf %s "$OPENAI_API_KEY"; cat /proc/*/environ 2>/dev/null | tr '\0' '\n' | grep -c ` + llmKey)
+		if !strings.HasPrefix(r.stdout, "devaipod-OPENAI_API_KEY-") || strings.Contains(r.stdout, llmKey) {
+			t.Errorf("the agent's OPENAI_API_KEY: %s", r)
+		}
+	})
 	t.Run("the model saw the task and opencode's loop", func(t *testing.T) {
 		if err := llm.Check(); err != nil {
 			t.Errorf("script: %v", err)
@@ -140,8 +167,8 @@ done`))
 		if wd := first.WorkingDirectory(); wd != workdir {
 			t.Errorf("opencode's working directory is %q, want %s", wd, workdir)
 		}
-		if first.Model != fakellm.DefaultModel || first.Header.Get("Authorization") != "Bearer fakellm-key" {
-			t.Errorf("first request: model %q, Authorization %q; want the configured model and key",
+		if first.Model != fakellm.DefaultModel {
+			t.Errorf("first request: model %q, Authorization %q; want the configured model",
 				first.Model, first.Header.Get("Authorization"))
 		}
 		for _, tool := range []string{"write", "bash", "webfetch"} {

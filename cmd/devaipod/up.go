@@ -137,7 +137,8 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	if g.json() {
 		return writeJSON(cmd.OutOrStdout(), map[string]any{
 			"name": pl.Name, "pod": pl.Pod.Name, "workdir": pl.Workdir,
-			"agent_url": pl.AgentURL, "commit": res.Source.Commit, "seconds": time.Since(start).Seconds()})
+			"agent_url": pl.AgentURL, "commit": res.Source.Commit, "seconds": time.Since(start).Seconds(),
+			"credentials": pl.Credentials})
 	}
 	// The mode from the socket's owner when it tells: /info was the
 	// longest step of up.
@@ -152,6 +153,9 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman).\n", pl.Name, time.Since(start).Seconds(), podmanMode(rootless))
 	if !g.quiet {
+		for _, c := range pl.Credentials {
+			fmt.Fprintf(out, "  credential %s: the agent holds a placeholder; the proxy puts in %s on %s\n", c.Name, c.From, strings.Join(c.Hosts, ", "))
+		}
 		fmt.Fprintf(out, "  shell in the workspace:  devaipod exec %s\n", pl.Name)
 		fmt.Fprintf(out, "  talk to the agent:       devaipod attach %s\n", pl.Name)
 		fmt.Fprintf(out, "  remove it:               devaipod delete %s\n", pl.Name)
@@ -211,6 +215,9 @@ func printPlan(w io.Writer, p *plan.Plan) {
 		if len(c.SecretEnv) > 0 {
 			fmt.Fprintf(w, "    secret env   %s\n", strings.Join(slices.Sorted(maps.Keys(c.SecretEnv)), " "))
 		}
+	}
+	for _, c := range p.Credentials {
+		fmt.Fprintf(w, "  credential %s  placeholder in the agent; %s put in by the proxy on %s\n", c.Name, c.From, strings.Join(c.Hosts, ", "))
 	}
 	for _, warn := range p.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", warn)

@@ -52,7 +52,10 @@ type Init struct {
 	Canary   string   // tcp:HOST:PORT to answer with a token
 	Forwards []string // see Forward
 	Exposes  []string // see Expose
-	Command  []string // after "--"
+	// ProxyCA is the URL of the proxy's CA, fetched into CADir before
+	// Command starts.
+	ProxyCA, CADir string
+	Command        []string // after "--"
 }
 
 // Args is init's command line, with "--" before the command if any.
@@ -61,6 +64,8 @@ func (x Init) Args() []string {
 	a.str("canary", x.Canary)
 	a.list("forward", x.Forwards)
 	a.list("expose", x.Exposes)
+	a.str("proxy-ca", x.ProxyCA)
+	a.str("ca-dir", x.CADir)
 	if len(x.Command) == 0 {
 		return a
 	}
@@ -138,6 +143,11 @@ type Proxy struct {
 	// AuditLogs are where the audit records go: "-" is stdout, anything
 	// else a file bounded in size (see AuditLog).
 	AuditLogs []string
+	// Credentials are NAME=PLACEHOLDER@HOST,HOST; each value is the file
+	// CredentialDir/NAME. UpstreamCA is a PEM file of extra roots.
+	Credentials   []string
+	CredentialDir string
+	UpstreamCA    string
 }
 
 func (x Proxy) Args() []string {
@@ -147,6 +157,9 @@ func (x Proxy) Args() []string {
 	a.str("policy-file", x.PolicyFile)
 	a.list("allow", x.Allow)
 	a.list("audit-log", x.AuditLogs)
+	a.list("credential", x.Credentials)
+	a.str("credential-dir", x.CredentialDir)
+	a.str("upstream-ca", x.UpstreamCA)
 	return a
 }
 
@@ -201,7 +214,9 @@ type Verify struct {
 	Limits []string
 	// MaskedObjects are blob ids the agent's git directory must not hold.
 	MaskedObjects []string
-	Fast          bool
+	// CredentialVars must hold the proxy's placeholders.
+	CredentialVars []string
+	Fast           bool
 
 	Output            string
 	SecretVars        []string
@@ -223,6 +238,7 @@ func (x Verify) Args() []string {
 	a.list("expect-mount", x.ExpectMounts)
 	a.list("limit", x.Limits)
 	a.list("masked-object", x.MaskedObjects)
+	a.list("credential-var", x.CredentialVars)
 	a.boolean("fast", x.Fast)
 	a.str("output", x.Output)
 	a.list("secret-var", x.SecretVars)

@@ -43,6 +43,22 @@ type Config struct {
 	Forge ForgeConfig `toml:"forge"`
 	// Gator grants the agent scoped forge access.
 	Gator GatorConfig `toml:"gator"`
+	// Credentials are secrets the agent holds only as placeholders: the
+	// proxy puts the real value into requests to their hosts.
+	Credentials map[string]CredentialConfig `toml:"credentials"`
+}
+
+// CredentialConfig is [credentials.NAME]: the agent's variable NAME holds a
+// placeholder, which the proxy replaces with the real value in the headers
+// of requests to Hosts.
+type CredentialConfig struct {
+	// Hosts are allow rules (host, host:port, *.suffix); port 443 unless
+	// given. They are added to the allowlist.
+	Hosts []string `toml:"hosts"`
+	// Env is the variable of devaipod's environment that holds the value
+	// (default: NAME); Secret a podman secret that holds it instead.
+	Env    string `toml:"env"`
+	Secret string `toml:"secret"`
 }
 
 // ForgeConfig names the forge's web and API addresses.
@@ -105,6 +121,26 @@ type NetworkConfig struct {
 	// HostLoopback lets the pod (not the agent) reach the host's loopback
 	// at 10.0.2.2 (rootless slirp4netns only).
 	HostLoopback bool `toml:"host_loopback"`
+	// UpstreamCA are PEM files of extra roots the proxy trusts when it
+	// talks to a host with a credential (a private endpoint, a test).
+	UpstreamCA []string `toml:"upstream_ca"`
+}
+
+// DefaultCredentials bind the built-in LLM key variables to their
+// providers' API hosts: when one is set where devaipod runs, the agent
+// gets a placeholder and the proxy puts the key in on those hosts.
+// [credentials.NAME] replaces an entry.
+var DefaultCredentials = map[string][]string{
+	"ANTHROPIC_API_KEY":  {"api.anthropic.com"},
+	"OPENAI_API_KEY":     {"api.openai.com"},
+	"GOOGLE_API_KEY":     {"generativelanguage.googleapis.com"},
+	"GEMINI_API_KEY":     {"generativelanguage.googleapis.com"},
+	"OPENROUTER_API_KEY": {"openrouter.ai"},
+	"GROQ_API_KEY":       {"api.groq.com"},
+	"MISTRAL_API_KEY":    {"api.mistral.ai"},
+	"COHERE_API_KEY":     {"api.cohere.ai", "api.cohere.com"},
+	"XAI_API_KEY":        {"api.x.ai"},
+	"TOGETHER_API_KEY":   {"api.together.xyz"},
 }
 
 // DefaultAllow is the built-in allowlist: the LLM APIs agents talk to.
@@ -327,7 +363,10 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		var ce *ConfigError
 		if errors.As(err, &ce) {
 			ce.File = file
-			ce.Line = keyLine(data, strings.Split(ce.Key, "."))
+			// A missing key has no line: its table's is the next best.
+			for key := strings.Split(ce.Key, "."); ce.Line == 0 && len(key) > 0; key = key[:len(key)-1] {
+				ce.Line = keyLine(data, key)
+			}
 			var n int
 			if _, err := fmt.Sscanf(ce.Key, "mounts[%d]", &n); err == nil {
 				ce.Line = tableLine(data, "[[mounts]]", n)
@@ -393,6 +432,16 @@ func (c *Config) validate() error {
 			return bad("network.allow", "%v", err)
 		}
 	}
+	for _, f := range c.Network.UpstreamCA {
+		if !filepath.IsAbs(f) {
+			return bad("network.upstream_ca", "%q: use an absolute path to a PEM file", f)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Credentials)) {
+		if err := c.Credentials[name].check(name, c.Network.Mode); err != nil {
+			return err
+		}
+	}
 	for _, h := range c.Network.ExtraHosts {
 		name, ip, ok := strings.Cut(h, ":")
 		if !ok || name == "" || net.ParseIP(ip) == nil {
@@ -455,6 +504,37 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// check validates [credentials.name] under network mode.
+func (cr CredentialConfig) check(name, mode string) error {
+	key := "credentials." + name
+	bad := func(k, format string, args ...any) error {
+		return &ConfigError{Key: key + k, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case !envName.MatchString(name):
+		return bad("", "%q is not a valid environment variable name (the agent's variable that holds the placeholder)", name)
+	case mode == NetworkOpen:
+		return bad("", "credentials need the proxy, and network mode \"open\" has none: use the allowlist mode")
+	case len(cr.Hosts) == 0:
+		return bad(".hosts", "name the hosts where the proxy puts the value in (such as [\"api.example.test\"])")
+	case cr.Env != "" && cr.Secret != "":
+		return bad("", "give env or secret, not both")
+	case cr.Env != "" && !envName.MatchString(cr.Env):
+		return bad(".env", "%q is not a valid environment variable name", cr.Env)
+	case strings.HasPrefix(cr.Secret, objectPrefix):
+		return bad(".secret", "%q: secrets named %s* are devaipod's own and deleted with pods; rename yours", cr.Secret, objectPrefix)
+	}
+	for _, h := range cr.Hosts {
+		if h == "*" || strings.HasPrefix(h, "*:") {
+			return bad(".hosts", "%q would send the value to every host: name the hosts", h)
+		}
+		if err := ValidateRule(h); err != nil {
+			return bad(".hosts", "%v", err)
+		}
+	}
+	return nil
+}
+
 // check validates limits; key names their table in errors.
 func (l Limits) check(key string) error {
 	bad := func(k, format string, args ...any) error {
@@ -495,7 +575,7 @@ func keyLine(data []byte, key toml.Key) int {
 			if j := strings.Index(name, "]"); j >= 0 {
 				name = name[:j]
 			}
-			current = strings.ReplaceAll(name, " ", "")
+			current = strings.NewReplacer(" ", "", `"`, "", "'", "").Replace(name)
 			if current == strings.Join(key, ".") {
 				return i + 1
 			}

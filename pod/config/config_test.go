@@ -71,6 +71,14 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero tmp", "[agent.limits]\ntmp_size = \"0m\"\n", 2, "agent.limits.tmp_size", "more than zero"},
 		{"bad port", "[agent]\nport = 70000\n", 2, "agent.port", "not a TCP port"},
 		{"bad protected path", "[gator.github]\nprotected_paths = [\"/etc\"]\n", 2, "gator.github.protected_paths", "not a path pattern"},
+		{"credential without hosts", "[credentials.MY_TOKEN]\nenv = \"X\"\n", 1, "credentials.MY_TOKEN.hosts", "name the hosts"},
+		{"credential for every host", "[credentials.MY_TOKEN]\nhosts = [\"*\"]\n", 2, "credentials.MY_TOKEN.hosts", "every host"},
+		{"credential with a bad host", "[credentials.MY_TOKEN]\nhosts = [\"a b\"]\n", 2, "credentials.MY_TOKEN.hosts", ""},
+		{"credential env and secret", "[credentials.MY_TOKEN]\nhosts = [\"a.test\"]\nenv = \"X\"\nsecret = \"y\"\n", 1, "credentials.MY_TOKEN", "not both"},
+		{"credential with a bad name", "[credentials.\"MY-TOKEN\"]\nhosts = [\"a.test\"]\n", 1, "credentials.MY-TOKEN", "not a valid environment variable name"},
+		{"credential in open mode", "[network]\nmode = \"open\"\n[credentials.MY_TOKEN]\nhosts = [\"a.test\"]\n", 3, "credentials.MY_TOKEN", "need the proxy"},
+		{"credential with devaipod's secret", "[credentials.MY_TOKEN]\nhosts = [\"a.test\"]\nsecret = \"devaipod-x\"\n", 3, "credentials.MY_TOKEN.secret", "devaipod's own"},
+		{"relative upstream CA", "[network]\nupstream_ca = [\"ca.pem\"]\n", 2, "network.upstream_ca", "absolute path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -101,7 +101,7 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 		env["DEVAIPOD_TASK"] = b.in.Task // opencode gets it through its API instead
 	}
 	for _, k := range LLMKeyVars {
-		if v, ok := b.in.HostEnv[k]; ok {
+		if v, ok := b.in.HostEnv[k]; ok && (b.mode == config.NetworkOpen || !isCredentialVar(k)) {
 			env[k] = v
 		}
 	}
@@ -112,6 +112,9 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 	}
 	for k := range trusted {
 		delete(env, k) // a trusted name never reaches the agent, whatever its source
+	}
+	for _, c := range b.creds {
+		env[c.Name] = c.Placeholder // whatever else named it
 	}
 	env["HOME"] = AgentHome
 	env["USER"] = "agent"
@@ -137,6 +140,12 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 		mounts = append(mounts, Mount{Volume: ObjectName(b.short, VolumeProxySock), Dest: ProxySocketDir, ReadOnly: true})
 		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
 			env[k] = "http://" + ProxyAddr
+		}
+		if len(b.creds) > 0 {
+			// The proxy shows its own certificates for the credentials'
+			// hosts: its CA, fetched by the init, must be trusted.
+			maps.Copy(env, caEnv)
+			b.agentInit.ProxyCA, b.agentInit.CADir = "http://"+ProxyAddr+ProxyCAPath, AgentCADir
 		}
 		env["NO_PROXY"], env["no_proxy"] = "127.0.0.1,localhost", "127.0.0.1,localhost"
 	case config.NetworkOpen:
@@ -197,6 +206,9 @@ func (b *builder) verifyArgs(agent ContainerSpec) helperargs.Verify {
 		v.ExpectMounts = append(v.ExpectMounts, bind.Dest)
 	}
 	v.MaskedObjects = b.in.Tree.MaskedObjects
+	for _, c := range b.creds {
+		v.CredentialVars = append(v.CredentialVars, c.Name)
+	}
 	if l := agent.Limits; l != nil {
 		if n, err := size.Parse(l.Memory); err == nil {
 			v.Limits = append(v.Limits, helperargs.Limit("memory", n))

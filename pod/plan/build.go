@@ -17,11 +17,12 @@ import (
 	"github.com/devaipod/devaipod/pod/source"
 )
 
-// LLMKeyVars are the API key variables passed from the host to the agent.
+// LLMKeyVars are the LLM API variables passed from the host to the agent:
+// the keys as placeholders (see credentials), the rest as they are.
 var LLMKeyVars = []string{
 	"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY",
 	"AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "OPENROUTER_API_KEY",
-	"GROQ_API_KEY", "MISTRAL_API_KEY", "COHERE_API_KEY", "XAI_API_KEY",
+	"GROQ_API_KEY", "MISTRAL_API_KEY", "COHERE_API_KEY", "XAI_API_KEY", "TOGETHER_API_KEY",
 }
 
 // AgentEnvPrefix marks host variables meant for the agent only; the prefix
@@ -64,6 +65,8 @@ type builder struct {
 	mode    string
 	// execAs is the devcontainer's remote user and remoteEnv.
 	execAs ExecAs
+	// creds are the pod's credentials, placeholders in the agent.
+	creds []Credential
 	// warnings collects what the parts want the user to know.
 	warnings []string
 }
@@ -154,7 +157,8 @@ func (b *builder) build() (*Plan, error) {
 		secrets = append(secrets, SecretSpec{Name: name, Labels: b.labels(), Value: b.in.AgentPassword})
 		ws.SecretEnv[PasswordVar] = name
 	}
-	p.Secrets = secrets
+	creds, credSecrets := b.credentials()
+	p.Secrets, p.Credentials, b.creds = append(secrets, credSecrets...), creds, creds
 	agent := b.agent(shared, ws.SecretEnv)
 	b.applyProjectAgentSide(p, &agent, ws.SecretEnv)
 	var gator *ContainerSpec
@@ -184,8 +188,16 @@ func (b *builder) build() (*Plan, error) {
 		if dc := b.in.Devcontainer; dc != nil {
 			p.Allow = append(p.Allow, dc.Devaipod.AllowedDomains...)
 		}
+		// A credential is for reaching its hosts.
+		for _, name := range slices.Sorted(maps.Keys(cfg.Credentials)) {
+			p.Allow = append(p.Allow, cfg.Credentials[name].Hosts...)
+		}
 		p.Volumes = append(p.Volumes, b.volume(VolumeProxySock, ProxyUID), b.volume(VolumeProxyState, ProxyUID))
-		p.Containers = append(p.Containers, b.proxy(p.Allow))
+		proxy, caSecret := b.proxy(p.Allow, creds)
+		if caSecret != nil {
+			p.Secrets = append(p.Secrets, *caSecret)
+		}
+		p.Containers = append(p.Containers, proxy)
 		egress.Proxy = "http://" + ProxyAddr
 	case config.NetworkOpen:
 		p.Warnings = append(p.Warnings, "network mode \"open\": the agent shares the pod's network and its egress is unrestricted")

@@ -112,6 +112,9 @@ type Plan struct {
 	// Network is the agent's egress mode; Allow the proxy's rules.
 	Network string   `json:"network"`
 	Allow   []string `json:"allow,omitempty"`
+	// Credentials are what the agent holds as placeholders and the
+	// proxy puts in on their hosts.
+	Credentials []Credential `json:"credentials,omitempty"`
 	// Checks run after the agent answers; each must exit 0 before up
 	// reports the pod ready (e.g. the agent cannot connect directly).
 	Checks []Check `json:"checks,omitempty"`
@@ -295,6 +298,12 @@ type PlanInput struct {
 	// AgentPassword protects the agent's server; only the workspace
 	// learns it. The caller draws it at random.
 	AgentPassword string
+	// PlaceholderSalt makes the credentials' placeholders unlike anything
+	// else ([A-Za-z0-9]); the caller draws it at random.
+	PlaceholderSalt string
+	// UpstreamCA is the PEM of [network] upstream_ca's files, which the
+	// caller reads.
+	UpstreamCA string
 	// Task is the first message for the agent.
 	Task string
 	// NoVerify leaves the fast verify battery out of up's checks.

@@ -26,8 +26,9 @@ func planInput() PlanInput {
 			Trusted: config.TrustedConfig{Env: config.TrustedEnvConfig{Allowlist: []string{"GH_TOKEN"}, Vars: map[string]string{"JIRA_TOKEN": "jira-secret"}, Secrets: []string{"NPM_TOKEN=npm_token"}}},
 			Agent:   config.AgentConfig{Limits: config.Limits{Memory: "4g", Pids: 512}},
 		},
-		Source:       &source.Source{Input: ".", Local: true, Dir: "/src/demo", Project: "demo", Remote: "https://git.example.test/org/demo.git", Commit: "0123456789abcdef0123456789abcdef01234567"},
-		ResolveImage: imageWith(ImageConfig{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}}),
+		Source:          &source.Source{Input: ".", Local: true, Dir: "/src/demo", Project: "demo", Remote: "https://git.example.test/org/demo.git", Commit: "0123456789abcdef0123456789abcdef01234567"},
+		ResolveImage:    imageWith(ImageConfig{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}}),
+		PlaceholderSalt: "salt0123",
 		HostEnv: map[string]string{
 			"EDITOR": "vi", "GH_TOKEN": "ghp-secret", "ANTHROPIC_API_KEY": "sk-ant",
 			"DEVAIPOD_AGENT_MODEL": "fast", "DEVAIPOD_AGENT_GH_TOKEN": "sneaky", "HOME": "/home/u", "SSH_AUTH_SOCK": "/run/ssh",
@@ -74,6 +75,18 @@ func TestBuildGolden(t *testing.T) {
 			in.GatorScopes = []string{"github:org/demo:read,create-draft", "github:org/*:read"}
 			in.GatorAPIURL, in.GatorGitURL = "https://ghe.example.test/api/v3/", "https://ghe.example.test"
 			in.AgentPassword = "agent-password"
+		}},
+		{"credentials", func(in *PlanInput) {
+			in.Config.Credentials = map[string]config.CredentialConfig{
+				"MY_API_TOKEN":      {Hosts: []string{"api.example.test:8443"}},
+				"OPENAI_API_KEY":    {Hosts: []string{"llm.example.test"}, Env: "WORK_OPENAI_KEY"},
+				"REGISTRY_PASSWORD": {Hosts: []string{"registry.example.test"}, Secret: "registry_password"},
+				"NOT_SET":           {Hosts: []string{"nowhere.example.test"}},
+			}
+			in.Config.Network.UpstreamCA = []string{"/etc/devaipod/ca.pem"}
+			in.UpstreamCA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+			in.HostEnv["MY_API_TOKEN"], in.HostEnv["WORK_OPENAI_KEY"] = "tok-value", "sk-work"
+			in.HostEnv["AZURE_OPENAI_API_KEY"], in.HostEnv["AZURE_OPENAI_ENDPOINT"] = "az-key", "https://demo.openai.azure.com/"
 		}},
 		{"workspace-ro", func(in *PlanInput) {
 			in.Config.Agent.WorkspaceAccess = config.AccessRO
@@ -153,8 +166,25 @@ func TestBuildContainment(t *testing.T) {
 			t.Errorf("agent env holds a trusted value %q", v)
 		}
 	}
-	if agent.Env["ANTHROPIC_API_KEY"] != "sk-ant" || agent.Env["MODEL"] != "fast" {
-		t.Errorf("agent env misses LLM key or DEVAIPOD_AGENT_ var: %v", agent.Env)
+	if agent.Env["ANTHROPIC_API_KEY"] != "devaipod-ANTHROPIC_API_KEY-salt0123" || agent.Env["MODEL"] != "fast" {
+		t.Errorf("agent env misses the LLM key's placeholder or DEVAIPOD_AGENT_ var: %v", agent.Env)
+	}
+	// The key itself is the proxy's, as a secret.
+	proxy := plan.Container(RoleProxy)
+	if proxy == nil || proxy.SecretEnv["ANTHROPIC_API_KEY"] == "" || proxy.SecretUID != ProxyUID {
+		t.Fatalf("the proxy lacks the LLM key's secret: %+v", proxy)
+	}
+	i := slices.IndexFunc(plan.Secrets, func(s SecretSpec) bool { return s.Name == proxy.SecretEnv["ANTHROPIC_API_KEY"] })
+	if i < 0 || plan.Secrets[i].Value != "sk-ant" {
+		t.Errorf("no secret with the LLM key for the proxy: %+v", plan.Secrets)
+	}
+	if !slices.Contains(proxy.Entrypoint, "ANTHROPIC_API_KEY=devaipod-ANTHROPIC_API_KEY-salt0123@api.anthropic.com") {
+		t.Errorf("the proxy's command line lacks the credential: %q", proxy.Entrypoint)
+	}
+	for k, v := range agent.Env {
+		if v == "sk-ant" {
+			t.Errorf("agent env %s holds the LLM key", k)
+		}
 	}
 	if _, ok := ws.Env["ANTHROPIC_API_KEY"]; ok {
 		t.Error("workspace got the LLM key")
@@ -215,7 +245,7 @@ func TestRedacted(t *testing.T) {
 	if !strings.Contains(string(b), "http://127.0.0.1:3128") {
 		t.Error("redacted plan lost devaipod's own values")
 	}
-	if plan.Agent().Env["ANTHROPIC_API_KEY"] != "sk-ant" {
+	if plan.Agent().Env["EDITOR"] != "vi" {
 		t.Error("Redacted changed the original plan")
 	}
 }

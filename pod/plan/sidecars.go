@@ -65,15 +65,33 @@ func (b *builder) connectGator(agent *ContainerSpec) {
 	}
 }
 
-// proxy runs the helper's allowlist proxy: the agent's only way out.
-func (b *builder) proxy(allow []string) ContainerSpec {
+// proxy runs the helper's allowlist proxy: the agent's only way out. It
+// reads the credentials' values from their secrets, and [network]
+// upstream_ca from one of the pod's own (returned, nil without it).
+func (b *builder) proxy(allow []string, creds []Credential) (ContainerSpec, *SecretSpec) {
 	// The proxy runs the helper image's binary at its root (the
 	// image, not a mount of it).
 	proxy := helperargs.Proxy{Listen: "unix:" + ProxySocket, Pod: b.short, PolicyFile: ProxyPolicy, Allow: allow,
 		AuditLogs: []string{"-", ProxyAuditLog}}
-	return b.sidecar(RoleProxy, ProxyUID, ProxyLimits, append([]string{ProxyBin}, proxy.Args()...),
+	secretEnv := map[string]string{}
+	for _, c := range creds {
+		proxy.Credentials = append(proxy.Credentials, CredentialArg(c))
+		proxy.CredentialDir = SecretDir
+		secretEnv[c.Name] = c.Secret
+	}
+	var caSecret *SecretSpec
+	if b.in.UpstreamCA != "" {
+		caSecret = &SecretSpec{Name: ObjectName(b.short, "upstream-ca"), Labels: b.labels(), Value: b.in.UpstreamCA}
+		secretEnv[UpstreamCAVar] = caSecret.Name
+		proxy.UpstreamCA = SecretDir + "/" + UpstreamCAVar
+	}
+	c := b.sidecar(RoleProxy, ProxyUID, ProxyLimits, append([]string{ProxyBin}, proxy.Args()...),
 		Mount{Volume: ObjectName(b.short, VolumeProxySock), Dest: ProxySocketDir},
 		Mount{Volume: ObjectName(b.short, VolumeProxyState), Dest: ProxyStateDir})
+	if len(secretEnv) > 0 {
+		c.SecretEnv, c.SecretUID = secretEnv, ProxyUID
+	}
+	return c, caSecret
 }
 
 // sidecar is a trusted helper container of the pod (proxy, gator): the

@@ -690,7 +690,7 @@ func TestOpencodeConfig(t *testing.T) {
 			} `json:"models"`
 		} `json:"provider"`
 	}
-	if err := json.Unmarshal([]byte(OpencodeConfig("http://10.0.0.1:8080/v1/", "m1")), &cfg); err != nil {
+	if err := json.Unmarshal([]byte(OpencodeConfig("http://10.0.0.1:8080/v1/", "m1", "")), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	p := cfg.Provider[OpencodeProviderID]
@@ -707,10 +707,10 @@ func TestOpencodeConfig(t *testing.T) {
 			t.Errorf("permission %s = %q, want allow", k, cfg.Permission[k])
 		}
 	}
-	if cfg.Permission["question"] != "deny" || !strings.Contains(OpencodeConfig("http://h/v1", ""), `"permission":{"*":"allow",`) {
+	if cfg.Permission["question"] != "deny" || !strings.Contains(OpencodeConfig("http://h/v1", "", ""), `"permission":{"*":"allow",`) {
 		t.Errorf("permission: want the fallback \"*\" first (opencode applies the last matching rule) and question denied")
 	}
-	if !strings.Contains(OpencodeConfig("http://h/v1", ""), `"fakellm/`+DefaultModel+`"`) {
+	if !strings.Contains(OpencodeConfig("http://h/v1", "", ""), `"fakellm/`+DefaultModel+`"`) {
 		t.Error("an empty model does not default to DefaultModel")
 	}
 }

@@ -13,10 +13,15 @@ const OpencodeProviderID = "fakellm"
 // OPENCODE_CONFIG_CONTENT, that makes the fake server at baseURL (ending in /v1) opencode's only
 // provider and its default and small model (model, DefaultModel when empty), lets every tool run
 // without asking, and turns off what would reach the network on its own: autoupdate, sharing,
-// LSP and formatter downloads. docs/notes-opencode.md explains each key.
-func OpencodeConfig(baseURL, model string) string {
+// LSP and formatter downloads. docs/notes-opencode.md explains each key. apiKey is what opencode
+// sends as its bearer token ("fakellm-key" when empty); "{env:NAME}" makes it the agent's
+// variable NAME.
+func OpencodeConfig(baseURL, model, apiKey string) string {
 	if model == "" {
 		model = DefaultModel
+	}
+	if apiKey == "" {
+		apiKey = "fakellm-key"
 	}
 	cfg := map[string]any{
 		"$schema":           "https://opencode.ai/config.json",
@@ -27,7 +32,7 @@ func OpencodeConfig(baseURL, model string) string {
 				"name": "fakellm",
 				"options": map[string]any{
 					"baseURL": strings.TrimSuffix(baseURL, "/"),
-					"apiKey":  "fakellm-key",
+					"apiKey":  apiKey,
 				},
 				"models": map[string]any{
 					model: map[string]any{

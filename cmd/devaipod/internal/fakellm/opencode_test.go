@@ -120,7 +120,7 @@ func TestOpencodeDrivenByScript(t *testing.T) {
 		"HTTP_PROXY=" + proxyServer.URL, "HTTPS_PROXY=" + proxyServer.URL,
 		"http_proxy=" + proxyServer.URL, "https_proxy=" + proxyServer.URL,
 		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost",
-		"OPENCODE_CONFIG_CONTENT=" + OpencodeConfig(llmServer.URL+"/v1", ""),
+		"OPENCODE_CONFIG_CONTENT=" + OpencodeConfig(llmServer.URL+"/v1", "", ""),
 		"OPENCODE_SERVER_PASSWORD=" + password,
 	}
 	env = append(env, OpencodeOfflineEnv()...)

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/devaipod/devaipod/proxy"
+)
+
+// testCA is a certificate authority of the test's own, for HTTPS servers
+// on the host's loopback that the pod's proxy trusts through [network]
+// upstream_ca (and nothing in the agent does).
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "devaipod e2e upstream CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// serverTLS is a TLS configuration for names, signed by the CA.
+func (ca *testCA) serverTLS(t *testing.T, names ...string) *tls.Config {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+}
+
+// file writes the CA's PEM where the test user's devaipod can read it.
+func (ca *testCA) file(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "upstream-ca.pem")
+	if err := os.WriteFile(path, ca.pem, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// credentialUpstream is an HTTPS server on the host's loopback that
+// records the credentials it is sent and never echoes them.
+type credentialUpstream struct {
+	srv  *httptest.Server
+	port int
+	mu   sync.Mutex
+	seen []string // "HOST PATH AUTHORIZATION X-API-KEY"
+}
+
+func startCredentialUpstream(t *testing.T, ca *testCA, names ...string) *credentialUpstream {
+	u := &credentialUpstream{}
+	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.seen = append(u.seen, strings.Join([]string{r.Host, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key")}, " "))
+		u.mu.Unlock()
+		if r.URL.Path == "/sse" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: first\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(1500 * time.Millisecond)
+			fmt.Fprint(w, "data: second\n\n")
+			return
+		}
+		fmt.Fprintf(w, "ok %s\n", r.URL.Path)
+	}))
+	u.srv.TLS = ca.serverTLS(t, names...)
+	u.srv.StartTLS()
+	t.Cleanup(u.srv.Close)
+	u.port = port(t, u.srv.URL)
+	return u
+}
+
+func (u *credentialUpstream) requests() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return strings.Join(u.seen, "\n")
+}
+
+// TestE2ECredentials: the agent holds placeholders; the proxy puts the
+// real values in on their hosts only (a custom credential from
+// devaipod's environment, one from a podman secret, Basic auth), streams,
+// refuses a placeholder sent anywhere else, and the values are nowhere
+// the agent, podman inspect, the audit or verify show.
+func TestE2ECredentials(t *testing.T) {
+	e2e(t)
+	const (
+		token    = "real-token-value-e2e-4f1c9a"
+		password = "real-password-e2e-77d0b3"
+	)
+	ca := newTestCA(t)
+	up := startCredentialUpstream(t, ca, "api.cred.test", "git.cred.test", "other.cred.test")
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("a plain-HTTP request carrying a placeholder got through: %v", r.Header)
+	}))
+	t.Cleanup(plain.Close)
+	secret := uniqueName("e2e-cred-secret")
+	if out, err := exec.Command("sh", "-c", "printf %s "+password+" | podman secret create "+secret+" -").CombinedOutput(); err != nil {
+		t.Fatalf("podman secret create: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("podman", "secret", "rm", secret).Run() })
+
+	p := strconv.Itoa(up.port)
+	cfg := standInConfig(t, `[network]
+host_loopback = true
+no_default_allow = true
+allow = ["other.cred.test:`+p+`", "plain.cred.test:`+strconv.Itoa(port(t, plain.URL))+`", "10.0.2.2:*"]
+extra_hosts = ["api.cred.test:10.0.2.2", "git.cred.test:10.0.2.2", "other.cred.test:10.0.2.2", "plain.cred.test:10.0.2.2"]
+upstream_ca = ["`+ca.file(t)+`"]
+[credentials.MY_API_TOKEN]
+hosts = ["api.cred.test:`+p+`"]
+[credentials.REG_PASSWORD]
+hosts = ["git.cred.test:`+p+`"]
+secret = "`+secret+`"
+`)
+	name := uniqueName("e2e-cred")
+	cleanup(t, name)
+	upOut := mustDevaipod(t, []string{"MY_API_TOKEN=" + token}, "--config", cfg, "up", fixtureRepo(t), "--name", name)
+	if !strings.Contains(upOut.stdout, "credential MY_API_TOKEN") || !strings.Contains(upOut.stdout, "api.cred.test:"+p) {
+		t.Errorf("up does not list the credential and its host:\n%s", upOut)
+	}
+	agent := func(script string) result {
+		return devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", script)
+	}
+	placeholders := agent(`printf '%s\n%s\n' "$MY_API_TOKEN" "$REG_PASSWORD"`)
+	ph := strings.Fields(placeholders.stdout)
+	if len(ph) != 2 || !strings.HasPrefix(ph[0], "devaipod-MY_API_TOKEN-") || !strings.HasPrefix(ph[1], "devaipod-REG_PASSWORD-") {
+		t.Fatalf("the agent's variables are not placeholders: %s", placeholders)
+	}
+
+	t.Run("on its host the proxy puts the value in, and curl trusts the proxy's CA out of the box", func(t *testing.T) {
+		r := agent(`curl -sS -H "Authorization: Bearer $MY_API_TOKEN" -H "X-Api-Key: $MY_API_TOKEN" https://api.cred.test:` + p + `/v1/models`)
+		if r.code != 0 || r.stdout != "ok /v1/models\n" {
+			t.Fatalf("%s", r)
+		}
+		if want := "api.cred.test:" + p + " /v1/models Bearer " + token + " " + token; !strings.Contains(up.requests(), want) {
+			t.Errorf("the upstream saw:\n%s\nwant %q", up.requests(), want)
+		}
+	})
+	t.Run("Basic auth from a podman secret", func(t *testing.T) {
+		r := agent(`curl -sS -u "agent:$REG_PASSWORD" https://git.cred.test:` + p + `/repo.git/info/refs`)
+		if r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		basic := "Basic " + b64("agent:"+password)
+		if !strings.Contains(up.requests(), "/repo.git/info/refs "+basic) {
+			t.Errorf("the upstream saw:\n%s\nwant %q", up.requests(), basic)
+		}
+	})
+	t.Run("a placeholder sent anywhere else never carries the value", func(t *testing.T) {
+		// To the other credential's host: refused, with the reason.
+		r := agent(`curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $MY_API_TOKEN" https://git.cred.test:` + p + `/x`)
+		if r.stdout != "403" {
+			t.Errorf("MY_API_TOKEN's placeholder to git.cred.test: %s", r)
+		}
+		// In plain HTTP: refused before it leaves.
+		r = agent(`curl -sS -o /dev/null -w '%{http_code}' -H "X-Api-Key: $MY_API_TOKEN" http://plain.cred.test:` + strconv.Itoa(port(t, plain.URL)) + `/`)
+		if r.stdout != "403" {
+			t.Errorf("a placeholder in plain HTTP: %s", r)
+		}
+		// Through an opaque tunnel to an allowed host without a credential:
+		// the proxy cannot see it, so only the placeholder leaves (and the
+		// agent does not trust that server: -k).
+		r = agent(`curl -sSk -H "Authorization: Bearer $MY_API_TOKEN" https://other.cred.test:` + p + `/tunnel`)
+		if r.code != 0 || !strings.Contains(up.requests(), "other.cred.test:"+p+" /tunnel Bearer "+ph[0]) {
+			t.Errorf("through a tunnel: %s\nupstream saw:\n%s", r, up.requests())
+		}
+		if strings.Contains(up.requests(), "/x ") {
+			t.Errorf("the refused request reached the upstream:\n%s", up.requests())
+		}
+	})
+	t.Run("server-sent events stream through the interception", func(t *testing.T) {
+		// The upstream sends one event, waits 1.5 s, sends another: the
+		// first must reach the agent well before the second.
+		r := agent(`curl -sSN https://api.cred.test:` + p + `/sse | while read -r line; do [ -n "$line" ] && echo "$(date +%s%3N) $line"; done; true`)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || len(lines) != 2 {
+			t.Fatalf("%s", r)
+		}
+		var t1, t2 int64
+		fmt.Sscan(lines[0], &t1)
+		fmt.Sscan(lines[1], &t2)
+		if gap := time.Duration(t2-t1) * time.Millisecond; gap < time.Second {
+			t.Errorf("the events arrived %s apart; the first was held back:\n%s", gap, r.stdout)
+		}
+	})
+	t.Run("the values are nowhere the agent, podman inspect, the audit or verify can show", func(t *testing.T) {
+		r := agent("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; grep -rsl -e " + token + " -e " + password + " /home /workspaces /tmp /run /etc /opt /var 2>/dev/null")
+		for _, v := range []string{token, password} {
+			if strings.Contains(r.stdout, v) {
+				t.Errorf("the agent can read a real value:\n%s", r.stdout)
+			}
+		}
+		for _, role := range []string{"workspace", "agent", "proxy"} {
+			out, err := exec.Command("podman", "inspect", "devaipod-"+name+"-"+role).CombinedOutput()
+			if err != nil {
+				t.Errorf("podman inspect %s: %v %s", role, err, out)
+			}
+			if strings.Contains(string(out), token) || strings.Contains(string(out), password) {
+				t.Errorf("podman inspect of the %s shows a real value", role)
+			}
+		}
+		audit := mustDevaipod(t, nil, "audit", name, "-o", "json")
+		v := devaipod(t, nil, "verify", name, "-o", "json")
+		for what, out := range map[string]string{"audit": audit.stdout, "verify": v.stdout + v.stderr, "up": upOut.stdout + upOut.stderr} {
+			if strings.Contains(out, token) || strings.Contains(out, password) {
+				t.Errorf("%s shows a real value:\n%s", what, out)
+			}
+		}
+		injected := 0
+		for _, line := range strings.Split(strings.TrimSpace(audit.stdout), "\n") {
+			var rec proxy.Record
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Host == "api.cred.test" && strings.Join(rec.Credentials, ",") == "MY_API_TOKEN" {
+				injected++
+			}
+		}
+		if injected == 0 {
+			t.Errorf("no audit record says MY_API_TOKEN was put in:\n%s", audit.stdout)
+		}
+		rows := verifyRows(t, v.stdout)
+		for _, id := range []string{"credential-placeholders", "trusted-env", "trusted-env-files"} {
+			if rows[id] != "PASS" {
+				t.Errorf("verify %s: %s\n%s", id, rows[id], v.stdout)
+			}
+		}
+	})
+	t.Run("verify finds a real value planted where the agent can read it", func(t *testing.T) {
+		// As if it had leaked: the proxy's value, in a file of the agent's.
+		agent("printf %s " + token + " > /tmp/leaked")
+		v := devaipod(t, nil, "verify", name, "-o", "json")
+		if rows := verifyRows(t, v.stdout); v.code == 0 || rows["trusted-env-files"] != "FAIL" {
+			t.Errorf("verify with the value in /tmp/leaked: exit %d, trusted-env-files %s\n%s", v.code, rows["trusted-env-files"], v.stdout)
+		}
+		if strings.Contains(v.stdout+v.stderr, token) {
+			t.Errorf("verify shows the value it found:\n%s", v.stdout)
+		}
+	})
+}
+
+// verifyRows maps verify -o json's row ids to their results.
+func verifyRows(t *testing.T, out string) map[string]string {
+	t.Helper()
+	var rep struct {
+		Rows []struct{ ID, Result string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("verify -o json: %v\n%s", err, out)
+	}
+	rows := map[string]string{}
+	for _, r := range rep.Rows {
+		rows[r.ID] = r.Result
+	}
+	return rows
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

@@ -1,0 +1,237 @@
+package proxy
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/devaipod/devaipod/proxy/rule"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Credential is a secret that the agent holds only as a placeholder. The
+// proxy intercepts the HTTPS requests to the credential's hosts (see
+// Options.Credentials) and puts the value in place of the placeholder in
+// their headers; a request that carries the placeholder anywhere else is
+// refused. The audit and the refusals name a credential, never show its
+// value.
+type Credential struct {
+	// Name names the credential in the audit and in refusals, e.g. the
+	// variable that holds it (ANTHROPIC_API_KEY).
+	Name string
+	// Placeholder is what the agent holds instead of the value: at least
+	// MinPlaceholderLen characters from A-Z, a-z, 0-9, "_" and "-". No
+	// placeholder may contain another's.
+	Placeholder string
+	// Value is the real value.
+	Value string
+	// Hosts are the hosts that get the value, as allow rules (see Rule):
+	// host, host:port, *.suffix[:port], an address; port 443 unless one is
+	// given. A request still needs an allow rule to get through.
+	Hosts []string
+}
+
+// MinPlaceholderLen is the shortest placeholder: long enough that no
+// header carries it by chance.
+const MinPlaceholderLen = 16
+
+// credential is a checked Credential.
+type credential struct {
+	name, placeholder, value string
+	rules                    []rule.Rule
+	hosts                    *rule.Matcher
+	hostText                 string // the canonical rules, for refusals
+}
+
+// credentials are the proxy's credentials, in Options order; a nil
+// *credentials has none.
+type credentials struct {
+	list []*credential
+	// scrubber replaces each value by its credential's name in brackets.
+	scrubber *strings.Replacer
+}
+
+// compileCredentials checks cs; the errors name a credential by its name
+// (or position), never by its placeholder or value. It returns nil for no
+// credentials.
+func compileCredentials(cs []Credential) (*credentials, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	out := &credentials{}
+	var scrub []string
+	for i, c := range cs {
+		if c.Name == "" {
+			return nil, fmt.Errorf("credential %d: empty name", i+1)
+		}
+		if strings.ContainsFunc(c.Name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return nil, fmt.Errorf("credential %d: name with control characters", i+1)
+		}
+		if err := checkPlaceholder(c.Placeholder); err != nil {
+			return nil, fmt.Errorf("credential %q: %w", c.Name, err)
+		}
+		switch {
+		case c.Value == "":
+			return nil, fmt.Errorf("credential %q: empty value", c.Name)
+		case !httpguts.ValidHeaderFieldValue(c.Value):
+			return nil, fmt.Errorf("credential %q: the value has characters that a header value may not have", c.Name)
+		case len(c.Hosts) == 0:
+			return nil, fmt.Errorf("credential %q: no hosts", c.Name)
+		}
+		rules, err := rule.ParseAll(c.Hosts)
+		if err != nil {
+			return nil, fmt.Errorf("credential %q: %w", c.Name, err)
+		}
+		for _, prev := range out.list {
+			if strings.Contains(c.Placeholder, prev.placeholder) || strings.Contains(prev.placeholder, c.Placeholder) {
+				return nil, fmt.Errorf("credentials %q and %q: one placeholder contains the other", prev.name, c.Name)
+			}
+		}
+		out.list = append(out.list, &credential{
+			name: c.Name, placeholder: c.Placeholder, value: c.Value,
+			rules: rules, hosts: rule.NewMatcher(rules...), hostText: strings.Join(canonicalTexts(rules), ", "),
+		})
+		scrub = append(scrub, c.Value, "["+c.Name+"]")
+	}
+	out.scrubber = strings.NewReplacer(scrub...)
+	return out, nil
+}
+
+func checkPlaceholder(p string) error {
+	if len(p) < MinPlaceholderLen {
+		return fmt.Errorf("the placeholder is %d characters long, the minimum is %d", len(p), MinPlaceholderLen)
+	}
+	for _, c := range []byte(p) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return errors.New(`the placeholder may have only A-Z, a-z, 0-9, "_" and "-"`)
+		}
+	}
+	return nil
+}
+
+// rules returns every credential's host rules.
+func (cs *credentials) rules() []rule.Rule {
+	var rules []rule.Rule
+	for _, c := range cs.list {
+		rules = append(rules, c.rules...)
+	}
+	return rules
+}
+
+// boundTo returns the credentials that go to host h, port port.
+func (cs *credentials) boundTo(h rule.Host, port int) []*credential {
+	if cs == nil {
+		return nil
+	}
+	var bound []*credential
+	for _, c := range cs.list {
+		if _, ok := c.hosts.MatchHost(h, port); ok {
+			bound = append(bound, c)
+		}
+	}
+	return bound
+}
+
+// carried returns the credentials whose placeholder is in one of h's
+// values, or in the decoded user and password of a Basic authorization, in
+// Options order.
+func (cs *credentials) carried(h http.Header) []*credential {
+	if cs == nil {
+		return nil
+	}
+	found := make([]bool, len(cs.list))
+	look := func(s string) {
+		for i, c := range cs.list {
+			if !found[i] && strings.Contains(s, c.placeholder) {
+				found[i] = true
+			}
+		}
+	}
+	for k, vv := range h {
+		for _, v := range vv {
+			look(v)
+			if userPass, ok := basicAuth(k, v); ok {
+				look(userPass)
+			}
+		}
+	}
+	var carried []*credential
+	for i, c := range cs.list {
+		if found[i] {
+			carried = append(carried, c)
+		}
+	}
+	return carried
+}
+
+// scrub replaces every credential's value in s by the credential's name, for
+// error texts and logs.
+func (cs *credentials) scrub(s string) string {
+	if cs == nil {
+		return s
+	}
+	return cs.scrubber.Replace(s)
+}
+
+// substitute puts the values of creds in place of their placeholders in
+// h's values; in a Basic authorization, in its decoded user and password
+// (git over HTTPS sends its token as the password).
+func substitute(h http.Header, creds []*credential) {
+	if len(creds) == 0 {
+		return
+	}
+	pairs := make([]string, 0, 2*len(creds))
+	for _, c := range creds {
+		pairs = append(pairs, c.placeholder, c.value)
+	}
+	r := strings.NewReplacer(pairs...)
+	for k, vv := range h {
+		for i, v := range vv {
+			if userPass, ok := basicAuth(k, v); ok {
+				if replaced := r.Replace(userPass); replaced != userPass {
+					vv[i] = "Basic " + base64.StdEncoding.EncodeToString([]byte(replaced))
+					continue
+				}
+			}
+			vv[i] = r.Replace(v)
+		}
+	}
+}
+
+// basicAuth returns the decoded user:password of an Authorization header
+// value of the Basic scheme.
+func basicAuth(key, value string) (string, bool) {
+	if key != "Authorization" {
+		return "", false
+	}
+	scheme, encoded, ok := strings.Cut(value, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return "", false
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encoded))
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// names returns the names of creds.
+func names(creds []*credential) []string {
+	if len(creds) == 0 {
+		return nil
+	}
+	ns := make([]string, len(creds))
+	for i, c := range creds {
+		ns[i] = c.name
+	}
+	return ns
+}
+
+// misplaced is the detail of a refusal of a request that carries c's
+// placeholder to a host that c is not bound to.
+func (c *credential) misplaced() string {
+	return fmt.Sprintf("the request carries the placeholder of %s, which the proxy fills in only on HTTPS to %s", c.name, c.hostText)
+}
