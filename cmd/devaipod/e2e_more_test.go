@@ -162,7 +162,9 @@ func TestE2EDryRun(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &plan); err != nil {
 		t.Fatalf("dry-run json: %v\n%s", err, r)
 	}
-	if plan.Pod.Name != "devaipod-"+name || len(plan.Containers) != 3 || plan.Containers[1].Network != "none" || len(plan.Secrets) != 1 {
+	// Two secrets: the trusted variable (the workspace's) and the LLM key
+	// (the proxy's).
+	if plan.Pod.Name != "devaipod-"+name || len(plan.Containers) != 3 || plan.Containers[1].Network != "none" || len(plan.Secrets) != 2 {
 		t.Errorf("plan = %+v", plan)
 	}
 	if strings.Contains(r.stdout, "do-not-print") {
