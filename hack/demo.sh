@@ -48,6 +48,8 @@ Get in:
   $prefix attach $name            # opencode's UI, attached to the sandboxed agent
   $prefix exec $name -c agent     # look around inside the agent's sandbox
   $prefix verify $name            # attack the sandbox from inside: which protections hold here
+  $prefix diff $name              # what the agent changed, committed or not
+  $prefix fetch $name --repo $work/hello   # its commits, as devaipod-$name/* in the example's repository
   $prefix status $name
   $prefix delete $name            # remove everything it created
 MSG

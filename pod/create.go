@@ -72,10 +72,17 @@ type Request struct {
 	Output   io.Writer
 }
 
-// Result is what Create made.
+// Result is what Create made, or the pod of that name it found.
 type Result struct {
+	// Plan is the new pod's (nil when Existing is set).
 	Plan   *plan.Plan
 	Source *source.Source
+	// Existing is set when a pod of the requested name existed, made
+	// from the same source: up made nothing, and started it if it was
+	// stopped (see Existing.Action; a dry run only says what it would
+	// do). A pod of that name from another source is an
+	// *ExistingPodError.
+	Existing *Existing
 }
 
 // creation is one Create call: the request and its reporting.
@@ -90,6 +97,13 @@ type creation struct {
 // reads its devcontainer.json, makes sure of the images, builds the plan
 // (once) and applies it with Up. It is all or nothing, as Up is. With
 // req.DryRun it stops at the plan, and eng may be nil.
+//
+// A pod of the name asked for (req.Name) that exists already is looked at
+// first, right after the source is resolved and before anything is
+// cloned: made from the same source (SameSource), it is used as it is, or
+// started when it is stopped, and Result.Existing says so; else Create
+// fails with an *ExistingPodError and touches nothing. With req.DryRun and
+// an engine, it only says what it would do.
 func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 	c := &creation{req: req, progress: req.Progress, warn: req.Warn, out: cmp.Or[io.Writer](req.Output, io.Discard)}
 	if c.progress == nil {
@@ -98,7 +112,24 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 	if c.warn == nil {
 		c.warn = func(string) {}
 	}
-	in, forbidden, err := c.input(ctx)
+	id, err := c.identify(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A pod of the name asked for may exist: use it, or refuse, before
+	// anything is cloned (a dry run without podman cannot tell). A derived
+	// name ends in random digits: the user asked for a new pod, and Up
+	// refuses the rare clash.
+	if eng != nil && req.Name != "" {
+		ex, err := c.useExisting(ctx, eng, id.name, id.src)
+		if err != nil {
+			return nil, err
+		}
+		if ex != nil {
+			return &Result{Source: id.src, Existing: ex}, nil
+		}
+	}
+	in, forbidden, err := c.input(id)
 	if err != nil {
 		return nil, err
 	}
@@ -189,43 +220,60 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 	return &Result{Plan: pl, Source: src}, nil
 }
 
-// input checks the request and resolves what it names (the source, the
-// mounts, the gator's scopes) into the plan's input, before anything is
-// cloned or created. forbidden are the host paths no mount may expose.
-func (c *creation) input(ctx context.Context) (in plan.PlanInput, forbidden []string, err error) {
+// identity is what names the pod: the resolved source and the pod's name.
+type identity struct {
+	src   *source.Source
+	name  string
+	forge string
+	cfg   config.Config
+}
+
+// identify checks the request's pull policy and name and resolves its
+// source (git on the host, and the forge's API for a pull request; no
+// clone): enough to know the pod's name and what it is made from.
+func (c *creation) identify(ctx context.Context) (identity, error) {
 	req := &c.req
 	req.Pull = cmp.Or(req.Pull, PullMissing)
 	if !slices.Contains(PullPolicies, req.Pull) {
-		return plan.PlanInput{}, nil, fmt.Errorf("--pull %q: use missing, always or never", req.Pull)
+		return identity{}, fmt.Errorf("--pull %q: use missing, always or never", req.Pull)
 	}
-	cfg := config.Config{}
+	id := identity{name: req.Name}
 	if req.Config != nil {
-		cfg = *req.Config
+		id.cfg = *req.Config
 	}
-	name := req.Name
-	if name != "" {
+	if id.name != "" {
 		var err error
-		if name, err = plan.NormalizeName(name); err != nil {
-			return plan.PlanInput{}, nil, err
+		if id.name, err = plan.NormalizeName(id.name); err != nil {
+			return identity{}, err
 		}
 	}
-	forge := cfg.Forge.URL
+	id.forge = id.cfg.Forge.URL
 	if req.ForgeURL != "" {
-		forge = req.ForgeURL
+		id.forge = req.ForgeURL
 		if err := source.ValidateForgeURL(req.ForgeURL); err != nil {
-			return plan.PlanInput{}, nil, fmt.Errorf("--forge-url: %w", err)
+			return identity{}, fmt.Errorf("--forge-url: %w", err)
 		}
 	}
-	src, err := source.Resolve(ctx, req.Source, source.Options{Ref: req.Ref, ForgeURL: forge, APIURL: cfg.Forge.APIURL})
+	src, err := source.Resolve(ctx, req.Source, source.Options{Ref: req.Ref, ForgeURL: id.forge, APIURL: id.cfg.Forge.APIURL})
 	if err != nil {
-		return plan.PlanInput{}, nil, err
+		return identity{}, err
 	}
 	for _, w := range src.Warnings {
 		c.warn(w)
 	}
-	if name == "" {
-		name = plan.DeriveNameFor(src)
+	id.src = src
+	if id.name == "" {
+		id.name = plan.DeriveNameFor(src)
 	}
+	return id, nil
+}
+
+// input checks the rest of the request and resolves what it names (the
+// mounts, the gator's scopes) into the plan's input, before anything is
+// cloned or created. forbidden are the host paths no mount may expose.
+func (c *creation) input(id identity) (in plan.PlanInput, forbidden []string, err error) {
+	req := &c.req
+	cfg, src, name, forge := id.cfg, id.src, id.name, id.forge
 	if a := req.WorkspaceAccess; a != "" && a != config.AccessRW && a != config.AccessRO {
 		return plan.PlanInput{}, nil, fmt.Errorf("--workspace-access %q: use rw or ro", a)
 	}

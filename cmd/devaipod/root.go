@@ -57,6 +57,7 @@ func printError(w io.Writer, err error) {
 	var ce *podman.ConnectError
 	var re *pod.ReadyError
 	var he *hintError
+	var xe *pod.ExistingPodError
 	switch {
 	case errors.As(err, &he):
 		fmt.Fprintf(w, "Hint: %s\n", he.hint)
@@ -79,6 +80,19 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, "Hint: up refuses to report a pod ready whose agent can get out; everything it created was removed. `devaipod doctor` checks the host")
 	case errors.As(err, new(*pod.NotRunningError)):
 		fmt.Fprintln(w, "Hint: `devaipod start NAME` starts it")
+	case errors.As(err, &xe):
+		switch xe.Reason {
+		case pod.ReasonSource:
+			fmt.Fprintf(w, "Hint: pick another name with --name NAME (or leave --name out: up derives a new one), or `devaipod delete %s` first; `devaipod status %s` shows the pod\n", xe.Name, xe.Name)
+		case pod.ReasonIncomplete:
+			fmt.Fprintf(w, "Hint: `devaipod gc` removes what a failed up left; `devaipod delete %s` removes everything of that name\n", xe.Name)
+		case pod.ReasonState:
+			if xe.State == "paused" {
+				fmt.Fprintf(w, "Hint: `podman pod unpause devaipod-%s`, then up again; or pick another --name\n", xe.Name)
+			} else {
+				fmt.Fprintf(w, "Hint: `devaipod status %s` shows it; `devaipod delete %s` removes it, or pick another --name\n", xe.Name, xe.Name)
+			}
+		}
 	case errors.Is(err, pod.ErrExists):
 		fmt.Fprintln(w, "Hint: pick another --name, or `devaipod delete NAME` first")
 	}
@@ -138,6 +152,7 @@ in the workspace. 'devaipod doctor' says what this host can enforce.`,
 		newListCommand(g),
 		newStatusCommand(g),
 		newExecCommand(g),
+		newCodeCommand(g),
 		newLogsCommand(g),
 		newStopCommand(g),
 		newStartCommand(g),
@@ -147,6 +162,8 @@ in the workspace. 'devaipod doctor' says what this host can enforce.`,
 		newPolicyCommand(g, pod.PolicyDeny),
 		newAuditCommand(g),
 		newAttachCommand(g),
+		newDiffCommand(g),
+		newFetchCommand(g),
 		newVerifyCommand(g),
 		newDoctorCommand(g),
 		newVersionCommand(g),

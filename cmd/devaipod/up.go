@@ -51,7 +51,16 @@ this host with your own git credentials, or a pull request URL
 checked out on branch pr-N, with the base repository as upstream.
 
 up is all or nothing: if a step fails, or you press Ctrl-C, everything it
-created is removed again (unless --keep-on-failure).`,
+created is removed again (unless --keep-on-failure).
+
+up is idempotent: when a pod of that name exists (--name) and was made from
+the same source, up uses it: it says so and how to get in, starting it first
+if it is stopped, and creates nothing. The same source is the same
+repository (a pull request's base repository, a URL, a checkout's origin
+remote, else its directory; compared without scheme, user, port, trailing
+slash or .git) and the same pull request (or none); the branch, --ref and the
+commit are not compared: the pod keeps the commit it was made from. A pod of
+that name from another source is refused, and left as it is.`,
 		Example: `  devaipod up .
   devaipod up ./myproject --name myproject
   devaipod up https://git.example.test/org/repo.git --ref main
@@ -80,7 +89,7 @@ created is removed again (unless --keep-on-failure).`,
 	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+config.DefaultImage+")")
 	fl.StringVar(&f.pull, "pull", pod.PullMissing, "pull the pod's images from their registries: missing, always or never (images under localhost/ are never pulled)")
 	fl.StringVar(&f.ref, "ref", "", "branch or tag to clone (git URLs only)")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing; with --name of an existing pod, say what up would do with it")
 	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for the agent's server")
 	fl.StringVar(&f.devcontainer, "devcontainer", "", "the devcontainer.json to use, as a path in the repository (default: .devcontainer/devcontainer.json, .devcontainer.json, or the only .devcontainer/*/devcontainer.json)")
@@ -112,11 +121,22 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		req.Output = io.Discard
 	}
 	var p *podman.Podman
-	if !f.dryRun {
+	switch {
+	case !f.dryRun:
 		if p, err = g.connect(cmd); err != nil {
 			return err
 		}
 		defer p.Close()
+	case f.name != "":
+		// A dry run needs no podman, but with --name it says what up would
+		// do with a pod of that name, when podman answers. (A derived
+		// name is new: it ends in random digits.)
+		if p, err = g.connect(cmd); err != nil {
+			g.warnf(cmd, "cannot ask podman whether pod %s exists (%v): the plan assumes it does not", f.name, err)
+			p = nil
+		} else {
+			defer p.Close()
+		}
 	}
 	var eng pod.Engine
 	if p != nil {
@@ -125,6 +145,9 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	res, err := pod.Create(ctx, eng, req)
 	if err != nil {
 		return err
+	}
+	if res.Existing != nil {
+		return reportExisting(cmd, g, f.dryRun, res.Existing, start)
 	}
 	pl := res.Plan
 	if f.dryRun {
@@ -138,7 +161,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		return writeJSON(cmd.OutOrStdout(), map[string]any{
 			"name": pl.Name, "pod": pl.Pod.Name, "workdir": pl.Workdir,
 			"agent_url": pl.AgentURL, "commit": res.Source.Commit, "seconds": time.Since(start).Seconds(),
-			"credentials": pl.Credentials})
+			"credentials": pl.Credentials, "existing": false})
 	}
 	// The mode from the socket's owner when it tells: /info was the
 	// longest step of up.
@@ -156,9 +179,59 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		for _, c := range pl.Credentials {
 			fmt.Fprintf(out, "  credential %s: the agent holds a placeholder; the proxy puts in %s on %s\n", c.Name, c.From, strings.Join(c.Hosts, ", "))
 		}
-		fmt.Fprintf(out, "  shell in the workspace:  devaipod exec %s\n", pl.Name)
-		fmt.Fprintf(out, "  talk to the agent:       devaipod attach %s\n", pl.Name)
-		fmt.Fprintf(out, "  remove it:               devaipod delete %s\n", pl.Name)
+		printGetIn(out, pl.Name)
+	}
+	return nil
+}
+
+// printGetIn says how to use a pod that is up.
+func printGetIn(out io.Writer, name string) {
+	fmt.Fprintf(out, "  shell in the workspace:  devaipod exec %s\n", name)
+	fmt.Fprintf(out, "  talk to the agent:       devaipod attach %s\n", name)
+	fmt.Fprintf(out, "  open it in VS Code:      devaipod code %s\n", name)
+	fmt.Fprintf(out, "  remove it:               devaipod delete %s\n", name)
+}
+
+// reportExisting reports a pod of the requested name that up found made
+// from the same source: as it was, started, or (dry run) what up would do.
+// The JSON has the keys of a new pod's, with "existing": true.
+func reportExisting(cmd *cobra.Command, g *globalFlags, dryRun bool, ex *pod.Existing, start time.Time) error {
+	out := cmd.OutOrStdout()
+	if dryRun {
+		if g.json() {
+			return writeJSON(out, struct {
+				*pod.Existing
+				Exists bool `json:"existing"`
+				DryRun bool `json:"dry_run"`
+			}{ex, true, true})
+		}
+		would := "up would change nothing and say how to get in"
+		if ex.Action == pod.ActionStart {
+			would = "up would start it"
+		}
+		fmt.Fprintf(out, "Pod %s exists already (%s, from %s): %s. Nothing done.\n", ex.Name, ex.State, ex.Source(), would)
+		return nil
+	}
+	if g.json() {
+		creds := make([]plan.Credential, 0, len(ex.Credentials))
+		for _, n := range ex.Credentials {
+			creds = append(creds, plan.Credential{Name: n, Hosts: []string{}})
+		}
+		return writeJSON(out, map[string]any{
+			"name": ex.Name, "pod": ex.Pod, "workdir": ex.Workdir,
+			"agent_url": ex.AgentURL, "commit": ex.Commit, "seconds": time.Since(start).Seconds(),
+			"credentials": creds, "existing": true, "state": ex.State, "action": ex.Action, "repo": ex.Repo})
+	}
+	if ex.Action == pod.ActionStart {
+		fmt.Fprintf(out, "Pod %s was not running (%s): started it (from %s, %.1fs).\n", ex.Name, ex.State, ex.Source(), time.Since(start).Seconds())
+	} else {
+		fmt.Fprintf(out, "Pod %s is already running (from %s).\n", ex.Name, ex.Source())
+	}
+	if !g.quiet {
+		for _, c := range ex.Credentials {
+			fmt.Fprintf(out, "  credential %s: the agent holds a placeholder; the proxy puts in the value\n", c)
+		}
+		printGetIn(out, ex.Name)
 	}
 	return nil
 }

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/podman"
+	"github.com/spf13/cobra"
+)
+
+func newDiffCommand(g *globalFlags) *cobra.Command {
+	var stat bool
+	cmd := &cobra.Command{
+		Use:   "diff NAME [-- PATHSPEC...]",
+		Short: "Show everything the agent changed: its commits and its uncommitted work",
+		Long: `Show, as a git diff, everything the pod's agent changed since the commit up
+started from: its commits on any branch it is on and its uncommitted work, new
+files included. --stat shows a diffstat instead; pathspecs after -- narrow it.
+
+Nothing the agent wrote runs on your side to make it: the agent's own git packs
+its work into a bundle in its container (its hooks and filters, if any, run
+there, where the agent runs anything anyway); the workspace container fetches
+the bundle with a git that reads no configuration but devaipod's and checks
+every object, and diffs two commits. On a terminal the diff is coloured and
+control characters in it are shown as escapes (\x1b), never obeyed; piped, it is
+the plain patch, ready for git apply.`,
+		Example: `  devaipod diff myproject
+  devaipod diff myproject --stat
+  devaipod diff myproject -- src/
+  devaipod diff myproject > work.patch`,
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() > 1 || (cmd.ArgsLenAtDash() < 0 && len(args) > 1) {
+				return errors.New("diff takes one pod NAME; put pathspecs after --")
+			}
+			return withPod(cmd, g, args[:1], func(p *podman.Podman, short string) error {
+				opts := pod.DiffOptions{Stat: stat, Paths: args[1:]}
+				out := cmd.OutOrStdout()
+				if !isTerminal(out) {
+					return pod.Diff(cmd.Context(), p, short, opts, out)
+				}
+				w := &diffColorWriter{w: out}
+				err := pod.Diff(cmd.Context(), p, short, opts, w)
+				return errors.Join(err, w.flush())
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&stat, "stat", false, "a diffstat instead of the patch")
+	return cmd
+}
+
+// SGR colours of a diff on a terminal, as git uses them.
+const (
+	sgrBold  = "\x1b[1m"
+	sgrCyan  = "\x1b[36m"
+	sgrGreen = "\x1b[32m"
+	sgrRed   = "\x1b[31m"
+	sgrReset = "\x1b[m"
+)
+
+// diffColorWriter makes each line of a diff printable (the agent wrote
+// it), then colours it by its kind.
+type diffColorWriter struct {
+	w   io.Writer
+	buf []byte
+}
+
+func (d *diffColorWriter) Write(b []byte) (int, error) {
+	d.buf = append(d.buf, b...)
+	for {
+		i := bytes.IndexByte(d.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		if _, err := io.WriteString(d.w, colorDiffLine(printable(string(d.buf[:i])))+"\n"); err != nil {
+			return len(b), err
+		}
+		d.buf = d.buf[i+1:]
+	}
+}
+
+func (d *diffColorWriter) flush() error {
+	if len(d.buf) == 0 {
+		return nil
+	}
+	_, err := io.WriteString(d.w, colorDiffLine(printable(string(d.buf))))
+	d.buf = nil
+	return err
+}
+
+// colorDiffLine colours one (printable) line of a unified git diff.
+func colorDiffLine(line string) string {
+	color := ""
+	switch {
+	case strings.HasPrefix(line, "diff --git "), strings.HasPrefix(line, "index "),
+		strings.HasPrefix(line, "--- "), strings.HasPrefix(line, "+++ "),
+		strings.HasPrefix(line, "new file mode"), strings.HasPrefix(line, "deleted file mode"):
+		color = sgrBold
+	case strings.HasPrefix(line, "@@"):
+		color = sgrCyan
+	case strings.HasPrefix(line, "+"):
+		color = sgrGreen
+	case strings.HasPrefix(line, "-"):
+		color = sgrRed
+	}
+	if color == "" || line == "" {
+		return line
+	}
+	return color + line + sgrReset
+}

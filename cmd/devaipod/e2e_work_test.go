@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestE2EDiffAndFetch: an agent commits on a new branch, leaves
+// uncommitted edits and a new file, and plants every trap it can in its
+// git directory and work tree (hooks, fsmonitor, a filter and a diff
+// driver that .gitattributes names, a nested repository with its own
+// fsmonitor staged as a gitlink). diff shows the work, fetch brings the
+// branch into a separate clone on the host, and no trap runs: not on the
+// host, not in any container, not on the shared volume.
+func TestE2EDiffAndFetch(t *testing.T) {
+	e2e(t)
+	repo := fixtureRepo(t)
+	hostGit := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// A masked file, which the agent's snapshot must not take for edited.
+	os.WriteFile(filepath.Join(repo, ".env"), []byte("SECRET=masked-e2e-value\n"), 0o644)
+	hostGit(repo, "add", ".env")
+	hostGit(repo, "commit", "-q", "-m", "env")
+	clone := filepath.Join(t.TempDir(), "review")
+	hostGit("", "clone", "-q", repo, clone)
+
+	name := uniqueName("e2e-work")
+	cleanup(t, name)
+	mustDevaipod(t, nil, "--config", standInConfig(t, ""), "up", repo, "--name", name)
+	token := "TRAP" + strings.ToUpper(strings.TrimPrefix(name, "e2e-work-"))
+	agent := func(script string) result {
+		return devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", script)
+	}
+	workspace := func(script string) result {
+		return devaipod(t, nil, "exec", name, "--", "sh", "-c", script)
+	}
+	// The trap leaves a marker in /tmp and in the folder it runs in,
+	// wherever that is, and passes its input through (a filter).
+	plant := `set -e
+cat > .trap.sh <<'EOF2'
+#!/bin/sh
+touch "/tmp/` + token + `-$1" "$PWD/` + token + `-$1" 2>/dev/null
+cat
+EOF2
+chmod +x .trap.sh
+t="$PWD/.trap.sh"
+git config core.fsmonitor "$t fsmonitor"
+git config filter.evil.clean "$t clean"
+git config filter.evil.smudge "$t smudge"
+git config diff.evil.textconv "$t textconv"
+git config diff.evil.command "$t diffcmd"
+for h in post-checkout pre-commit post-commit reference-transaction post-merge post-rewrite pre-push pre-auto-gc; do
+	printf '#!/bin/sh\nexec %s hook-%s </dev/null\n' "$t" "$h" > .git/hooks/$h
+	chmod +x .git/hooks/$h
+done
+echo '* filter=evil diff=evil' > .gitattributes
+mkdir sub && cd sub && git init -q && echo x > x && git add x && git -c user.name=a -c user.email=a@a commit -qm x
+git config core.fsmonitor "$t sub-fsmonitor"
+cd ..
+git checkout -q -b agent/work
+echo 'the fix' > fix.txt
+git add fix.txt .gitattributes .trap.sh sub
+git -c user.name=agent -c user.email=agent@e2e commit -qm 'the agent fixed it'
+echo 'uncommitted edit' >> README.md
+echo 'a new file' > new.txt
+`
+	if r := agent(plant); r.code != 0 {
+		t.Fatalf("plant: %s", r)
+	}
+	agentHead := strings.TrimSpace(agent("git rev-parse HEAD").stdout)
+	// What sprang so far sprang for the agent's own git: clear it.
+	clear := "rm -f /tmp/" + token + "-* " + token + "-* sub/" + token + "-*"
+	agent(clear)
+	workspace(clear)
+
+	t.Run("diff shows the commits and the uncommitted work", func(t *testing.T) {
+		r := mustDevaipod(t, nil, "diff", name)
+		for _, want := range []string{"+the fix", "+uncommitted edit", "+a new file", "diff --git a/new.txt b/new.txt", "diff --git a/.gitattributes"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("diff lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		if strings.Contains(r.stdout, ".env") || strings.Contains(r.stdout, "masked-e2e-value") {
+			t.Errorf("diff shows the masked file:\n%s", r.stdout)
+		}
+		stat := mustDevaipod(t, nil, "diff", name, "--stat", "--", "new.txt")
+		if !strings.Contains(stat.stdout, "new.txt") || strings.Contains(stat.stdout, "fix.txt") {
+			t.Errorf("diff --stat -- new.txt:\n%s", stat.stdout)
+		}
+	})
+	t.Run("fetch brings the branch into another clone", func(t *testing.T) {
+		r := mustDevaipod(t, nil, "fetch", name, "--repo", clone)
+		if !strings.Contains(r.stdout, "devaipod-"+name+"/agent/work") || !strings.Contains(r.stdout, "uncommitted work") {
+			t.Errorf("fetch output:\n%s", r)
+		}
+		if got := hostGit(clone, "rev-parse", "devaipod-"+name+"/agent/work", "devaipod-"+name); got != agentHead+"\n"+agentHead {
+			t.Errorf("fetched refs %q, want the agent's HEAD %s", got, agentHead)
+		}
+		if got := hostGit(clone, "log", "-1", "--format=%s", "devaipod-"+name); got != "the agent fixed it" {
+			t.Errorf("git log devaipod-NAME: %q", got)
+		}
+		var res struct {
+			Refs        map[string]string
+			Uncommitted bool
+		}
+		js := mustDevaipod(t, nil, "fetch", name, "--repo", clone, "-o", "json")
+		if err := json.Unmarshal([]byte(js.stdout), &res); err != nil || !res.Uncommitted || res.Refs["refs/remotes/devaipod-"+name+"/HEAD"] != agentHead {
+			t.Errorf("fetch -o json: %v %s", err, js.stdout)
+		}
+		if hostGit(clone, "status", "--porcelain") != "" || hostGit(clone, "rev-parse", "--abbrev-ref", "HEAD") != "main" {
+			t.Error("fetch changed the clone's work tree or branch")
+		}
+	})
+	t.Run("no trap ran anywhere", func(t *testing.T) {
+		look := "ls /tmp/" + token + "-* " + token + "-* sub/" + token + "-* 2>/dev/null; true"
+		for where, r := range map[string]result{"agent": agent(look), "workspace": workspace(look)} {
+			if strings.TrimSpace(r.stdout) != "" {
+				t.Errorf("traps ran in the %s container or on the shared volume: %s", where, r.stdout)
+			}
+		}
+		for _, dir := range []string{os.TempDir(), clone, repo} {
+			if m, _ := filepath.Glob(filepath.Join(dir, token+"-*")); len(m) > 0 {
+				t.Errorf("traps ran on the host: %v", m)
+			}
+		}
+		// The traps are live: the agent's own git springs them.
+		agent("git status >/dev/null; git add -A; git -c user.name=a -c user.email=a@a commit -qm more")
+		if r := agent("ls /tmp/" + token + "-*"); !strings.Contains(r.stdout, "fsmonitor") || !strings.Contains(r.stdout, "clean") || !strings.Contains(r.stdout, "hook-pre-commit") {
+			t.Errorf("the traps do not work, so this test proves nothing: %s", r)
+		}
+	})
+}

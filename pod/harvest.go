@@ -1,0 +1,252 @@
+package pod
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/source"
+)
+
+// Taking the agent's work out runs nothing the agent wrote on the trusted
+// side (docs/sandboxing.md, and ../shared/notes/git-trust.md's recipe):
+//
+//  1. In the agent's container, as the agent, git packs its branches,
+//     HEAD and a commit of its uncommitted work into a bundle, without the
+//     commit up started from, in a shadow repository that reads the
+//     agent's git directory as data (see exportScript): no hook, filter
+//     or fsmonitor of the agent's runs even there. The bundle is data.
+//  2. The trusted side fetches the bundle with a git that reads no
+//     configuration but its own (no system, global or repository config
+//     of the agent's, no hooks, no attributes, no submodules), checks every
+//     object (transfer.fsckObjects), and takes the refs it names, into a
+//     namespace of its own: for diff, a throwaway repository in the
+//     workspace container that borrows the trusted .git's objects; for
+//     fetch, the user's repository on the host.
+
+// ErrNoWork says the pod has no git repository to take work from.
+var ErrNoWork = errors.New("no work to take")
+
+// Refs in the agent's bundle: its branches, HEAD, and the commit of its
+// uncommitted work.
+const worktreeRef = "refs/devaipod/worktree"
+
+// exportScript runs in the agent's container, in the repository, as the
+// agent, with the commit up started from as $1, pathspecs that leave out
+// the protected paths after it (read-only to the agent, so unchanged, and
+// where up made empty placeholders the repository does not have), and the
+// environment of source.TrustedGitEnv. It writes the bundle to standard output; git's
+// chatter goes to standard error. Even there nothing the agent planted
+// runs: git works in a shadow repository of devaipod's (no configuration,
+// no hooks, no attributes file) that borrows the agent's objects and
+// copies its branches, HEAD and index (whose skip-worktree bits keep the
+// masked files, emptied in the work tree, out of the snapshot; their
+// blobs, which the agent's objects lack, are in the commit up started
+// from and so stay out of the bundle); the
+// agent's own git directory is only read (refs, index, objects), by
+// commands that run no program. Undefined filter and diff drivers named by
+// the work tree's .gitattributes run nothing.
+const exportScript = `set -e
+base="$1"
+shift
+agent="$(pwd)/.git"
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+git init -q --bare --template= "$t/r"
+echo "$agent/objects" > "$t/r/objects/info/alternates"
+a() { GIT_DIR="$agent" GIT_COMMON_DIR="$agent" git "$@"; }
+head=$(a rev-parse --verify -q HEAD^{commit})
+a for-each-ref --format='%(objectname) %(refname)' refs/heads/ > "$t/refs"
+export GIT_DIR="$t/r" GIT_COMMON_DIR="$t/r" GIT_WORK_TREE="$(pwd)" GIT_INDEX_FILE="$t/index"
+while read -r oid ref; do git update-ref "$ref" "$oid"; done < "$t/refs"
+git update-ref --no-deref HEAD "$head"
+if [ -f "$agent/index" ]; then cp "$agent/index" "$t/index"; else git read-tree HEAD; fi
+git -c core.fsmonitor=false -c core.hooksPath=/dev/null add -A -- . "$@" >&2
+tree=$(git write-tree --missing-ok)
+snap=$(GIT_AUTHOR_NAME=devaipod GIT_AUTHOR_EMAIL=devaipod@localhost GIT_COMMITTER_NAME=devaipod GIT_COMMITTER_EMAIL=devaipod@localhost \
+	git commit-tree "$tree" -p "$head" -m "devaipod: the agent's uncommitted work")
+git update-ref ` + worktreeRef + ` "$snap"
+git bundle create "$t/work.bundle" HEAD --branches ` + worktreeRef + ` "^$base" >&2
+cat "$t/work.bundle"
+`
+
+// diffScript runs in the workspace container as root, with the bundle on
+// standard input and $1 the repository, $2 the base, $3 "stat" or "patch",
+// the pathspecs after them. It fetches the bundle into a throwaway
+// repository whose only tie to the trusted .git is borrowing its objects,
+// then diffs two commits (no work tree, so no attributes or filters).
+var diffScript = `set -e
+repo="$1" base="$2" what="$3"
+shift 3
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+cat > "$t/work.bundle"
+git init -q --bare --template= "$t/r"
+echo "$repo/.git/objects" > "$t/r/objects/info/alternates"
+g() { git --git-dir="$t/r" ` + strings.Join(source.TrustedGitOptions, " ") + ` "$@"; }
+g fetch -q ` + strings.Join(source.FetchOptions, " ") + ` "$t/work.bundle" "+` + worktreeRef + `:refs/work" >&2
+case "$what" in
+stat) g diff --stat=200 --text --no-ext-diff --no-textconv --no-color --no-renames "$base" refs/work -- "$@" ;;
+*) g diff --text --no-ext-diff --no-textconv --no-color --no-renames "$base" refs/work -- "$@" ;;
+esac
+`
+
+// workOf is what taking work needs of a running pod: the repository's
+// folder (in both containers), the commit up started from and the
+// protected paths, all from the labels up put on it.
+func workOf(ctx context.Context, eng Engine, short string) (w work, err error) {
+	o, err := RunningPod(ctx, eng, short, plan.RoleAgent)
+	if err != nil {
+		return work{}, err
+	}
+	w.base = o.Labels[plan.LabelCommit]
+	var args []string
+	if err := json.Unmarshal([]byte(o.Labels[plan.LabelVerify]), &args); err == nil {
+		for i := 0; i+1 < len(args); i++ {
+			switch args[i] {
+			case "--workspace":
+				w.dir = args[i+1]
+			case "--protect":
+				w.protected = append(w.protected, args[i+1])
+			}
+		}
+	}
+	if w.base == "" || w.dir == "" {
+		return work{}, fmt.Errorf("pod %s has no record of its repository or of the commit it started from (made by an older devaipod?): %w", short, ErrNoWork)
+	}
+	return w, nil
+}
+
+type work struct {
+	dir, base string
+	protected []string
+}
+
+// exportWork packs the agent's work into a bundle (see exportScript),
+// written to w.
+func exportWork(ctx context.Context, eng Engine, short string, wk work, w io.Writer) error {
+	var stderr bytes.Buffer
+	argv := append(append([]string{"env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"}, source.TrustedGitEnv...),
+		"sh", "-c", exportScript, "devaipod-export", wk.base)
+	for _, p := range wk.protected {
+		argv = append(argv, ":(exclude,literal)"+p)
+	}
+	code, _, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleAgent), ExecSpec{Cmd: argv, Workdir: wk.dir, Output: w, Stderr: &stderr})
+	if err != nil {
+		return fmt.Errorf("pack the agent's work: %w", err)
+	}
+	if code != 0 {
+		return &WorkError{Step: "pack the agent's work in its container", Output: stderr.String()}
+	}
+	return nil
+}
+
+// WorkError is a step of taking the agent's work that failed, with git's
+// output. The output is the agent's side's: show it with care.
+type WorkError struct {
+	Step   string
+	Output string
+}
+
+func (e *WorkError) Error() string {
+	return fmt.Sprintf("%s: %s", e.Step, lastLines(strings.TrimSpace(e.Output), 5))
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// DiffOptions choose what Diff shows.
+type DiffOptions struct {
+	Stat  bool     // a diffstat instead of the patch
+	Paths []string // pathspecs; none for everything
+}
+
+// Diff writes what the agent of pod short changed since the commit up
+// started from, its commits and its uncommitted work, new files included,
+// as a git diff (or diffstat) to w. The text is the agent's: the caller
+// makes it safe to show.
+func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.Writer) error {
+	wk, err := workOf(ctx, eng, short)
+	if err != nil {
+		return err
+	}
+	bundle, err := os.CreateTemp("", "devaipod-work-*.bundle")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(bundle.Name())
+	defer bundle.Close()
+	if err := exportWork(ctx, eng, short, wk, bundle); err != nil {
+		return err
+	}
+	if _, err := bundle.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	what := "patch"
+	if opts.Stat {
+		what = "stat"
+	}
+	argv := append([]string{"env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"}, source.TrustedGitEnv...)
+	argv = append(append(argv, "sh", "-c", diffScript, "devaipod-diff", wk.dir, wk.base, what), opts.Paths...)
+	var stderr bytes.Buffer
+	spec := AsRoot(argv)
+	spec.Stdin, spec.Output, spec.Stderr = bundle, w, &stderr
+	code, _, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace), spec)
+	if err != nil {
+		return fmt.Errorf("diff in the workspace: %w", err)
+	}
+	if code != 0 {
+		return &WorkError{Step: "diff the agent's work in the workspace", Output: stderr.String()}
+	}
+	return nil
+}
+
+// FetchResult says what Fetch brought into the repository.
+type FetchResult struct {
+	Remote string `json:"remote"` // devaipod-NAME: refs/remotes/devaipod-NAME/...
+	// Refs are the refs written, by full name, with their commits.
+	Refs map[string]string `json:"refs"`
+	// Uncommitted tells that the agent has work it did not commit, which
+	// Fetch does not bring (devaipod diff shows it).
+	Uncommitted bool `json:"uncommitted"`
+}
+
+// Fetch brings the commits of pod short's agent into the git repository
+// at repoDir, as if fetched from a remote devaipod-NAME: its branches under
+// refs/remotes/devaipod-NAME/, its HEAD as refs/remotes/devaipod-NAME/HEAD.
+// Nothing of repoDir's configuration or hooks is used or changed.
+func Fetch(ctx context.Context, eng Engine, short, repoDir string) (FetchResult, error) {
+	wk, err := workOf(ctx, eng, short)
+	if err != nil {
+		return FetchResult{}, err
+	}
+	bundle, err := os.CreateTemp("", "devaipod-work-*.bundle")
+	if err != nil {
+		return FetchResult{}, err
+	}
+	defer os.Remove(bundle.Name())
+	err = exportWork(ctx, eng, short, wk, bundle)
+	if cerr := bundle.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return FetchResult{}, err
+	}
+	remote := "devaipod-" + short
+	refs, uncommitted, err := source.FetchWork(ctx, repoDir, bundle.Name(), remote, worktreeRef)
+	if err != nil {
+		return FetchResult{}, err
+	}
+	return FetchResult{Remote: remote, Refs: refs, Uncommitted: uncommitted}, nil
+}

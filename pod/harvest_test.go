@@ -1,0 +1,171 @@
+package pod
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/devaipod/devaipod/internal/gittest"
+	"github.com/devaipod/devaipod/pod/source"
+)
+
+// plantTraps makes repo's git run a program that leaves a marker in
+// markers wherever it can: hooks, fsmonitor, a filter and a diff driver
+// that .gitattributes names, a nested repository with its own fsmonitor
+// staged as a gitlink.
+func plantTraps(t *testing.T, repo, markers string) {
+	t.Helper()
+	trap := func(name string) string {
+		script := filepath.Join(markers, "..", "trap-"+name)
+		gittest.WriteFile(t, script, "#!/bin/sh\ntouch "+filepath.Join(markers, name)+"\ncat\n")
+		os.Chmod(script, 0o755)
+		return script
+	}
+	for _, hook := range []string{"post-checkout", "post-commit", "reference-transaction", "pre-commit", "post-merge", "fsmonitor-watchman"} {
+		gittest.WriteFile(t, filepath.Join(repo, ".git", "hooks", hook), "#!/bin/sh\ntouch "+filepath.Join(markers, "hook-"+hook)+"\n")
+		os.Chmod(filepath.Join(repo, ".git", "hooks", hook), 0o755)
+	}
+	gittest.Git(t, repo,
+		[]string{"config", "core.fsmonitor", trap("fsmonitor")},
+		[]string{"config", "filter.evil.clean", trap("clean")},
+		[]string{"config", "filter.evil.smudge", trap("smudge")},
+		[]string{"config", "diff.evil.textconv", trap("textconv")},
+		[]string{"config", "diff.evil.command", trap("diffcmd")})
+	gittest.WriteFile(t, filepath.Join(repo, ".gitattributes"), "* filter=evil diff=evil\n")
+	sub := filepath.Join(repo, "sub")
+	os.MkdirAll(sub, 0o755)
+	gittest.Git(t, sub, []string{"init", "-q"})
+	gittest.WriteFile(t, filepath.Join(sub, "x"), "x\n")
+	gittest.Git(t, sub, []string{"add", "x"}, []string{"commit", "-q", "-m", "x"},
+		[]string{"config", "core.fsmonitor", trap("sub-fsmonitor")})
+}
+
+func runScript(t *testing.T, dir, script string, stdin []byte, env []string, args ...string) ([]byte, string) {
+	t.Helper()
+	cmd := exec.Command("sh", append([]string{"-c", script, "test"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("script: %v\n%s", err, stderr.String())
+	}
+	return stdout.Bytes(), stderr.String()
+}
+
+// TestTakeWorkRunsNothingTheAgentPlanted plays both sides on this host:
+// the agent's repository, full of traps, packs its work with exportScript
+// (its traps may fire there: that is the agent's side); then the trusted
+// side diffs it with diffScript and fetches it with FetchWork, and no
+// trap fires.
+func TestTakeWorkRunsNothingTheAgentPlanted(t *testing.T) {
+	trusted := gittest.Repo(t)
+	gittest.WriteFile(t, filepath.Join(trusted, ".env"), "SECRET=masked\n")
+	gittest.Git(t, trusted, []string{"add", ".env"}, []string{"commit", "-q", "-m", "env"})
+	base := strings.TrimSpace(string(must(exec.Command("git", "-C", trusted, "rev-parse", "HEAD").Output())))
+	// The agent's git directory as up makes it: without the masked
+	// file's blob, which is skip-worktree and absent from the work tree.
+	agent := filepath.Join(t.TempDir(), "agent")
+	if err := source.AgentGitDir(context.Background(), trusted, filepath.Join(agent, ".git"), []string{".env"}); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, agent, []string{"checkout", "-q", "--", "."}, []string{"checkout", "-q", "-b", "agent/fix"})
+	if _, err := os.Stat(filepath.Join(agent, ".env")); err == nil {
+		t.Fatal("the masked file is in the agent's work tree")
+	}
+	gittest.WriteFile(t, filepath.Join(agent, "fix.go"), "package fix\n")
+	gittest.Git(t, agent, []string{"add", "fix.go"}, []string{"commit", "-q", "-m", "fix"})
+	markers := filepath.Join(t.TempDir(), "markers")
+	os.MkdirAll(markers, 0o755)
+	plantTraps(t, agent, markers)
+	gittest.Git(t, agent, []string{"add", "sub"}) // staged as a gitlink
+	gittest.WriteFile(t, filepath.Join(agent, "README.md"), "hello, edited\n")
+	gittest.WriteFile(t, filepath.Join(agent, "new.txt"), "new file\n")
+	gittest.WriteFile(t, filepath.Join(agent, ".envrc"), "") // a protected path's placeholder, as up makes it
+
+	os.RemoveAll(markers) // the setup's own git sprang some
+	os.MkdirAll(markers, 0o755)
+
+	env := append([]string{"PATH=" + os.Getenv("PATH")}, source.TrustedGitEnv...)
+	bundle, _ := runScript(t, agent, exportScript, nil, env, base, ":(exclude,literal).envrc")
+	patch, _ := runScript(t, trusted, diffScript, bundle, env, trusted, base, "patch")
+	for _, want := range []string{"+package fix", "-hello", "+hello, edited", "+new file", "diff --git a/.gitattributes b/.gitattributes"} {
+		if !strings.Contains(string(patch), want) {
+			t.Errorf("diff lacks %q:\n%s", want, patch)
+		}
+	}
+	if strings.Contains(string(patch), ".env") { // nor .envrc, which is protected
+		t.Errorf("the diff takes the masked file for changed:\n%s", patch)
+	}
+	stat, _ := runScript(t, trusted, diffScript, bundle, env, trusted, base, "stat", "new.txt")
+	if !strings.Contains(string(stat), "new.txt") || strings.Contains(string(stat), "fix.go") {
+		t.Errorf("diff --stat -- new.txt:\n%s", stat)
+	}
+
+	path := filepath.Join(t.TempDir(), "work.bundle")
+	os.WriteFile(path, bundle, 0o600)
+	refs, uncommitted, err := source.FetchWork(context.Background(), trusted, path, "devaipod-p", worktreeRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentHead := strings.TrimSpace(string(must(exec.Command("git", "-C", agent, "rev-parse", "HEAD").Output())))
+	if refs["refs/remotes/devaipod-p/agent/fix"] != agentHead || refs["refs/remotes/devaipod-p/HEAD"] != agentHead || !uncommitted {
+		t.Errorf("fetched %v, uncommitted %v; want agent/fix and HEAD at %s, and uncommitted work", refs, uncommitted, agentHead)
+	}
+	if out, err := exec.Command("git", "-C", trusted, "log", "--format=%s", "devaipod-p").Output(); err != nil || !strings.HasPrefix(string(out), "fix\n") {
+		t.Errorf("git log devaipod-p: %v %q", err, out)
+	}
+	if left, _ := exec.Command("git", "-C", trusted, "for-each-ref", "refs/devaipod/").Output(); len(left) > 0 {
+		t.Errorf("scratch refs left: %s", left)
+	}
+	if fired, _ := os.ReadDir(markers); len(fired) > 0 {
+		var names []string
+		for _, f := range fired {
+			names = append(names, f.Name())
+		}
+		t.Errorf("traps fired: %v", names)
+	}
+	// The traps are live: a plain git in the agent's repository springs them.
+	cmd := exec.Command("sh", "-c", "git status >/dev/null; git add -A; git commit -qm x")
+	cmd.Dir = agent
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	cmd.Run()
+	for _, m := range []string{"fsmonitor", "clean", "hook-pre-commit", "sub-fsmonitor"} {
+		if _, err := os.Stat(filepath.Join(markers, m)); err != nil {
+			t.Errorf("the %s trap does not work, so the test proves nothing about it", m)
+		}
+	}
+}
+
+func TestFetchWorkWithoutTheBase(t *testing.T) {
+	agent := gittest.Repo(t)
+	base := strings.TrimSpace(string(must(exec.Command("git", "-C", agent, "rev-parse", "HEAD").Output())))
+	gittest.WriteFile(t, filepath.Join(agent, "a"), "a\n")
+	gittest.Git(t, agent, []string{"add", "a"}, []string{"commit", "-q", "-m", "a"})
+	bundle, _ := runScript(t, agent, exportScript, nil, append([]string{"PATH=" + os.Getenv("PATH")}, source.TrustedGitEnv...), base)
+	path := filepath.Join(t.TempDir(), "work.bundle")
+	os.WriteFile(path, bundle, 0o600)
+	other := t.TempDir() // another history: no base
+	gittest.Git(t, other, []string{"init", "-q"})
+	gittest.WriteFile(t, filepath.Join(other, "b"), "b\n")
+	gittest.Git(t, other, []string{"add", "b"}, []string{"commit", "-q", "-m", "b"})
+	_, _, err := source.FetchWork(context.Background(), other, path, "devaipod-p", worktreeRef)
+	if err == nil || !strings.Contains(err.Error(), "lacks the commit the pod started from") {
+		t.Errorf("FetchWork into a repository without the base: %v", err)
+	}
+	if _, _, err := source.FetchWork(context.Background(), t.TempDir(), path, "devaipod-p", worktreeRef); err == nil || !strings.Contains(err.Error(), "not a git repository") {
+		t.Errorf("FetchWork into a folder that is no repository: %v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -1,0 +1,106 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// TrustedGitEnv is the environment of a git that reads the agent's work:
+// no configuration but the command line's (no system or global config,
+// whose drivers the agent's attributes could pick), no prompts, pager or
+// lazy fetches, no replace refs or grafts.
+var TrustedGitEnv = []string{
+	"HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1",
+	"GIT_NO_REPLACE_OBJECTS=1", "GIT_GRAFT_FILE=/dev/null", "GIT_NO_LAZY_FETCH=1", "GIT_TERMINAL_PROMPT=0",
+	"GIT_ASKPASS=", "GIT_PAGER=cat", "GIT_ALLOW_PROTOCOL=file", "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C",
+	// GIT_GRAFT_FILE makes git advise against grafts on every command.
+	"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=advice.graftFileDeprecated", "GIT_CONFIG_VALUE_0=false",
+}
+
+// TrustedGitOptions switch off, key by key, what a repository's own
+// configuration could make git run or hide, and have a fetch check every
+// object it receives.
+var TrustedGitOptions = []string{
+	"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.commitGraph=false",
+	"-c", "log.showSignature=false", "-c", "diff.ignoreSubmodules=all", "-c", "submodule.recurse=false",
+	"-c", "fetch.recurseSubmodules=false", "-c", "credential.helper=", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
+	"-c", "transfer.fsckObjects=true", "-c", "fetch.fsck.hasDotgit=error", "-c", "fetch.fsck.hasDotdot=error",
+	"-c", "fetch.fsck.fullPathname=error", "-c", "core.quotePath=true",
+}
+
+// FetchOptions take no more from a bundle than the refspecs name.
+var FetchOptions = []string{"--no-tags", "--no-recurse-submodules", "--no-write-fetch-head", "--no-auto-gc"}
+
+// FetchWork fetches the agent's bundle (made in its container: its
+// branches, HEAD and worktreeRef, the commit of its uncommitted work) into
+// the repository at dir as the remote-tracking refs of remote: branches
+// under refs/remotes/REMOTE/, HEAD as refs/remotes/REMOTE/HEAD. Refs of an
+// earlier fetch that the agent no longer has are pruned. It returns the
+// refs written and whether the agent has uncommitted work, which it does
+// not bring. The repository's hooks and configuration play no part.
+func FetchWork(ctx context.Context, dir, bundle, remote, worktreeRef string) (map[string]string, bool, error) {
+	run := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", append(append([]string{"-C", dir}, TrustedGitOptions...), args...)...)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, TrustedGitEnv...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return "", gitError(args[0], err, stderr.String())
+		}
+		return strings.TrimSpace(stdout.String()), nil
+	}
+	if _, err := run("rev-parse", "--git-dir"); err != nil {
+		return nil, false, fmt.Errorf("%s is not a git repository (give --repo DIR): %w", dir, err)
+	}
+	heads, err := run("bundle", "list-heads", bundle)
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := run("bundle", "verify", "-q", bundle); err != nil {
+		return nil, false, fmt.Errorf("%s lacks the commit the pod started from; fetch it there first (%w)", dir, err)
+	}
+	prefix := "refs/remotes/" + remote + "/"
+	scratch := "refs/devaipod/fetching/" + remote
+	args := append(append([]string{"fetch", "-q", "--prune"}, FetchOptions...), bundle,
+		"+refs/heads/*:"+prefix+"*", "+"+worktreeRef+":"+scratch)
+	if hasHead(heads) {
+		args = append(args, "+HEAD:"+prefix+"HEAD")
+	}
+	if _, err := run(args...); err != nil {
+		return nil, false, err
+	}
+	trees, err := run("rev-parse", scratch+"^{tree}", prefix+"HEAD^{tree}")
+	if err != nil {
+		return nil, false, err
+	}
+	t := strings.Fields(trees)
+	uncommitted := len(t) == 2 && t[0] != t[1]
+	if _, err := run("update-ref", "-d", scratch); err != nil {
+		return nil, false, err
+	}
+	list, err := run("for-each-ref", "--format=%(refname) %(objectname)", prefix)
+	if err != nil {
+		return nil, false, err
+	}
+	refs := map[string]string{}
+	for _, line := range strings.Split(list, "\n") {
+		if name, oid, ok := strings.Cut(line, " "); ok {
+			refs[name] = oid
+		}
+	}
+	return refs, uncommitted, nil
+}
+
+// hasHead tells whether a bundle's list-heads names HEAD.
+func hasHead(heads string) bool {
+	for _, line := range strings.Split(heads, "\n") {
+		if _, name, _ := strings.Cut(line, " "); name == "HEAD" {
+			return true
+		}
+	}
+	return false
+}
