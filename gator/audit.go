@@ -48,6 +48,13 @@ func (a *auditor) write(r policy.Record) {
 		}
 		r.Args = kept
 	}
+	if r.Ask != nil {
+		n := *r.Ask
+		n.ID, n.What, n.Commit, n.Outcome, n.For = clip(n.ID, maxArgSummary), clip(n.What, maxRecordText), clip(n.Commit, maxArgSummary),
+			clip(n.Outcome, maxArgSummary), clip(n.For, maxArgSummary)
+		n.By, n.Reason = clip(n.By, maxArgSummary), clip(n.Reason, maxRecordText)
+		r.Ask = &n
+	}
 	r.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	r.Kind = policy.KindGator
 	r.Pod = a.pod

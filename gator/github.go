@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/devaipod/devaipod/gator/policy"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-github/v74/github"
 )
 
@@ -364,6 +366,13 @@ func (s *Server) createDraftPullRequest(ctx context.Context, in createDraftArgs)
 	if in.Base != "" && in.Base != base {
 		return nil, "", &deniedError{reason: fmt.Sprintf("refused: draft pull requests go to the default branch %s, not %q", base, in.Base)}
 	}
+	if _, err := s.confirm(ctx, askRequest{
+		What: fmt.Sprintf("create_draft_pull_request %s/%s %s", in.Owner, in.Repo, in.Head),
+		Details: map[string]string{"title": clip(printable(in.Title), maxAskTitle), "head": in.Head, "base": base,
+			"body": strconv.Itoa(len(in.Body)) + " bytes"},
+	}); err != nil {
+		return nil, "", err
+	}
 	// Draft is not the agent's to choose: create-draft grants drafts only,
 	// and a human marks one ready for review.
 	pr, _, err := s.gh.PullRequests.Create(ctx, in.Owner, in.Repo, &github.NewPullRequest{
@@ -382,6 +391,13 @@ func (s *Server) addIssueComment(ctx context.Context, in commentArgs) (any, stri
 	}
 	if strings.TrimSpace(in.Body) == "" {
 		return nil, "", errors.New("missing body")
+	}
+	if _, err := s.confirm(ctx, askRequest{
+		What: fmt.Sprintf("add_issue_comment %s/%s #%d", in.Owner, in.Repo, in.Number),
+		Details: map[string]string{"number": strconv.Itoa(in.Number), "body": strconv.Itoa(len(in.Body)) + " bytes",
+			"body_start": clip(printable(in.Body), maxAskPreview)},
+	}); err != nil {
+		return nil, "", err
 	}
 	c, _, err := s.gh.Issues.CreateComment(ctx, in.Owner, in.Repo, in.Number, &github.IssueComment{Body: github.Ptr(in.Body)})
 	if err != nil {
@@ -428,6 +444,17 @@ func (s *Server) createPendingReview(ctx context.Context, in reviewArgs) (any, s
 		}
 		req.Comments = append(req.Comments, dc)
 	}
+	details := map[string]string{"number": strconv.Itoa(in.Number), "body": strconv.Itoa(len(in.Body)) + " bytes",
+		"comments": strconv.Itoa(len(in.Comments))}
+	if in.CommitID != "" {
+		details["commit_id"] = clip(printable(in.CommitID), maxArgSummary)
+	}
+	if _, err := s.confirm(ctx, askRequest{
+		What:    fmt.Sprintf("create_pending_review %s/%s #%d", in.Owner, in.Repo, in.Number),
+		Details: details,
+	}); err != nil {
+		return nil, "", err
+	}
 	r, _, err := s.gh.PullRequests.CreateReview(ctx, in.Owner, in.Repo, in.Number, req)
 	if err != nil {
 		return nil, "", ghError(fmt.Sprintf("create a pending review on %d", in.Number), err)
@@ -446,13 +473,49 @@ func (s *Server) pushBranch(ctx context.Context, in pushArgs) (any, string, erro
 	if strings.EqualFold(def, in.Branch) {
 		return nil, "", &deniedError{reason: fmt.Sprintf("denied: push_branch on %s/%s: %q is the default branch; the gator never pushes to it", in.Owner, in.Repo, in.Branch)}
 	}
-	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
+	pl, err := s.planPush(ctx, in.Owner, in.Repo, in.Branch, plumbing.ZeroHash)
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() { pl.close() }()
+	if pl.res.Action != "up-to-date" {
+		// The commit is fixed now: a person approves the push of this one,
+		// whatever HEAD becomes while they decide.
+		asked, err := s.confirm(ctx, pl.ask())
+		if err != nil {
+			return nil, "", err
+		}
+		if asked {
+			// The remote may have moved while a person decided: check again,
+			// for the same commit, and push nothing the person did not see.
+			again, err := s.planPush(ctx, in.Owner, in.Repo, in.Branch, pl.head.Hash)
+			if err != nil {
+				return nil, "", err
+			}
+			if extra := again.news.notIn(pl.news); extra != "" {
+				again.close()
+				return nil, "", &deniedError{reason: fmt.Sprintf(
+					"refused: %s changed on the remote while a person decided, and the push would now also carry commit %s, which they were not shown; call again to ask again",
+					pl.res.Repo, extra)}
+			}
+			pl.close()
+			pl = again
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, pushTimeout)
 	defer cancel()
-	res, err := s.pusher.push(ctx, in.Owner, in.Repo, in.Branch)
+	res, err := pl.push(pctx)
 	if err != nil {
 		return nil, "", err
 	}
 	return res, fmt.Sprintf("%s %s at %s", res.Action, res.Branch, res.Commit), nil
+}
+
+// planPush plans a push (pusher.plan) within pushTimeout.
+func (s *Server) planPush(ctx context.Context, owner, repo, branch string, at plumbing.Hash) (*pushPlan, error) {
+	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
+	defer cancel()
+	return s.pusher.plan(ctx, owner, repo, branch, at)
 }
 
 const pushTimeout = 5 * time.Minute

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/devaipod/devaipod/gator/policy"
@@ -59,8 +61,9 @@ type pusher struct {
 // filesystem confined to the workspace (rootFS): the agent controls the
 // workspace, and no symlink it plants (.git itself, HEAD, a ref, objects,
 // objects/info/alternates) may lead the gator into its own files, such as
-// the token. Call the returned function when done.
-func openWorkspace(dir string) (*filesystem.Storage, func(), error) {
+// the token. Every object read is checked against its id (verifiedStorage).
+// Call the returned function when done.
+func openWorkspace(dir string) (*verifiedStorage, func(), error) {
 	root, closeRoots, err := openRootFS(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open the workspace: %w", err)
@@ -86,11 +89,42 @@ func openWorkspace(dir string) (*filesystem.Storage, func(), error) {
 		return nil, nil, fmt.Errorf("open the workspace's repository: %w", err)
 	}
 	st := filesystem.NewStorage(dotgit, cache.NewObjectLRUDefault())
-	return st, func() { st.Close(); closeRoots() }, nil
+	return &verifiedStorage{st}, func() { st.Close(); closeRoots() }, nil
+}
+
+// verifiedStorage is the workspace's repository, whose every object read
+// is checked against its id. Git objects are named by the hash of their
+// content, but go-git takes a loose or packed object's content as it
+// finds it; the agent owns these files, and could show the checks (the
+// protected paths, the commits and files a person approves) one tree and
+// push another under the same id. With the check, what the gator examines
+// is what the ids name, which is what the remote gets: it recomputes the
+// ids of what it receives.
+type verifiedStorage struct{ *filesystem.Storage }
+
+func (v *verifiedStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	o, err := v.Storage.EncodedObject(t, h)
+	if err != nil {
+		return nil, err
+	}
+	r, err := o.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("read object %s: %w", h, err)
+	}
+	defer r.Close()
+	hasher := plumbing.NewHasher(o.Type(), o.Size())
+	n, err := io.Copy(hasher, r)
+	if err != nil {
+		return nil, fmt.Errorf("read object %s: %w", h, err)
+	}
+	if n != o.Size() || hasher.Sum() != h {
+		return nil, fmt.Errorf("the workspace's object %s does not match its id: the repository is damaged or was tampered with", h)
+	}
+	return o, nil
 }
 
 // headCommit resolves HEAD to a commit.
-func headCommit(st *filesystem.Storage) (*object.Commit, error) {
+func headCommit(st *verifiedStorage) (*object.Commit, error) {
 	ref, err := storer.ResolveReference(st, plumbing.HEAD)
 	if err != nil {
 		return nil, fmt.Errorf("resolve the workspace's HEAD: %w", err)
@@ -102,70 +136,112 @@ func headCommit(st *filesystem.Storage) (*object.Commit, error) {
 	return c, nil
 }
 
-// push pushes HEAD to refs/heads/BRANCH of owner/repo. The caller has
-// checked the branch name (policy.CheckAgentBranch) and that it is not the
-// repository's default branch.
-func (p *pusher) push(ctx context.Context, owner, repo, branch string) (pushResult, error) {
+// pushPlan is a push worked out and checked, not yet made. Its commit is
+// fixed when it is made: nothing after reads HEAD again, so a person who
+// approves the push of one commit never lets another through.
+type pushPlan struct {
+	st     *verifiedStorage
+	done   func()
+	remote *git.Remote
+	auth   *githttp.BasicAuth
+	dst    plumbing.ReferenceName
+	head   *object.Commit
+	res    pushResult
+	news   newCommits
+}
+
+// close closes the workspace.
+func (pl *pushPlan) close() { pl.done() }
+
+// plan works out the push of commit at (the workspace's HEAD when at is
+// zero) to refs/heads/BRANCH of owner/repo, and makes every check: a
+// fast-forward or a new branch, no protected path touched. A refusal is a
+// deniedError. The caller has checked the branch name
+// (policy.CheckAgentBranch) and that it is not the repository's default
+// branch. A plan whose res.Action is "up-to-date" has nothing to push.
+// Close the plan when done.
+func (p *pusher) plan(ctx context.Context, owner, repo, branch string, at plumbing.Hash) (_ *pushPlan, err error) {
 	if err := policy.CheckAgentBranch(branch); err != nil {
-		return pushResult{}, err // policy.Decide checked already; a second look costs nothing
+		return nil, err // policy.Decide checked already; a second look costs nothing
 	}
 	st, done, err := openWorkspace(p.workspace)
 	if err != nil {
-		return pushResult{}, err
+		return nil, err
 	}
-	defer done()
-	head, err := headCommit(st)
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
+	var head *object.Commit
+	if at.IsZero() {
+		head, err = headCommit(st)
+	} else if head, err = object.GetCommit(st, at); err != nil {
+		err = fmt.Errorf("read commit %s of the workspace: %w", at, err)
+	}
 	if err != nil {
-		return pushResult{}, err
+		return nil, err
 	}
 	target := p.gitURL.JoinPath(owner, repo+".git").String()
-	remote := git.NewRemote(st, &config.RemoteConfig{Name: gatorRemote, URLs: []string{target}})
-	auth := &githttp.BasicAuth{Username: pushUser, Password: p.token}
-	res := pushResult{Repo: owner + "/" + repo, Branch: branch, Commit: head.Hash.String()}
-	dst := plumbing.NewBranchReferenceName(branch)
+	pl := &pushPlan{
+		st:     st,
+		done:   done,
+		remote: git.NewRemote(st, &config.RemoteConfig{Name: gatorRemote, URLs: []string{target}}),
+		auth:   &githttp.BasicAuth{Username: pushUser, Password: p.token},
+		dst:    plumbing.NewBranchReferenceName(branch),
+		head:   head,
+		res:    pushResult{Repo: owner + "/" + repo, Branch: branch, Commit: head.Hash.String()},
+	}
 
 	// Look first, so that a refusal can say why in words, and the result
 	// can say whether the branch is new.
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth})
+	refs, err := pl.remote.ListContext(ctx, &git.ListOptions{Auth: pl.auth})
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return pushResult{}, fmt.Errorf("list the branches of %s: %w", res.Repo, err)
+		return nil, fmt.Errorf("list the branches of %s: %w", pl.res.Repo, err)
 	}
-	res.Action = "created"
+	pl.res.Action = "created"
 	for _, r := range refs {
-		if r.Name() != dst {
+		if r.Name() != pl.dst {
 			continue
 		}
 		old := r.Hash()
-		res.PreviousCommit = old.String()
+		pl.res.PreviousCommit = old.String()
 		switch {
 		case old == head.Hash:
-			res.Action = "up-to-date"
-			return res, nil
+			pl.res.Action = "up-to-date"
+			return pl, nil
 		case !isAncestor(st, old, head):
-			return pushResult{}, &deniedError{reason: fmt.Sprintf(
+			return nil, &deniedError{reason: fmt.Sprintf(
 				"refused: %s on %s is at %s, which the workspace's HEAD (%s) does not contain; the gator never force-pushes, so push to a new %s branch instead",
-				branch, res.Repo, short(old), short(head.Hash), policy.AgentBranchPrefix)}
+				branch, pl.res.Repo, short(old), short(head.Hash), policy.AgentBranchPrefix)}
 		}
-		res.Action = "updated"
+		pl.res.Action = "updated"
 	}
 
-	touched, err := protectedChanges(ctx, head, refs, p.protected)
-	if err != nil {
-		return pushResult{}, err
+	if pl.news, err = walkNew(ctx, head, refs, p.protected); err != nil {
+		return nil, err
 	}
-	if len(touched) > 0 {
-		return pushResult{}, &deniedError{reason: fmt.Sprintf(
+	if len(pl.news.protected) > 0 {
+		return nil, &deniedError{reason: fmt.Sprintf(
 			"refused: the commits to push change %s, which CI runs with the repository's secrets; a person pushes such changes (the protected paths are [gator.github] protected_paths)",
-			strings.Join(touched, ", "))}
+			strings.Join(pl.news.protected, ", "))}
 	}
+	return pl, nil
+}
 
+// push makes the push the plan worked out: its commit, to its branch.
+func (pl *pushPlan) push(ctx context.Context) (pushResult, error) {
+	res := pl.res
+	if res.Action == "up-to-date" {
+		return res, nil
+	}
 	// No "+": go-git checks the update is a fast-forward too, so a branch
 	// that moved since the listing is refused rather than overwritten.
-	spec := config.RefSpec(head.Hash.String() + ":" + dst.String())
-	err = remote.PushContext(ctx, &git.PushOptions{
+	spec := config.RefSpec(pl.head.Hash.String() + ":" + pl.dst.String())
+	err := pl.remote.PushContext(ctx, &git.PushOptions{
 		RemoteName: gatorRemote,
 		RefSpecs:   []config.RefSpec{spec},
-		Auth:       auth,
+		Auth:       pl.auth,
 	})
 	switch {
 	case errors.Is(err, git.NoErrAlreadyUpToDate):
@@ -173,40 +249,105 @@ func (p *pusher) push(ctx context.Context, owner, repo, branch string) (pushResu
 	case err != nil && strings.Contains(err.Error(), "non-fast-forward"):
 		return pushResult{}, &deniedError{reason: fmt.Sprintf(
 			"refused: %s on %s moved to commits the workspace's HEAD does not contain; the gator never force-pushes, so push to a new %s branch instead",
-			branch, res.Repo, policy.AgentBranchPrefix)}
+			res.Branch, res.Repo, policy.AgentBranchPrefix)}
 	case err != nil:
-		return pushResult{}, fmt.Errorf("push %s to %s of %s: %w", short(head.Hash), branch, res.Repo, err)
+		return pushResult{}, fmt.Errorf("push %s to %s of %s: %w", short(pl.head.Hash), res.Branch, res.Repo, err)
 	}
 	return res, nil
 }
 
-// maxPushCommits bounds the commits protectedChanges looks at.
-const maxPushCommits = 10000
+// ask is what a person is shown before the push: the branch, the commit,
+// the commits the remote does not have yet and the files they touch.
+func (pl *pushPlan) ask() askRequest {
+	res := pl.res
+	d := map[string]string{"branch": res.Branch, "commit": res.Commit, "action": "create " + res.Branch}
+	if res.Action == "updated" {
+		d["action"] = fmt.Sprintf("fast-forward %s from %s", res.Branch, res.PreviousCommit)
+	}
+	var lines []string
+	for _, c := range pl.news.list {
+		subject, _, _ := strings.Cut(strings.TrimSpace(c.Message), "\n")
+		lines = append(lines, short(c.Hash)+" "+clip(printable(subject), maxAskSubject))
+	}
+	d["commits"] = fmt.Sprintf("%d new %s, from the pushed one back:\n%s", len(pl.news.hashes), plural(len(pl.news.hashes), "commit"),
+		listLines(lines, len(pl.news.hashes), maxAskCommits))
+	files := slices.Sorted(maps.Keys(pl.news.files))
+	for i, f := range files {
+		files[i] = clip(printable(f), maxAskFileName)
+	}
+	count := strconv.Itoa(len(files))
+	if pl.news.moreFiles {
+		count = "more than " + count
+	}
+	d["files"] = fmt.Sprintf("%s %s changed by these commits:\n%s", count, plural(len(files), "file"), listLines(files, len(files), maxAskFiles))
+	return askRequest{What: fmt.Sprintf("push_branch %s %s", res.Repo, res.Branch), Details: d, Commit: res.Commit}
+}
 
-// protectedChanges lists the protected paths that the commits to push add,
-// change or remove: every commit from head back to those the remote has
-// (any of its refs), each against its parents, so that a file added in one
-// commit and removed in the next counts too.
-func protectedChanges(ctx context.Context, head *object.Commit, remote []*plumbing.Reference, patterns []string) ([]string, error) {
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// maxPushCommits bounds the commits walkNew looks at; maxPushFiles the
+// files it remembers for a person to see (it checks them all).
+const (
+	maxPushCommits = 10000
+	maxPushFiles   = 10000
+)
+
+// newCommits are the commits a push would give the remote, and what they
+// change.
+type newCommits struct {
+	hashes map[plumbing.Hash]bool
+	// list holds the first maxAskCommits, from head back.
+	list []*object.Commit
+	// files are the paths the commits add, change or remove (at most
+	// maxPushFiles; moreFiles says there were more).
+	files     map[string]bool
+	moreFiles bool
+	// protected are the protected paths among them, sorted.
+	protected []string
+}
+
+// notIn names one commit of n that old does not have ("" if none).
+func (n newCommits) notIn(old newCommits) string {
+	for h := range n.hashes {
+		if !old.hashes[h] {
+			return short(h)
+		}
+	}
+	return ""
+}
+
+// walkNew walks the commits to push: every commit from head back to those
+// the remote has (any of its refs), each against its parents, so that a
+// file added in one commit and removed in the next counts too. It notes
+// the protected paths they change.
+func walkNew(ctx context.Context, head *object.Commit, remote []*plumbing.Reference, patterns []string) (newCommits, error) {
 	known := map[plumbing.Hash]bool{}
 	for _, r := range remote {
 		known[r.Hash()] = true
 	}
+	news := newCommits{hashes: map[plumbing.Hash]bool{}, files: map[string]bool{}}
 	found := map[string]bool{}
-	seen := map[plumbing.Hash]bool{}
 	queue := []*object.Commit{head}
 	for len(queue) > 0 {
 		c := queue[0]
 		queue = queue[1:]
-		if seen[c.Hash] || known[c.Hash] {
+		if news.hashes[c.Hash] || known[c.Hash] {
 			continue
 		}
-		if seen[c.Hash] = true; len(seen) > maxPushCommits {
-			return nil, &deniedError{reason: fmt.Sprintf("refused: more than %d commits to push", maxPushCommits)}
+		if news.hashes[c.Hash] = true; len(news.hashes) > maxPushCommits {
+			return newCommits{}, &deniedError{reason: fmt.Sprintf("refused: more than %d commits to push", maxPushCommits)}
+		}
+		if len(news.list) < maxAskCommits {
+			news.list = append(news.list, c)
 		}
 		tree, err := c.Tree()
 		if err != nil {
-			return nil, fmt.Errorf("read commit %s: %w", short(c.Hash), err)
+			return newCommits{}, fmt.Errorf("read commit %s: %w", short(c.Hash), err)
 		}
 		parents := []*object.Tree{nil} // a root commit: against nothing
 		if c.NumParents() > 0 {
@@ -218,29 +359,41 @@ func protectedChanges(ctx context.Context, head *object.Commit, remote []*plumbi
 				return err
 			})
 			if err != nil {
-				return nil, fmt.Errorf("read the parents of %s: %w", short(c.Hash), err)
+				return newCommits{}, fmt.Errorf("read the parents of %s: %w", short(c.Hash), err)
 			}
 		}
 		for _, pt := range parents {
 			changes, err := object.DiffTreeWithOptions(ctx, pt, tree, nil)
 			if err != nil {
-				return nil, fmt.Errorf("compare commit %s: %w", short(c.Hash), err)
+				return newCommits{}, fmt.Errorf("compare commit %s: %w", short(c.Hash), err)
 			}
 			for _, ch := range changes {
 				for _, name := range []string{ch.From.Name, ch.To.Name} {
-					if name != "" && policy.Protected(patterns, name) {
+					if name == "" {
+						continue
+					}
+					if policy.Protected(patterns, name) {
 						found[name] = true
+					}
+					if news.files[name] {
+						continue
+					}
+					if len(news.files) < maxPushFiles {
+						news.files[name] = true
+					} else {
+						news.moreFiles = true
 					}
 				}
 			}
 		}
 	}
-	return slices.Sorted(maps.Keys(found)), nil
+	news.protected = slices.Sorted(maps.Keys(found))
+	return news, nil
 }
 
 // isAncestor reports whether old is head or one of its ancestors in the
 // workspace. A commit the workspace does not have is not.
-func isAncestor(st *filesystem.Storage, old plumbing.Hash, head *object.Commit) bool {
+func isAncestor(st *verifiedStorage, old plumbing.Hash, head *object.Commit) bool {
 	if _, err := object.GetCommit(st, old); err != nil {
 		return false
 	}

@@ -10,11 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/devaipod/devaipod/gator/policy"
+	"github.com/devaipod/devaipod/internal/approval"
 	"github.com/google/go-github/v74/github"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -66,6 +69,13 @@ type Options struct {
 	// ProtectedPaths are the path patterns no pushed commit may touch;
 	// nil means policy.DefaultProtectedPaths.
 	ProtectedPaths []string
+	// ApprovalDir is the approvals folder (internal/approval) where calls
+	// that need a person's approval (ask: permissions) are filed; empty
+	// refuses such calls.
+	ApprovalDir string
+	// AskTimeout is how long such a call waits for the decision;
+	// DefaultAskTimeout when zero.
+	AskTimeout time.Duration
 }
 
 // Server is the gator: an MCP server whose tools call GitHub within the
@@ -79,6 +89,16 @@ type Server struct {
 	log    *slog.Logger
 	mcp    *mcp.Server
 	tools  map[string]bool
+	pod    string
+
+	// approvals is where calls that need a person's approval are filed
+	// (nil: no approvals folder, such calls are refused); askTimeout how
+	// long they wait; asking holds a slot per call waiting; grants are
+	// the approvals for the pod's life.
+	approvals  *approval.Store
+	askTimeout time.Duration
+	asking     chan struct{}
+	grants     podGrants
 }
 
 // New checks the options and builds the server. It writes the audit log's
@@ -99,16 +119,35 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.AskTimeout < 0 {
+		return nil, fmt.Errorf("gator: ask timeout %v: want a positive duration", o.AskTimeout)
+	}
+	if o.AskTimeout == 0 {
+		o.AskTimeout = DefaultAskTimeout
+	}
 	api, err := parseAPIURL(o.APIURL)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
-		policy: policy.New(o.Scopes),
-		gh:     newGitHubClient(api, o.Token, o.Transport, o.Version),
-		token:  o.Token,
-		log:    o.Logger,
-		tools:  map[string]bool{},
+		policy:     policy.New(o.Scopes),
+		gh:         newGitHubClient(api, o.Token, o.Transport, o.Version),
+		token:      o.Token,
+		log:        o.Logger,
+		tools:      map[string]bool{},
+		pod:        o.Pod,
+		askTimeout: o.AskTimeout,
+		asking:     make(chan struct{}, maxPendingAsks),
+	}
+	if o.ApprovalDir != "" {
+		if err := os.MkdirAll(o.ApprovalDir, 0o700); err != nil {
+			return nil, fmt.Errorf("gator: the approvals folder: %w", err)
+		}
+		s.approvals = &approval.Store{Dir: o.ApprovalDir}
+		// What an earlier run left waiting waits for nothing now.
+		if err := s.approvals.Reset(); err != nil {
+			return nil, fmt.Errorf("gator: the approvals folder: %w", err)
+		}
 	}
 	s.audit = &auditor{pod: o.Pod, redact: s.redact, log: o.Logger, w: o.Audit}
 	if o.Workspace != "" {
@@ -143,7 +182,8 @@ Every tool but status takes owner and repo, and is checked against the scopes
 this pod was granted; call status to see them. A denied call says which scope
 is missing. Pull requests are always drafts. push_branch pushes the
 workspace's current commit (commit first) to a branch named agent/..., never
-force-pushing.`
+force-pushing. Calls that status lists under "ask" wait (up to a minute or
+so) for a person to approve them; a rejection says why.`
 
 // checkToken refuses tokens that could not be one, or that redaction would
 // mangle output over.
@@ -263,13 +303,47 @@ func addTool[In targeted](s *Server, tool *mcp.Tool, run toolFunc[In]) {
 		}
 		d := s.policy.Decide(name, rec.Repo, args)
 		rec.Permission, rec.Reason = string(d.Permission), d.Reason
-		if !d.Allowed {
+		g := &gate{s: s, tool: name, owner: owner, repo: repo, perm: d.Permission, rec: &rec, start: start}
+		switch {
+		case d.Allowed:
+			rec.Decision = policy.DecisionAllow
+		case d.Ask:
+			if p, ok := s.grants.get(grantKey(name, owner, repo)); ok {
+				g.allowByGrant(p)
+				break
+			}
+			if s.approvals == nil {
+				rec.Decision = policy.DecisionDeny
+				rec.Reason = fmt.Sprintf("denied: %s on %s needs a person's approval (%s%s), but this pod's gator has no approvals folder (--approval-dir), so nobody can be asked; grant %s (without %s), or start the gator with --approval-dir",
+					name, rec.Repo, policy.AskPrefix, d.Permission, d.Permission, policy.AskPrefix)
+				return finish(rec.Reason, true)
+			}
+			// Held: the tool asks (confirm) once its own checks pass,
+			// right before it changes anything.
+			g.needed, rec.Decision = true, policy.DecisionAsk
+		default:
 			rec.Decision = policy.DecisionDeny
 			return finish(d.Reason, true)
 		}
-		rec.Decision = policy.DecisionAllow
+		ctx = context.WithValue(ctx, gateKey{}, g)
 
-		result, note, err := run(ctx, in)
+		var (
+			result any
+			note   string
+			err    error
+		)
+		if !confirmsItself[name] {
+			// A tool with no step of its own to ask at is asked about
+			// as a whole, before it runs.
+			details := map[string]string{}
+			for k, v := range rec.Args {
+				details[printable(k)] = printable(v)
+			}
+			_, err = s.confirm(ctx, askRequest{What: name + " " + rec.Repo, Details: details})
+		}
+		if err == nil {
+			result, note, err = run(ctx, in)
+		}
 		var denied *deniedError
 		switch {
 		case errors.As(err, &denied):
@@ -304,6 +378,17 @@ func (s *Server) auditUnknownTools(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// confirmsItself are the tools that call Server.confirm themselves, at the
+// step that changes something on the forge, once their own checks passed:
+// a person is never asked about a call that would be refused anyway, and
+// sees exactly what will be done.
+var confirmsItself = map[string]bool{
+	policy.ToolCreateDraftPullRequest: true,
+	policy.ToolAddIssueComment:        true,
+	policy.ToolPushBranch:             true,
+	policy.ToolCreatePendingReview:    true,
 }
 
 func (s *Server) addTools() {
@@ -342,6 +427,14 @@ func (s *Server) addTools() {
 
 type statusResult struct {
 	Scopes []string `json:"scopes"`
+	// Ask maps each scope's target (OWNER/REPO, OWNER/*) to the permissions
+	// it grants only with a person's approval of each call.
+	Ask map[string][]string `json:"ask,omitempty"`
+	// Approvals says how asked calls are decided (or that they cannot be).
+	Approvals string `json:"approvals,omitempty"`
+	// ApprovedForPod lists "TOOL OWNER/REPO" a person approved for the
+	// pod's life: those calls no longer wait.
+	ApprovedForPod []string `json:"approved_for_pod,omitempty"`
 	// Tools maps each tool to the permission it needs.
 	Tools map[string]string `json:"tools"`
 	Push  string            `json:"push"`
@@ -352,6 +445,29 @@ func (s *Server) status(context.Context, statusArgs) (any, string, error) {
 	for tool, perm := range policy.ToolPermissions {
 		res.Tools[tool] = string(perm)
 	}
+	for _, sc := range s.policy.Scopes() {
+		for _, p := range sc.Ask {
+			if res.Ask == nil {
+				res.Ask = map[string][]string{}
+			}
+			target := sc.Owner + "/" + sc.Repo
+			if !slices.Contains(res.Ask[target], string(p)) {
+				res.Ask[target] = append(res.Ask[target], string(p))
+			}
+		}
+	}
+	for _, perms := range res.Ask {
+		slices.SortFunc(perms, func(a, b string) int {
+			return slices.Index(policy.Permissions, policy.Permission(a)) - slices.Index(policy.Permissions, policy.Permission(b))
+		})
+	}
+	if res.Ask != nil {
+		res.Approvals = fmt.Sprintf("calls that need an ask permission wait up to %v for a person's decision, and are refused without one", s.askTimeout)
+		if s.approvals == nil {
+			res.Approvals = "off: this pod's gator has no approvals folder, so calls that need an ask permission are refused"
+		}
+	}
+	res.ApprovedForPod = s.grants.keys()
 	res.Push = "off: no workspace"
 	if s.pusher != nil {
 		res.Push = "pushes the workspace's HEAD to agent/... branches of " + s.pusher.gitURL.Redacted()

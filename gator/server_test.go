@@ -225,6 +225,12 @@ func newTestRig(t *testing.T, scopes ...string) *testRig {
 // defaults).
 func newTestRigWith(t *testing.T, protected []string, scopes ...string) *testRig {
 	t.Helper()
+	return newRig(t, func(o *Options) { o.ProtectedPaths = protected }, scopes...)
+}
+
+// newRig is newTestRig with edit applied to the gator's options.
+func newRig(t *testing.T, edit func(*Options), scopes ...string) *testRig {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("these tests need git (its http-backend serves the push target): %v", err)
 	}
@@ -254,7 +260,7 @@ func newTestRigWith(t *testing.T, protected []string, scopes ...string) *testRig
 		t.Fatal(err)
 	}
 	audit := &syncBuffer{}
-	s, err := New(Options{
+	o := Options{
 		Scopes:    sc,
 		Token:     testToken,
 		APIURL:    apiSrv.URL + "/api/v3/",
@@ -263,9 +269,11 @@ func newTestRigWith(t *testing.T, protected []string, scopes ...string) *testRig
 		Audit:     audit,
 		Pod:       "test",
 		Version:   "test",
-
-		ProtectedPaths: protected,
-	})
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

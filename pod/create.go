@@ -48,6 +48,9 @@ type Request struct {
 	NoVerify bool
 	// Gator are --gator scopes.
 	Gator []string
+	// Grants are the approvals given for every pod of a repository
+	// (devaipod approve --for repo); nil for none.
+	Grants *Grants
 	// Pull is the pull policy (PullMissing when empty).
 	Pull string
 	// ReadyTimeout bounds the wait for the agent's server.
@@ -293,6 +296,21 @@ func (c *creation) input(id identity) (in plan.PlanInput, forbidden []string, er
 	if err != nil {
 		return plan.PlanInput{}, nil, err
 	}
+	allow := req.Allow
+	if req.Grants != nil {
+		granted, grantedScopes, err := req.Grants.For(src)
+		if err != nil {
+			return plan.PlanInput{}, nil, fmt.Errorf("read the approvals kept for the repository: %w", err)
+		}
+		allow = append(slices.Clone(allow), granted...)
+		// A gator grant widens a gator the pod has; it makes none.
+		if len(scopes) > 0 {
+			scopes = append(scopes, grantedScopes...)
+		}
+		if len(granted)+len(grantedScopes) > 0 {
+			c.warn(fmt.Sprintf("approved earlier for this repository (devaipod approvals --granted): %s", strings.Join(append(granted, grantedScopes...), ", ")))
+		}
+	}
 	password, err := randomPassword()
 	if err != nil {
 		return plan.PlanInput{}, nil, err
@@ -305,7 +323,7 @@ func (c *creation) input(id identity) (in plan.PlanInput, forbidden []string, er
 	if err != nil {
 		return plan.PlanInput{}, nil, err
 	}
-	in = plan.PlanInput{Name: name, Config: &cfg, Source: src, Image: req.Image, HostEnv: req.HostEnv, Allow: req.Allow,
+	in = plan.PlanInput{Name: name, Config: &cfg, Source: src, Image: req.Image, HostEnv: req.HostEnv, Allow: allow,
 		Mounts: mounts, AgentPassword: password, Task: req.Task, NoVerify: req.NoVerify,
 		// Placeholders take [A-Za-z0-9]: the password's alphabet, less two.
 		PlaceholderSalt: strings.NewReplacer("-", "", "_", "").Replace(salt), UpstreamCA: upstreamCA,

@@ -87,7 +87,8 @@ func blockedRule(p string, forbidden []string) string {
 // nor contain (so no home directory as a whole either): the credential
 // stores under home, devaipod's config, podman's storage and sockets.
 func ForbiddenMounts(home, configFile, runtimeDir string) []string {
-	out := []string{configFile, "/var/lib/containers", "/run/podman", "/run/containers", "/var/run/docker.sock"}
+	// The grants of approvals (devaipod's state) decide what future pods may do.
+	out := []string{configFile, filepath.Dir(DefaultGrants().Path), "/var/lib/containers", "/run/podman", "/run/containers", "/var/run/docker.sock"}
 	if runtimeDir != "" {
 		out = append(out, filepath.Join(runtimeDir, "podman"), filepath.Join(runtimeDir, "containers"))
 	}
@@ -96,7 +97,7 @@ func ForbiddenMounts(home, configFile, runtimeDir string) []string {
 	}
 	for _, p := range []string{".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".gcloud",
 		".kube", ".docker", ".netrc", ".npmrc", ".config/containers", ".local/share/containers",
-		".git-credentials", ".config/gh", ".config/devaipod.toml"} {
+		".git-credentials", ".config/gh", ".config/devaipod.toml", ".config/devaipod", ".local/state/devaipod"} {
 		out = append(out, filepath.Join(home, p))
 	}
 	return out

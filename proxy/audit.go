@@ -20,6 +20,9 @@ const (
 const (
 	DecisionAllow = "allow"
 	DecisionDeny  = "deny"
+	// DecisionAsk: an ask rule holds the request, which waits for a
+	// person's decision; its own record, with the final decision, follows.
+	DecisionAsk = "ask"
 )
 
 // The reasons of request records. A deny always has one; an allowed request
@@ -33,8 +36,13 @@ const (
 	ReasonBadRequest     = "bad-request"     // malformed, not a proxy request, unsupported method or scheme
 	ReasonUpstreamError  = "upstream-error"  // allowed, but connecting or talking to the server failed
 	ReasonIdleTimeout    = "idle-timeout"    // allowed tunnel closed after no traffic for the idle timeout
-	ReasonShutdown       = "shutdown"        // allowed tunnel closed because the proxy stopped
+	ReasonShutdown       = "shutdown"        // allowed tunnel closed, or a held request refused (503), because the proxy stopped
 	ReasonCredentialHost = "credential-host" // a credential's placeholder on its way to a host it is not bound to, or in plain HTTP
+	ReasonRejected       = "rejected"        // a held request a person rejected; Detail has who and why
+	ReasonAskTimeout     = "ask-timeout"     // a held request nobody decided within the ask timeout
+	ReasonAskLimit       = "ask-limit"       // too many requests wait for a decision (503)
+	ReasonAskCanceled    = "ask-canceled"    // the client went away while its request waited
+	ReasonAskFailed      = "ask-failed"      // the approver failed: the request could not be asked about (503)
 )
 
 // Record is one line of the audit log: JSON, one object per line, written
@@ -43,8 +51,21 @@ const (
 // interception) closes, otherwise when the answer has been sent; each
 // request inside an intercepted CONNECT has its own. They always carry
 // method, host, port, decision, status, bytes_up, bytes_down and
-// duration_ms; rule, reason, detail and credentials only when set. Policy
-// records (Event "policy") carry file, allow, deny and error instead.
+// duration_ms; rule, reason, detail, credentials and decided_by only when
+// set. Policy records (Event "policy") carry file, allow, deny and error
+// instead.
+//
+// A request that an ask rule holds (see Options.Ask) has two request
+// records: one with decision "ask" when it starts to wait (status 0, no
+// bytes; rule "ask:" and the ask rule, detail how long it may wait), and
+// its final one, rule "ask:RULE" too: decision allow when a person
+// approved it (decided_by who, detail "approved once by..." or
+// "approved for the pod by..." and the request's id), or deny with
+// reason rejected (decided_by, the person's reason in detail),
+// ask-timeout, ask-canceled, ask-failed or shutdown (or denied, with the
+// deny rule, when one came while it waited). A request that finds
+// Options.MaxAsks requests waiting is refused unasked: one record, deny
+// with reason ask-limit.
 type Record struct {
 	Time  string `json:"time"` // RFC 3339 with nanoseconds, UTC
 	Pod   string `json:"pod"`
@@ -53,9 +74,10 @@ type Record struct {
 	Method   string `json:"method,omitempty"` // CONNECT, GET...
 	Host     string `json:"host,omitempty"`   // normalised: lower case, no trailing dot, IPv6 without brackets
 	Port     int    `json:"port,omitempty"`
-	Decision string `json:"decision,omitempty"` // allow or deny
+	Decision string `json:"decision,omitempty"` // allow, deny or ask
 	// Rule is the rule that decided: the allow rule of an allowed request,
-	// the deny rule of a request denied by one.
+	// the deny rule of a request denied by one, "ask:" and the ask rule of
+	// a request that waited for a person.
 	Rule       string `json:"rule,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 	Detail     string `json:"detail,omitempty"` // a short human-readable explanation
@@ -66,6 +88,8 @@ type Record struct {
 	// Credentials are the names of the credentials put into an intercepted
 	// request (see Credential); never their values.
 	Credentials []string `json:"credentials,omitempty"`
+	// DecidedBy is who approved or rejected a held request (user@host).
+	DecidedBy string `json:"decided_by,omitempty"`
 
 	File  string   `json:"file,omitempty"`  // the policy file
 	Allow []string `json:"allow,omitempty"` // every allow rule in force (base and file)
@@ -93,6 +117,7 @@ type requestLine struct {
 	BytesDown   int64    `json:"bytes_down"`
 	DurationMS  int64    `json:"duration_ms"`
 	Credentials []string `json:"credentials,omitempty"`
+	DecidedBy   string   `json:"decided_by,omitempty"`
 }
 
 type policyLine struct {
@@ -121,6 +146,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Time: r.Time, Pod: r.Pod, Event: r.Event, Method: r.Method, Host: r.Host, Port: r.Port,
 		Decision: r.Decision, Rule: r.Rule, Reason: r.Reason, Detail: r.Detail, Status: r.Status,
 		BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMS: r.DurationMS, Credentials: r.Credentials,
+		DecidedBy: r.DecidedBy,
 	})
 }
 
@@ -216,6 +242,10 @@ func appendRequestLine(b []byte, t time.Time, pod string, r *Record) []byte {
 			b = appendJSONString(b, name)
 		}
 		b = append(b, ']')
+	}
+	if r.DecidedBy != "" {
+		b = append(b, `,"decided_by":`...)
+		b = appendJSONString(b, r.DecidedBy)
 	}
 	return append(b, "}\n"...)
 }

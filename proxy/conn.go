@@ -142,7 +142,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, plain *handoff) {
 	// The exchange goes into the request's context here rather than in
 	// ServeHTTP (one context and request copy less), with what serveTunnel
 	// needs to know.
-	x := &exchange{start: time.Now(), method: shorten(req.Method, 32), fast: true, early: early}
+	x := &exchange{start: time.Now(), method: shorten(req.Method, 32), fast: true, early: early, conn: c}
 	req = req.WithContext(context.WithValue(ctx, exchangeKey{}, x))
 	if ra := c.RemoteAddr(); ra != nil {
 		req.RemoteAddr = ra.String()

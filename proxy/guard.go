@@ -124,13 +124,18 @@ type guard struct {
 	timeout  time.Duration
 	// exempt reports whether an address rule covers addr and port.
 	exempt func(addr netip.Addr, port int) bool
+	// approved, if not nil, reports whether a person approved the
+	// request of ctx (a dial's) to exactly addr and port (see
+	// Options.Ask), which exempts them as an address rule would.
+	approved func(ctx context.Context, addr netip.Addr, port int) bool
 }
 
-// check returns a *BlockedError if addr:port may not be dialled.
-func (g *guard) check(host string, addr netip.Addr, port int) error {
+// check returns a *BlockedError if addr:port may not be dialled for the
+// request of ctx.
+func (g *guard) check(ctx context.Context, host string, addr netip.Addr, port int) error {
 	addr = addr.Unmap().WithZone("")
 	class := AddrClass(addr)
-	if class == "" || g.exempt(addr, port) {
+	if class == "" || g.exempt(addr, port) || g.approved != nil && g.approved(ctx, addr, port) {
 		return nil
 	}
 	return &BlockedError{Host: host, Addr: addr, Port: port, Class: class}
@@ -139,12 +144,12 @@ func (g *guard) check(host string, addr netip.Addr, port int) error {
 // control runs after name resolution, right before connect(2), with the
 // address actually dialled: the check that DNS rebinding cannot get past.
 func (g *guard) control(host string) func(ctx context.Context, network, address string, c syscall.RawConn) error {
-	return func(_ context.Context, network, address string, _ syscall.RawConn) error {
+	return func(ctx context.Context, network, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return fmt.Errorf("refusing to dial unparsable address %q", address)
 		}
-		return g.check(host, ap.Addr(), int(ap.Port()))
+		return g.check(ctx, host, ap.Addr(), int(ap.Port()))
 	}
 }
 
@@ -198,7 +203,7 @@ func (g *guard) dial(ctx context.Context, network, addr string, keepAlive time.D
 	d := net.Dialer{ControlContext: g.control(host), KeepAlive: keepAlive}
 	var blocked, firstErr error
 	for _, a := range addrs {
-		if err := g.check(host, a, port); err != nil {
+		if err := g.check(ctx, host, a, port); err != nil {
 			blocked = cmpOr(blocked, err)
 			continue
 		}

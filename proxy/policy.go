@@ -300,6 +300,20 @@ func (ps *policySource) current() *policy {
 	return ps.cur.Load()
 }
 
+// refresh rereads the file now if it changed, whatever the interval, and
+// returns the policy in force: after the proxy's own edit (an approval for
+// the pod), which the next request must see.
+func (ps *policySource) refresh() *policy {
+	if ps.path == "" {
+		return ps.cur.Load()
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.nextCheck.Store(time.Now().Add(ps.interval).UnixNano())
+	_ = ps.loadLocked(false)
+	return ps.cur.Load()
+}
+
 // loadLocked reads the file if it changed since the last read (or always if
 // force) and installs the policy.
 func (ps *policySource) loadLocked(force bool) error {

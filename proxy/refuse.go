@@ -208,6 +208,19 @@ func (s *Server) message(x *exchange) string {
 		return fmt.Sprintf("devaipod proxy: cannot reach %s: %s.\n", target, x.detail)
 	case ReasonCredentialHost:
 		return fmt.Sprintf("devaipod proxy: request to %s refused, nothing was sent: %s.\n", target, x.detail)
+	case ReasonRejected:
+		// The detail is the person's word, made printable (see ask).
+		return fmt.Sprintf("devaipod proxy: %s was %s.\n", target, strings.TrimRight(x.detail, "."))
+	case ReasonAskTimeout:
+		return fmt.Sprintf("devaipod proxy: %s waited %v for a person's decision (ask rule %s of pod %s) and got none; nothing was sent.\nAllow it with: devaipod allow %s %s\n%s",
+			target, s.opts.AskTimeout, x.askRule, pod, pod, x.askFor, configHint)
+	case ReasonAskLimit:
+		return fmt.Sprintf("devaipod proxy: pod %s has %d requests waiting for a decision, the limit; %s was not asked about. Try again later.\n",
+			pod, s.opts.MaxAsks, target)
+	case ReasonAskFailed, ReasonAskCanceled:
+		return fmt.Sprintf("devaipod proxy: %s refused, nothing was sent: %s.\n", target, x.detail)
+	case ReasonShutdown:
+		return fmt.Sprintf("devaipod proxy: the proxy of pod %s is stopping; %s refused, nothing was sent.\n", pod, target)
 	default:
 		return fmt.Sprintf("devaipod proxy: bad request: %s.\n", x.detail)
 	}

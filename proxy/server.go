@@ -17,6 +17,14 @@
 // policy file (see Policy) that EditPolicyFile changes while the proxy
 // runs.
 //
+// Ask rules (Options.Ask, the same forms) name what a person may let
+// through while the proxy runs: a request that no allow or deny rule
+// covers but an ask rule does waits, with nothing sent, until a person
+// decides through Options.Approver (see Approver): approved once, it goes
+// on as an allowed request; approved for the pod, the rule that allows
+// its host and port is added to the policy file first; rejected or not
+// decided within Options.AskTimeout, it is refused.
+//
 // The proxy does not look inside a CONNECT tunnel, with one exception:
 // credentials (see Credential). The agent holds a placeholder for each; a
 // CONNECT to a host that a credential is bound to is intercepted: the
@@ -107,6 +115,19 @@ type Options struct {
 	// PolicyCheckInterval is how often, at most, the policy file is checked
 	// for changes (on the request path).
 	PolicyCheckInterval time.Duration
+	// Ask are rules (see Rule) whose requests, when no allow rule covers
+	// them, wait for a person's decision through Approver instead of
+	// being refused; a deny rule still refuses them unasked. They need
+	// Approver and PolicyFile (approvals for the pod are written to it).
+	Ask []string
+	// AskTimeout is how long a held request waits for a decision
+	// (DefaultAskTimeout); then it is refused.
+	AskTimeout time.Duration
+	// Approver asks a person about the requests Ask rules hold.
+	Approver Approver
+	// MaxAsks caps the requests that wait for a decision at once
+	// (DefaultMaxAsks); beyond it a request an ask rule covers gets 503.
+	MaxAsks int
 }
 
 func (o Options) withDefaults() Options {
@@ -122,6 +143,10 @@ func (o Options) withDefaults() Options {
 	def(&o.DialTimeout, DefaultDialTimeout)
 	def(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	def(&o.PolicyCheckInterval, DefaultPolicyCheckInterval)
+	def(&o.AskTimeout, DefaultAskTimeout)
+	if o.MaxAsks == 0 {
+		o.MaxAsks = DefaultMaxAsks
+	}
 	if o.Audit == nil {
 		o.Audit = io.Discard
 	}
@@ -147,13 +172,18 @@ type Server struct {
 	// hijacks the connection and hands it to serveTunnel; acceptIntercept
 	// the answer to one that credentials are bound to (serveIntercept).
 	acceptTunnel, acceptIntercept *goproxy.ConnectAction
-	creds                         *credentials // nil when none
-	ca                            *authority   // nil without credentials
+	creds                         *credentials  // nil when none
+	askRules                      *rule.Matcher // nil without ask rules
+	ca                            *authority    // nil without credentials
 	// errorLog is the debug log of the http.Servers and ReverseProxies of
 	// interceptions, with credentials' values scrubbed.
 	errorLog *log.Logger
 
 	openTunnels atomic.Int64 // reserved tunnel slots
+	asking      atomic.Int64 // requests waiting for a decision
+	// serveCtx is Serve's context: done when the proxy stops, which
+	// ends held requests with 503.
+	serveCtx atomic.Pointer[context.Context]
 
 	mu       sync.Mutex
 	serving  bool
@@ -181,12 +211,22 @@ func New(opts Options) (*Server, error) {
 	switch {
 	case opts.MaxTunnels < 0:
 		return nil, fmt.Errorf("max tunnels %d is negative", opts.MaxTunnels)
-	case opts.IdleTimeout < 0, opts.DialTimeout < 0, opts.ReadHeaderTimeout < 0, opts.PolicyCheckInterval < 0:
+	case opts.MaxAsks < 0:
+		return nil, fmt.Errorf("max asks %d is negative", opts.MaxAsks)
+	case opts.IdleTimeout < 0, opts.DialTimeout < 0, opts.ReadHeaderTimeout < 0, opts.PolicyCheckInterval < 0, opts.AskTimeout < 0:
 		return nil, errors.New("timeouts must not be negative")
+	case len(opts.Ask) > 0 && opts.Approver == nil:
+		return nil, errors.New("ask rules need an approver")
+	case len(opts.Ask) > 0 && opts.PolicyFile == "":
+		return nil, errors.New("ask rules need a policy file (approvals for the pod are written to it)")
 	}
 	base, err := rule.ParseAll(opts.Allow)
 	if err != nil {
 		return nil, err
+	}
+	ask, err := rule.ParseAll(opts.Ask)
+	if err != nil {
+		return nil, fmt.Errorf("ask: %w", err)
 	}
 	creds, err := compileCredentials(opts.Credentials)
 	if err != nil {
@@ -199,6 +239,9 @@ func New(opts Options) (*Server, error) {
 		creds:   creds,
 		tunnels: make(map[hijacked]struct{}),
 		conns:   make(map[net.Conn]struct{}),
+	}
+	if len(ask) > 0 {
+		s.askRules = rule.NewMatcher(ask...)
 	}
 	if creds != nil {
 		if s.ca, err = newAuthority(opts.Pod, creds.rules()); err != nil {
@@ -214,6 +257,7 @@ func New(opts Options) (*Server, error) {
 		resolver: opts.Resolver,
 		timeout:  opts.DialTimeout,
 		exempt:   func(a netip.Addr, port int) bool { return s.policy.current().allowsAddr(a, port) },
+		approved: approvedAddr,
 	}
 	s.acceptTunnel = &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: s.serveTunnel}
 	s.acceptIntercept = &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: s.serveIntercept}
@@ -299,6 +343,18 @@ type exchange struct {
 	// unaudited: the proxy's own answer that is not a decision on egress
 	// (its CA for the agent).
 	unaudited bool
+	// askRule is the ask rule that covers a request no allow or deny rule
+	// does, askFor the rule that would allow exactly its host and port;
+	// decidedBy who approved or rejected it; exemptAddr the address of
+	// an approved IP literal, which the guard lets through (written
+	// before the dial, only read after).
+	askRule, askFor string
+	decidedBy       string
+	exemptAddr      netip.AddrPort
+	// conn is the client's connection of a CONNECT that serveConn read
+	// (fast), watched for a hang-up while the request waits for a
+	// decision.
+	conn net.Conn
 }
 
 type exchangeKey struct{}
@@ -394,6 +450,13 @@ func (s *Server) decide(x *exchange, host string, port int) bool {
 	x.hk, x.host = hk, hk.String()
 	ruleText, allow, ok := s.policy.current().decide(hk, port)
 	x.rule = ruleText
+	if !ok && s.askRules != nil {
+		// No allow and no deny rule: the caller asks if an ask rule
+		// covers it.
+		if askRule, asked := s.askRules.MatchHost(hk, port); asked {
+			x.askRule, x.askFor = askRule, ruleFor(hk, port)
+		}
+	}
 	switch {
 	case ok && allow:
 		x.allow = true
@@ -427,7 +490,7 @@ func (s *Server) allowConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 		x.refuse(http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf("bad port %q", shorten(portText, 16)))
 		return nil, ""
 	}
-	if !s.decide(x, h, port) {
+	if !s.decide(x, h, port) && (x.askRule == "" || !s.ask(ctx.Req.Context(), x, connectWhat(x))) {
 		return nil, ""
 	}
 	if !s.reserveTunnel() {
@@ -503,7 +566,7 @@ func (s *Server) allowHTTP(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 		x.refuse(http.StatusForbidden, ReasonCredentialHost, carried[0].misplaced())
 		return r, nil
 	}
-	if !s.decide(x, r.URL.Hostname(), port) {
+	if !s.decide(x, r.URL.Hostname(), port) && (x.askRule == "" || !s.ask(r.Context(), x, httpWhat(r, x))) {
 		return r, nil
 	}
 	// Dial exactly what was decided on.
@@ -526,6 +589,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.serveCtx.Store(&ctx)
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -551,9 +615,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 
 	// Stop: the listener and plain connections, then the requests in
-	// progress (their context), then the connections that serveConn
-	// reads and the tunnels and interceptions, which the http.Server does
-	// not know.
+	// progress (their context; held ones get 503), then the connections
+	// that serveConn reads and the tunnels and interceptions, which the
+	// http.Server does not know.
 	cancel()
 	ln.Close()
 	hs.Close()

@@ -753,9 +753,9 @@ func TestAuditShape(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("deny record keys %q; want %q", got, want)
 	}
-	got = keys(Record{Event: EventRequest, Rule: "h", Detail: "d", Credentials: []string{"K"}})
-	if !slices.Contains(got, "rule") || !slices.Contains(got, "detail") || !slices.Contains(got, "credentials") {
-		t.Errorf("allow record keys %q lack rule, detail or credentials", got)
+	got = keys(Record{Event: EventRequest, Rule: "h", Detail: "d", Credentials: []string{"K"}, DecidedBy: "me@host"})
+	if !slices.Contains(got, "rule") || !slices.Contains(got, "detail") || !slices.Contains(got, "credentials") || !slices.Contains(got, "decided_by") {
+		t.Errorf("allow record keys %q lack rule, detail, credentials or decided_by", got)
 	}
 	got = keys(Record{Event: EventPolicy, File: "f", Error: "e"})
 	want = []string{"allow", "deny", "error", "event", "file", "pod", "time"}

@@ -20,8 +20,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/devaipod/devaipod/gator"
 	"github.com/devaipod/devaipod/gator/policy"
@@ -78,6 +80,9 @@ type gatorOptions struct {
 	pod       string
 	verbose   bool
 	protected []string
+
+	approvalDir string
+	askTimeout  time.Duration
 }
 
 func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
@@ -98,6 +103,10 @@ func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
 	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit records")
 	fs.Var(cmdline.ListFlag(&o.protected, policy.CheckProtectedPattern), "protected-path",
 		"a `PATTERN` of files no pushed commit may touch (repeatable; replaces the default CI definitions; dir/** for everything under dir)")
+	fs.StringVar(&o.approvalDir, "approval-dir", "",
+		"file calls that need a person's approval (ask:PERM) in the approvals folder `DIR`; without it, such calls are refused")
+	fs.DurationVar(&o.askTimeout, "ask-timeout", gator.DefaultAskTimeout,
+		"how long a call that needs a person's approval waits for the decision before it is refused")
 	fs.BoolVar(&o.verbose, "v", false, "log debug messages")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-gator --listen unix:PATH --scope SCOPE... [flags]
@@ -115,6 +124,12 @@ Scopes:
                              forced), pending-review
   github:OWNER/*[:PERMS]     read (or PERMS) on every repository of OWNER
   github:readonly-all        read on every repository
+
+A permission written ask:PERM (any but read), as in
+github:octo/app:read,ask:push-branch, is granted call by call: each such
+call is filed in --approval-dir and waits (--ask-timeout) for a person to
+approve it from the host; an approval for the pod's life lets the tool on
+that repository through from then on.
 
 Every call is checked before any request is made and audited as one JSON
 line. The token comes from --token-file, else $GH_TOKEN, else
@@ -138,6 +153,10 @@ func parseGatorFlags(args []string, output io.Writer) (*gatorOptions, error) {
 			return "missing --scope: without one the gator would deny every call"
 		case o.workspace != "" && !filepath.IsAbs(o.workspace):
 			return fmt.Sprintf("--workspace %q is not absolute", o.workspace)
+		case o.approvalDir != "" && !filepath.IsAbs(o.approvalDir):
+			return fmt.Sprintf("--approval-dir %q is not absolute", o.approvalDir)
+		case o.askTimeout <= 0:
+			return fmt.Sprintf("--ask-timeout %v: want a positive duration, such as 60s", o.askTimeout)
 		}
 		return ""
 	})
@@ -210,6 +229,8 @@ func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Version:   Version,
 
 		ProtectedPaths: o.protected,
+		ApprovalDir:    o.approvalDir,
+		AskTimeout:     o.askTimeout,
 	})
 	if err != nil {
 		return fail(err)
@@ -223,7 +244,10 @@ func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	logger.Info("listening on "+addr+gator.MCPPath, "pod", o.pod, "scopes", strings.Join(o.scopes, " "),
-		"api", o.apiURL, "workspace", o.workspace)
+		"api", o.apiURL, "workspace", o.workspace, "approvals", o.approvalDir)
+	if o.approvalDir == "" && slices.ContainsFunc(scopes, func(s policy.Scope) bool { return len(s.Ask) > 0 }) {
+		logger.Warn("scopes with ask: permissions but no --approval-dir: those calls will be refused")
+	}
 	if err := srv.Serve(ctx, ln); err != nil {
 		return fail(err)
 	}

@@ -65,6 +65,10 @@ func TestGatorFlags(t *testing.T) {
 			`invalid value "github:octo/app:write" for flag -scope: scope "github:octo/app:write": unknown permission "write"`},
 		{"bad listen", append([]string{"--listen", "udp:1.2.3.4:5"}, ok[2:]...), 2, "want unix:PATH or tcp:HOST:PORT"},
 		{"relative workspace", append(ok, "--workspace", "ws"), 2, `--workspace "ws" is not absolute`},
+		{"relative approval dir", append(ok, "--approval-dir", "approvals"), 2, `--approval-dir "approvals" is not absolute`},
+		{"zero ask timeout", append(ok, "--ask-timeout", "0s"), 2, "--ask-timeout 0s: want a positive duration"},
+		{"bad ask timeout", append(ok, "--ask-timeout", "soon"), 2, `invalid value "soon" for flag -ask-timeout`},
+		{"ask scope", append(ok, "--scope", "github:octo/app:ask:read"), 2, "ask:read: read cannot be asked for"},
 		{"argument", append(ok, "extra"), 2, `unexpected argument "extra"`},
 		{"missing token file", append(ok, "--token-file", dir+"/nope"), 1, "read the token"},
 		{"bad API URL", append(ok, "--token-file", writeToken(t, dir), "--api-url", "ftp://x/"), 1, "want https://HOST/"},
@@ -85,7 +89,8 @@ func TestGatorFlags(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse: %v (%s)", err, stderr.String())
 	}
-	if len(o.scopes) != 2 || len(o.auditLogs) != 2 || o.workspace != "/w" || o.pod != "demo" || o.apiURL != gator.DefaultAPIURL || o.gitURL != "https://ghe.test/" {
+	if len(o.scopes) != 2 || len(o.auditLogs) != 2 || o.workspace != "/w" || o.pod != "demo" || o.apiURL != gator.DefaultAPIURL || o.gitURL != "https://ghe.test/" ||
+		o.approvalDir != "" || o.askTimeout != gator.DefaultAskTimeout {
 		t.Errorf("parsed %+v", o)
 	}
 }
@@ -152,8 +157,9 @@ func TestGatorUnixRoundTrip(t *testing.T) {
 	var stdout, stderr syncBuf
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--listen", "unix:" + sock, "--scope", "github:octo/app:read,create-draft",
-			"--token-file", writeToken(t, dir), "--api-url", api.URL + "/api/v3/", "--audit-log", auditLog, "--pod", "demo"},
+		done <- run(ctx, []string{"--listen", "unix:" + sock, "--scope", "github:octo/app:read,create-draft,ask:comment",
+			"--token-file", writeToken(t, dir), "--api-url", api.URL + "/api/v3/", "--audit-log", auditLog, "--pod", "demo",
+			"--approval-dir", filepath.Join(dir, "state", "approvals"), "--ask-timeout", "300ms"},
 			&stdout, &stderr)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
@@ -201,16 +207,21 @@ func TestGatorUnixRoundTrip(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &status); err != nil {
 		t.Fatal(err)
 	}
-	if len(status.Scopes) != 1 || status.Scopes[0] != "github:octo/app:read,create-draft" {
+	if len(status.Scopes) != 1 || status.Scopes[0] != "github:octo/app:read,create-draft,ask:comment" {
 		t.Errorf("status scopes %q", status.Scopes)
 	}
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: policy.ToolListPullRequests, Arguments: map[string]any{"owner": "octo", "repo": "app"}})
 	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"number":7`) {
 		t.Fatalf("list_pull_requests: %+v, %v", res, err)
 	}
+	// ask:comment: held in the approvals folder, and refused when nobody
+	// decides within --ask-timeout.
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: policy.ToolAddIssueComment, Arguments: map[string]any{"owner": "octo", "repo": "app", "number": 7, "body": "hi"}})
-	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "needs scope comment") {
+	if err != nil || !res.IsError || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "no decision: add_issue_comment octo/app #7 waited 300ms") {
 		t.Fatalf("add_issue_comment: %+v, %v", res, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "state", "approvals", "pending")); err != nil || !fi.IsDir() {
+		t.Errorf("the request was not filed in --approval-dir: %v", err)
 	}
 	cs.Close()
 
@@ -234,6 +245,7 @@ func TestGatorUnixRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tools, decisions []string
+	asks := 0
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		rec, err := policy.ParseRecord(sc.Bytes())
@@ -247,8 +259,11 @@ func TestGatorUnixRoundTrip(t *testing.T) {
 			tools = append(tools, rec.Tool)
 			decisions = append(decisions, rec.Decision)
 		}
+		if rec.Event == policy.EventAsk {
+			asks++
+		}
 	}
-	if strings.Join(tools, " ") != "status list_pull_requests add_issue_comment" || strings.Join(decisions, " ") != "allow allow deny" {
+	if strings.Join(tools, " ") != "status list_pull_requests add_issue_comment" || strings.Join(decisions, " ") != "allow allow deny" || asks != 1 {
 		t.Errorf("audited calls %q, decisions %q:\n%s", tools, decisions, b)
 	}
 	for name, out := range map[string]string{"audit log": string(b), "stdout": stdout.String(), "stderr": stderr.String()} {
@@ -286,7 +301,8 @@ func (s *syncBuf) String() string {
 func TestGatorArgsRoundTrip(t *testing.T) {
 	x := helperargs.Gator{Listen: "unix:/run/g.sock", Pod: "p", Workspace: "/workspaces/p", APIURL: "https://forge.example.test/api/v3/",
 		GitURL: "https://forge.example.test", Scopes: []string{"github:o/r:read", "github:o/*"}, TokenFile: "/run/devaipod/secrets/GH_TOKEN",
-		ProtectedPaths: []string{".github/**", "Makefile"}, AuditLogs: []string{"-", "/var/lib/g/audit.log"}}
+		ProtectedPaths: []string{".github/**", "Makefile"}, AuditLogs: []string{"-", "/var/lib/g/audit.log"},
+		ApprovalDir: "/var/lib/devaipod/gator/approvals", AskTimeout: 90 * time.Second}
 	var o gatorOptions
 	fs := newGatorFlagSet(&o)
 	fs.SetOutput(io.Discard)
@@ -295,7 +311,19 @@ func TestGatorArgsRoundTrip(t *testing.T) {
 	}
 	if o.listen.String() != x.Listen || o.pod != x.Pod || o.workspace != x.Workspace || o.apiURL != x.APIURL ||
 		o.gitURL != x.GitURL || !slices.Equal(o.scopes, x.Scopes) || o.tokenFile != x.TokenFile ||
-		!slices.Equal(o.protected, x.ProtectedPaths) || !slices.Equal(o.auditLogs, x.AuditLogs) || fs.NArg() != 0 {
+		!slices.Equal(o.protected, x.ProtectedPaths) || !slices.Equal(o.auditLogs, x.AuditLogs) ||
+		o.approvalDir != x.ApprovalDir || o.askTimeout != x.AskTimeout || fs.NArg() != 0 {
 		t.Errorf("%+v", o)
+	}
+	// Without the two, the gator has no approvals folder and the default
+	// timeout (the host leaves a zero duration out).
+	var d gatorOptions
+	fs = newGatorFlagSet(&d)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(helperargs.Gator{Listen: "unix:/run/g.sock", Scopes: []string{"github:o/r"}}.Args()); err != nil {
+		t.Fatal(err)
+	}
+	if d.approvalDir != "" || d.askTimeout != gator.DefaultAskTimeout {
+		t.Errorf("defaults: %+v", d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/internal/helperargs"
+	"github.com/devaipod/devaipod/proxy"
 )
 
 // parseAs parses a command line the host writes with the helper's own flag
@@ -73,12 +74,39 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 	t.Run("proxy", func(t *testing.T) {
 		x := helperargs.Proxy{Listen: "unix:/run/p.sock", Pod: "p", PolicyFile: "/var/policy.json", Allow: []string{"api.example.test", "*.example.test:8443"},
 			AuditLogs: []string{"-", "/var/audit.log"}, Credentials: []string{"KEY=devaipod-KEY-salt@api.example.test,*.example.test:8443"},
-			CredentialDir: "/run/secrets", UpstreamCA: "/run/secrets/CA"}
+			CredentialDir: "/run/secrets", UpstreamCA: "/run/secrets/CA",
+			Ask: []string{"*.pkg.example.test", "git.example.test:22"}, AskTimeout: 90 * time.Second, ApprovalDir: "/var/approvals"}
 		var o proxyOptions
 		parseAs(t, newProxyFlagSet(&o), x.Args(), "proxy")
 		if o.listen.String() != x.Listen || o.pod != x.Pod || o.policyFile != x.PolicyFile || !slices.Equal(o.allow, x.Allow) ||
-			!slices.Equal(o.auditLogs, x.AuditLogs) || !slices.Equal(o.credentials, x.Credentials) || o.credDir != x.CredentialDir || o.upstreamCA != x.UpstreamCA {
+			!slices.Equal(o.auditLogs, x.AuditLogs) || !slices.Equal(o.credentials, x.Credentials) || o.credDir != x.CredentialDir || o.upstreamCA != x.UpstreamCA ||
+			!slices.Equal(o.ask, x.Ask) || o.askTimeout != x.AskTimeout || o.approvalDir != x.ApprovalDir {
 			t.Errorf("%+v", o)
+		}
+		// The host writes the approval folder even without ask rules, and
+		// no timeout then: the helper's defaults hold.
+		x = helperargs.Proxy{Listen: "unix:/run/p.sock", Pod: "p", PolicyFile: "/var/policy.json", ApprovalDir: "/var/approvals"}
+		o = proxyOptions{}
+		parseAs(t, newProxyFlagSet(&o), x.Args(), "proxy")
+		if _, err := parseProxyFlags(x.Args()[1:], io.Discard); err != nil || len(o.ask) != 0 || o.askTimeout != proxy.DefaultAskTimeout {
+			t.Errorf("without ask rules: %v %+v", err, o)
+		}
+	})
+	t.Run("approvals", func(t *testing.T) {
+		for _, x := range []helperargs.Approvals{
+			{Dir: "/var/approvals", Op: "list"},
+			{Dir: "/var/approvals", Op: "approve", ID: "net-0a1b2c3d", For: "pod", By: "me@host"},
+			{Dir: "/var/approvals", Op: "reject", ID: "net-0a1b2c3d", Reason: "--use the mirror; not -that", By: "me@host"},
+		} {
+			var o approvalsOptions
+			rest := parseAs(t, newApprovalsFlagSet(&o), x.Args(), "approvals")
+			want := []string{x.Op}
+			if x.ID != "" {
+				want = append(want, x.ID)
+			}
+			if o.dir != x.Dir || o.scope != x.For || o.reason != x.Reason || o.by != x.By || !slices.Equal(rest, want) {
+				t.Errorf("%+v %q; want %+v", o, rest, x)
+			}
 		}
 	})
 	t.Run("audit-log", func(t *testing.T) {

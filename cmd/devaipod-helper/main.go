@@ -66,6 +66,8 @@ var commands = []command{
 		func() *flag.FlagSet { return newProxyFlagSet(&proxyOptions{}) }, runProxy},
 	{"policy", "--file PATH OP [RULE]", "change or show a proxy's policy file",
 		func() *flag.FlagSet { var file string; return newPolicyFlagSet(&file) }, withoutContext(runPolicy)},
+	{"approvals", "--dir DIR OP [ID]", "list or decide the requests that wait for a person (devaipod approvals)",
+		func() *flag.FlagSet { return newApprovalsFlagSet(&approvalsOptions{}) }, withoutContext(runApprovals)},
 	{"task", "[flags] URL TEXT", "start an opencode session with TEXT as its first message",
 		func() *flag.FlagSet { return newTaskFlagSet(&taskOptions{}) }, runTask},
 	{"verify", "[flags]", "attack this container from inside: one row per attack (devaipod verify)",

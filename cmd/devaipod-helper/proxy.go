@@ -14,6 +14,7 @@ import (
 
 	"github.com/devaipod/devaipod/proxy/rule"
 
+	"github.com/devaipod/devaipod/internal/approval"
 	"github.com/devaipod/devaipod/internal/auditlog"
 	"github.com/devaipod/devaipod/internal/cmdline"
 	"github.com/devaipod/devaipod/internal/endpoint"
@@ -31,6 +32,9 @@ type proxyOptions struct {
 	credentials []string
 	credDir     string
 	upstreamCA  string
+	ask         []string
+	askTimeout  time.Duration
+	approvalDir string
 	verbose     bool
 }
 
@@ -51,6 +55,11 @@ func newProxyFlagSet(o *proxyOptions) *flag.FlagSet {
 		"put a credential in: `NAME=PLACEHOLDER@HOST[,HOST...]` (repeatable): on those hosts the proxy terminates TLS and replaces PLACEHOLDER in request headers with the value in --credential-dir's file NAME")
 	fs.StringVar(&o.credDir, "credential-dir", "", "the `DIR` with one file per --credential, named after it")
 	fs.StringVar(&o.upstreamCA, "upstream-ca", "", "a PEM `FILE` of roots trusted, besides the system's, when talking to a host with a credential")
+	fs.Var(cmdline.ListFlag(&o.ask, cmdline.Valid(rule.Parse)), "ask",
+		"hold requests that `RULE` covers (repeatable; the forms of --allow) and no allow or deny rule does, until a person decides (devaipod approve, reject)")
+	fs.DurationVar(&o.askTimeout, "ask-timeout", proxy.DefaultAskTimeout, "refuse a held request that no one decided within this long")
+	fs.StringVar(&o.approvalDir, "approval-dir", "",
+		"the `DIR` where held requests wait for a decision (needed with --ask; 'devaipod-helper approvals' lists and decides them)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug messages")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper proxy --listen unix:PATH|tcp:HOST:PORT --pod NAME
@@ -75,6 +84,17 @@ The policy file is JSON, {"allow": [RULE...], "deny": [RULE...]}, reread
 when it changes. A unix socket's directory is created, a stale socket
 replaced, and the socket made mode 0666. One JSON audit line per decision
 goes to each --audit-log (stdout by default); messages go to stderr.
+
+An --ask rule holds, rather than refuses, a request that it covers and no
+allow or deny rule does: the client waits, nothing is sent, and the request
+is filed in --approval-dir until a person decides on the host (devaipod
+approvals, approve, reject; inside the container 'devaipod-helper approvals'),
+at most --ask-timeout. Approved once, that request goes on as an allowed one
+(the next one asks again); approved for the pod, the rule for its host and
+port is added to the policy file first, as devaipod allow does; rejected or
+not decided in time, it gets 403 with the reason. A deny rule is never asked
+about; at most 32 requests wait at once (more get 503). Each ask is audited
+twice: decision "ask" when it starts to wait, and the final decision.
 
 The proxy runs with GOMAXPROCS=1 and GOGC=50, and restarts itself once, as
 it starts, with GODEBUG=schedtrace=2147483647, which keeps Go's monitor thread
@@ -104,6 +124,10 @@ func parseProxyFlags(args []string, output io.Writer) (*proxyOptions, error) {
 			return fmt.Sprintf("--idle-timeout %v: want a positive duration", o.idleTimeout)
 		case len(o.credentials) > 0 && o.credDir == "":
 			return "--credential needs --credential-dir"
+		case len(o.ask) > 0 && o.approvalDir == "":
+			return "--ask needs --approval-dir"
+		case o.askTimeout <= 0:
+			return fmt.Sprintf("--ask-timeout %v: want a positive duration", o.askTimeout)
 		}
 		return ""
 	})
@@ -143,7 +167,22 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
 		return 1
 	}
+	var approver proxy.Approver
+	if o.approvalDir != "" {
+		// What an earlier run left waiting waits for nothing now.
+		store := &approval.Store{Dir: o.approvalDir}
+		if err := store.Reset(); err != nil {
+			fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
+			return 1
+		}
+		if len(o.ask) > 0 {
+			approver = &storeApprover{store: store, pod: o.pod, log: logger}
+		}
+	}
 	srv, err := proxy.New(proxy.Options{
+		Ask:         o.ask,
+		AskTimeout:  o.askTimeout,
+		Approver:    approver,
 		Credentials: creds,
 		RootCAs:     roots,
 		Pod:         o.pod,
@@ -170,7 +209,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	logger.Info("listening on "+addr, "pod", o.pod, "rules", len(o.allow), "policy-file", o.policyFile)
+	logger.Info("listening on "+addr, "pod", o.pod, "rules", len(o.allow), "ask-rules", len(o.ask), "policy-file", o.policyFile)
 	if err := srv.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
 		return 1

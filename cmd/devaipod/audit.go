@@ -73,6 +73,9 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 		if r.Decision == "deny" {
 			why = r.Reason
 		}
+		if r.DecidedBy != "" {
+			why += " by " + r.DecidedBy
+		}
 		when := r.Time
 		if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
 			when = t.Local().Format("15:04:05")
@@ -95,7 +98,7 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 // denied.
 func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, denied bool) {
 	r, err := policy.ParseRecord([]byte(line))
-	if err != nil || r.Event != policy.EventCall || (denied && r.Decision != policy.DecisionDeny) {
+	if err != nil || (r.Event != policy.EventCall && r.Event != policy.EventAsk) || (denied && r.Decision != policy.DecisionDeny) {
 		return
 	}
 	if g.json() {
@@ -105,6 +108,14 @@ func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, 
 	why := r.Permission
 	if r.Decision == policy.DecisionDeny || r.Error != "" {
 		why = cmp.Or(r.Reason, r.Error)
+	}
+	if a := r.Ask; a != nil {
+		switch {
+		case r.Event == policy.EventAsk:
+			r.Decision, why = policy.DecisionAsk, a.ID+" waits for a person"
+		case a.Outcome != "":
+			why = strings.TrimSpace(fmt.Sprintf("%s %s (%s) %s %s", why, a.Outcome, a.ID, a.By, a.Reason))
+		}
 	}
 	when := r.Time
 	if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {

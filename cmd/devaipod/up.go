@@ -114,7 +114,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		Allow: f.allow, WorkspaceAccess: f.workspaceAccess, Devcontainer: f.devcontainer,
 		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, Pull: f.pull,
 		ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure, DryRun: f.dryRun,
-		Config: cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(),
+		Config: cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
 		Progress: func(s string) { g.infof(cmd, "%s", s) }, Warn: func(s string) { g.warnf(cmd, "%s", s) },
 		Output: cmd.ErrOrStderr()}
 	if g.quiet {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,6 +15,8 @@ func FuzzParseScope(f *testing.F) {
 		"github:octo/app", "github:octo/app:read,create-draft", "github:octo/*", "github:octo/*:push-branch",
 		"github:readonly-all", "github:octo/app:", "github:octo/../x", "gitlab:a/b", "github:a/b:read,,comment",
 		" github:o/r:comment, read ", "github:octo/app.git", "github:O_o/.r-1:pending-review",
+		"github:octo/app:read,ask:push-branch", "github:octo/*:ask:comment,ask:create-draft", "github:o/r:ask:read",
+		"github:o/r:comment,ask:comment", "github:o/r:ask:",
 	} {
 		f.Add(s)
 	}
@@ -33,13 +36,18 @@ func FuzzParseScope(f *testing.F) {
 			t.Fatalf("round trip of %q: %#v != %#v", in, sc, again)
 		}
 		if sc.ReadOnlyAll {
-			if sc.Owner != "" || sc.Repo != "" || sc.Perms != nil {
+			if sc.Owner != "" || sc.Repo != "" || sc.Perms != nil || sc.Ask != nil {
 				t.Fatalf("ParseScope(%q) = %#v: readonly-all with a target", in, sc)
 			}
 			return
 		}
-		if len(sc.Perms) == 0 {
+		if len(sc.Perms)+len(sc.Ask) == 0 {
 			t.Fatalf("ParseScope(%q) grants nothing", in)
+		}
+		for _, p := range sc.Ask {
+			if p == PermRead || slices.Contains(sc.Perms, p) {
+				t.Fatalf("ParseScope(%q) = %#v: asks for read, or for a permission it grants", in, sc)
+			}
 		}
 		if sc.Repo != "*" {
 			if _, _, err := SplitRepo(sc.Owner + "/" + sc.Repo); err != nil {

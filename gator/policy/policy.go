@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -106,8 +107,13 @@ func (p *Policy) Scopes() []Scope { return append([]Scope(nil), p.scopes...) }
 // Decision is the policy's answer to one call.
 type Decision struct {
 	Allowed bool
-	// Reason says why: for an allowed call the scope that grants it, for a
-	// denied one what is missing and how to grant it.
+	// Ask says the permission is granted only with a person's approval of
+	// the call (ask:PERM): the call may go ahead once a person approves it.
+	// Allowed is then false, so a caller that does not ask denies.
+	Ask bool
+	// Reason says why: for an allowed call the scope that grants it, for
+	// an asked one the scope that asks, for a denied one what is missing
+	// and how to grant it.
 	Reason string
 	// Permission is the permission the tool needs ("" for status and for
 	// unknown tools).
@@ -117,7 +123,10 @@ type Decision struct {
 // Decide checks one call of tool on repo ("OWNER/REPO") with its arguments
 // (the tool's JSON arguments; only push_branch's "branch" is looked at).
 // It denies unknown tools, malformed repository names, missing permissions
-// and, for push_branch, any branch not named agent/...
+// and, for push_branch, any branch not named agent/... . A permission that
+// a scope grants outright wins over one that another scope asks for; the
+// rules on arguments (the branch) apply to asked calls too, so that nobody
+// is asked about a call that would be refused anyway.
 func (p *Policy) Decide(tool, repo string, args map[string]any) Decision {
 	if tool == ToolStatus {
 		return Decision{Allowed: true, Reason: "status is always allowed"}
@@ -130,14 +139,17 @@ func (p *Policy) Decide(tool, repo string, args map[string]any) Decision {
 	if err != nil {
 		return Decision{Permission: need, Reason: fmt.Sprintf("denied: %s: %v", tool, err)}
 	}
-	var granting *Scope
+	var granting, asking *Scope
 	for i := range p.scopes {
 		if p.scopes[i].Allows(need, owner, name) {
 			granting = &p.scopes[i]
 			break
 		}
+		if asking == nil && p.scopes[i].Asks(need, owner, name) {
+			asking = &p.scopes[i]
+		}
 	}
-	if granting == nil {
+	if granting == nil && asking == nil {
 		return Decision{Permission: need, Reason: p.denyText(tool, owner, name, need)}
 	}
 	if tool == ToolPushBranch {
@@ -145,6 +157,10 @@ func (p *Policy) Decide(tool, repo string, args map[string]any) Decision {
 		if err := CheckAgentBranch(branch); err != nil {
 			return Decision{Permission: need, Reason: fmt.Sprintf("denied: push_branch on %s/%s: %v", owner, name, err)}
 		}
+	}
+	if granting == nil {
+		return Decision{Ask: true, Permission: need, Reason: fmt.Sprintf("ask: %s on %s/%s needs a person's approval (%s%s of %s)",
+			tool, owner, name, AskPrefix, need, asking)}
 	}
 	return Decision{Allowed: true, Permission: need, Reason: "allowed by " + granting.String()}
 }
@@ -164,16 +180,35 @@ func (p *Policy) Granted(owner, repo string) []Permission {
 	return perms
 }
 
+// Asked returns the permissions the policy grants on owner/repo only with
+// a person's approval of each call (and not outright), in canonical order.
+func (p *Policy) Asked(owner, repo string) []Permission {
+	granted := p.Granted(owner, repo)
+	var perms []Permission
+	for _, perm := range Permissions {
+		if slices.Contains(granted, perm) {
+			continue
+		}
+		for _, s := range p.scopes {
+			if s.Asks(perm, owner, repo) {
+				perms = append(perms, perm)
+				break
+			}
+		}
+	}
+	return perms
+}
+
 // denyText explains a missing permission and shows both ways to grant it,
-// keeping what is granted already so that pasting the hint loses nothing.
+// keeping what is granted (or asked for) already so that pasting the hint
+// loses nothing.
 func (p *Policy) denyText(tool, owner, repo string, need Permission) string {
 	perms := append(p.Granted(owner, repo), need)
 	sortPerms(perms)
-	names := make([]string, len(perms))
-	quoted := make([]string, len(perms))
-	for i, perm := range perms {
-		names[i] = string(perm)
-		quoted[i] = fmt.Sprintf("%q", perm)
+	names := permNames(perms, p.Asked(owner, repo))
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = fmt.Sprintf("%q", n)
 	}
 	full := owner + "/" + repo
 	return fmt.Sprintf("denied: %s on %s needs scope %s; grant it with `devaipod up ... --gator github:%s:%s` or [gator.github] repos = { %q = [%s] }",

@@ -192,3 +192,102 @@ func TestProtected(t *testing.T) {
 		t.Error("a pattern folder's ancestors")
 	}
 }
+
+// TestDecideAsk: a permission granted as ask:PERM makes the call an ask
+// (not allowed, not denied); granted outright it is allowed; neither, it
+// is denied. Argument rules apply before any ask.
+func TestDecideAsk(t *testing.T) {
+	t.Parallel()
+	const (
+		allow = "allow"
+		ask   = "ask"
+		deny  = "deny"
+	)
+	cases := []struct {
+		name   string
+		scopes []string
+		tool   string
+		repo   string
+		branch string
+		want   string
+		reason string
+	}{
+		{"asked push", []string{"github:octo/app:read,ask:push-branch"}, ToolPushBranch, "octo/app", "agent/fix", ask,
+			"ask: push_branch on octo/app needs a person's approval (ask:push-branch of github:octo/app:read,ask:push-branch)"},
+		{"asked push, other case", []string{"github:octo/app:ask:push-branch"}, ToolPushBranch, "OCTO/App", "agent/fix", ask, "ask: push_branch on OCTO/App"},
+		{"asked draft", []string{"github:octo/app:ask:create-draft"}, ToolCreateDraftPullRequest, "octo/app", "", ask, "ask:create-draft"},
+		{"asked comment by wildcard", []string{"github:octo/*:ask:comment"}, ToolAddIssueComment, "octo/any", "", ask, "github:octo/*:ask:comment"},
+		{"asked review", []string{"github:octo/app:ask:pending-review"}, ToolCreatePendingReview, "octo/app", "", ask, ""},
+		{"ask is not read", []string{"github:octo/app:ask:push-branch"}, ToolGetIssue, "octo/app", "", deny, "needs scope read"},
+		{"ask covers only its repo", []string{"github:octo/app:ask:push-branch"}, ToolPushBranch, "octo/other", "agent/x", deny, "needs scope push-branch"},
+		{"ask covers only its permission", []string{"github:octo/app:ask:push-branch"}, ToolAddIssueComment, "octo/app", "", deny, "needs scope comment"},
+		{"granted wins over asked", []string{"github:octo/*:ask:push-branch", "github:octo/app:push-branch"}, ToolPushBranch, "octo/app", "agent/x", allow,
+			"allowed by github:octo/app:push-branch"},
+		{"granted wins, either order", []string{"github:octo/app:push-branch", "github:octo/*:ask:push-branch"}, ToolPushBranch, "octo/app", "agent/x", allow, ""},
+		{"asked elsewhere still asks", []string{"github:octo/*:ask:push-branch", "github:octo/app:push-branch"}, ToolPushBranch, "octo/lib", "agent/x", ask, ""},
+		{"asked push to main: denied, not asked", []string{"github:octo/app:ask:push-branch"}, ToolPushBranch, "octo/app", "main", deny,
+			"denied: push_branch on octo/app: branch \"main\": the gator pushes only to branches named agent/NAME"},
+		{"asked push, bad name: denied", []string{"github:octo/app:ask:push-branch"}, ToolPushBranch, "octo/app", "agent/\u202efix", deny, "only letters, digits"},
+		{"asked push, no branch: denied", []string{"github:octo/app:ask:push-branch"}, ToolPushBranch, "octo/app", "", deny, "missing branch"},
+		{"asked, malformed repo: denied", []string{"github:octo/*:ask:comment"}, ToolAddIssueComment, "octo/../x", "", deny, "not allowed"},
+		{"status needs nothing", []string{"github:octo/app:ask:comment"}, ToolStatus, "", "", allow, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			scopes, err := ParseScopes(c.scopes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := New(scopes).Decide(c.tool, c.repo, map[string]any{"branch": c.branch})
+			got := deny
+			switch {
+			case d.Allowed && d.Ask:
+				t.Fatalf("both allowed and asked: %+v", d)
+			case d.Allowed:
+				got = allow
+			case d.Ask:
+				got = ask
+			}
+			if got != c.want || !strings.Contains(d.Reason, c.reason) {
+				t.Errorf("Decide = %s (%q), want %s with %q", got, d.Reason, c.want, c.reason)
+			}
+			if c.tool != ToolStatus && d.Permission != ToolPermissions[c.tool] {
+				t.Errorf("permission %q", d.Permission)
+			}
+		})
+	}
+}
+
+// TestDenyTextKeepsAsks: the hint of a denial keeps the ask: permissions,
+// so that pasting it changes nothing but the missing one.
+func TestDenyTextKeepsAsks(t *testing.T) {
+	t.Parallel()
+	scopes, err := ParseScopes([]string{"github:octo/app:read,ask:push-branch,ask:create-draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(scopes)
+	d := p.Decide(ToolAddIssueComment, "octo/app", nil)
+	want := "`devaipod up ... --gator github:octo/app:read,comment,ask:create-draft,ask:push-branch` or " +
+		`[gator.github] repos = { "octo/app" = ["read", "comment", "ask:create-draft", "ask:push-branch"] }`
+	if !strings.HasSuffix(d.Reason, want) {
+		t.Errorf("reason\n got %s\nwant ...%s", d.Reason, want)
+	}
+	hint := strings.TrimSuffix(strings.SplitAfter(d.Reason, "--gator ")[1], strings.SplitAfter(want, "` or ")[1])
+	hint = strings.TrimSuffix(hint, "` or ")
+	sc, err := ParseScope(hint)
+	if err != nil {
+		t.Fatalf("the hint's scope %q: %v", hint, err)
+	}
+	if d := New([]Scope{sc}).Decide(ToolPushBranch, "octo/app", map[string]any{"branch": "agent/x"}); !d.Ask {
+		t.Errorf("the hint's scope %q lost ask:push-branch: %+v", hint, d)
+	}
+	if got, want := p.Asked("octo", "app"), []Permission{PermCreateDraft, PermPushBranch}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Asked = %v, want %v", got, want)
+	}
+	// Granted outright elsewhere: not asked.
+	both := New(append(scopes, Scope{Owner: "octo", Repo: "*", Perms: []Permission{PermPushBranch}}))
+	if got, want := both.Asked("octo", "app"), []Permission{PermCreateDraft}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Asked with push-branch granted = %v, want %v", got, want)
+	}
+}

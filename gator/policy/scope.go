@@ -31,6 +31,10 @@ var Permissions = []Permission{PermRead, PermComment, PermCreateDraft, PermPushB
 
 func (p Permission) rank() int { return slices.Index(Permissions, p) }
 
+// AskPrefix marks a permission granted only call by call, with a person's
+// approval: "ask:push-branch". Every permission but read may be asked for.
+const AskPrefix = "ask:"
+
 // scopeForms is the syntax, quoted in every parse error.
 const scopeForms = "github:OWNER/REPO[:PERMS], github:OWNER/*[:PERMS] or github:readonly-all"
 
@@ -44,6 +48,10 @@ type Scope struct {
 	Repo        string // a repository name, or "*" for all of Owner's
 	// Perms is sorted in canonical order, without duplicates.
 	Perms []Permission
+	// Ask are the permissions granted only with a person's approval of each
+	// call (ask:PERM): sorted in canonical order, without duplicates, none
+	// of them read and none of them in Perms.
+	Ask []Permission
 }
 
 // String returns the scope in the syntax ParseScope reads, with the
@@ -52,11 +60,19 @@ func (s Scope) String() string {
 	if s.ReadOnlyAll {
 		return "github:readonly-all"
 	}
-	perms := make([]string, len(s.Perms))
-	for i, p := range s.Perms {
-		perms[i] = string(p)
+	return "github:" + s.Owner + "/" + s.Repo + ":" + strings.Join(permNames(s.Perms, s.Ask), ",")
+}
+
+// permNames names granted permissions, then asked ones with AskPrefix.
+func permNames(perms, ask []Permission) []string {
+	names := make([]string, 0, len(perms)+len(ask))
+	for _, p := range perms {
+		names = append(names, string(p))
 	}
-	return "github:" + s.Owner + "/" + s.Repo + ":" + strings.Join(perms, ",")
+	for _, p := range ask {
+		names = append(names, AskPrefix+string(p))
+	}
+	return names
 }
 
 // Allows reports whether s grants perm on the repository owner/repo. Names
@@ -65,10 +81,18 @@ func (s Scope) Allows(perm Permission, owner, repo string) bool {
 	if s.ReadOnlyAll {
 		return perm == PermRead
 	}
-	if !strings.EqualFold(s.Owner, owner) || (s.Repo != "*" && !strings.EqualFold(s.Repo, repo)) {
-		return false
-	}
-	return slices.Contains(s.Perms, perm)
+	return s.covers(owner, repo) && slices.Contains(s.Perms, perm)
+}
+
+// Asks reports whether s grants perm on owner/repo with a person's
+// approval of each call (ask:PERM).
+func (s Scope) Asks(perm Permission, owner, repo string) bool {
+	return !s.ReadOnlyAll && s.covers(owner, repo) && slices.Contains(s.Ask, perm)
+}
+
+// covers reports whether s names the repository owner/repo.
+func (s Scope) covers(owner, repo string) bool {
+	return strings.EqualFold(s.Owner, owner) && (s.Repo == "*" || strings.EqualFold(s.Repo, repo))
 }
 
 // ParseScope parses a scope as given to devaipod up --gator and to
@@ -79,7 +103,9 @@ func (s Scope) Allows(perm Permission, owner, repo string) bool {
 //	github:OWNER/*[:PERMS]        read, or PERMS, on every repository of OWNER
 //	github:readonly-all           read on every repository
 //
-// PERMS are read, comment, create-draft, push-branch and pending-review.
+// PERMS are read, comment, create-draft, push-branch and pending-review;
+// ask:PERM (any but read) grants PERM only with a person's approval of
+// each call.
 func ParseScope(s string) (Scope, error) {
 	sc, err := parseScope(strings.TrimSpace(s))
 	if err != nil {
@@ -112,7 +138,7 @@ func parseScope(s string) (Scope, error) {
 
 // repoScope builds the scope of target (OWNER/REPO or OWNER/*) with the
 // named permissions.
-func repoScope(target string, permNames []string) (Scope, error) {
+func repoScope(target string, names []string) (Scope, error) {
 	owner, repo, ok := strings.Cut(target, "/")
 	if !ok {
 		return Scope{}, fmt.Errorf("missing \"/\" between owner and repository; want %s", scopeForms)
@@ -125,33 +151,49 @@ func repoScope(target string, permNames []string) (Scope, error) {
 			return Scope{}, err
 		}
 	}
-	perms, err := parsePerms(permNames)
+	perms, ask, err := parsePerms(names)
 	if err != nil {
 		return Scope{}, err
 	}
-	return Scope{Owner: owner, Repo: repo, Perms: perms}, nil
+	return Scope{Owner: owner, Repo: repo, Perms: perms, Ask: ask}, nil
 }
 
-// parsePerms checks permission names and returns them sorted, deduplicated.
-func parsePerms(names []string) ([]Permission, error) {
-	var perms []Permission
+// parsePerms checks permission names and returns the granted and the
+// asked ones (ask:PERM), each sorted and deduplicated.
+func parsePerms(names []string) (perms, ask []Permission, err error) {
 	for _, n := range names {
-		p := Permission(strings.TrimSpace(n))
+		n = strings.TrimSpace(n)
+		name, asked := strings.CutPrefix(n, AskPrefix)
+		p := Permission(strings.TrimSpace(name))
 		switch {
+		case n == "":
+			return nil, nil, errors.New("empty permission (a stray comma?)")
 		case p == "":
-			return nil, errors.New("empty permission (a stray comma?)")
+			return nil, nil, fmt.Errorf("%q names no permission: want %sPERM, such as ask:push-branch", n, AskPrefix)
 		case p.rank() < 0:
-			return nil, fmt.Errorf("unknown permission %q: want %s", p, permList())
+			return nil, nil, fmt.Errorf("unknown permission %q: want %s, or ask:PERM for any but read", n, permList())
+		case asked && p == PermRead:
+			return nil, nil, errors.New("ask:read: read cannot be asked for, call by call (reads change nothing and come by the dozen); grant read or leave it out")
 		}
-		if !slices.Contains(perms, p) {
-			perms = append(perms, p)
+		list := &perms
+		if asked {
+			list = &ask
+		}
+		if !slices.Contains(*list, p) {
+			*list = append(*list, p)
 		}
 	}
-	if len(perms) == 0 {
-		return nil, errors.New("no permissions")
+	for _, p := range ask {
+		if slices.Contains(perms, p) {
+			return nil, nil, fmt.Errorf("both %s and %s%s: grant it (%s) or have each call asked for (%s%s), not both", p, AskPrefix, p, p, AskPrefix, p)
+		}
+	}
+	if len(perms)+len(ask) == 0 {
+		return nil, nil, errors.New("no permissions")
 	}
 	sortPerms(perms)
-	return perms, nil
+	sortPerms(ask)
+	return perms, ask, nil
 }
 
 func sortPerms(perms []Permission) {
@@ -182,7 +224,7 @@ func ParseScopes(specs []string) ([]Scope, error) {
 // ScopesFromConfig turns the config form
 //
 //	[gator.github]
-//	repos = { "octo/app" = ["read", "create-draft"], "octo/*" = ["read"] }
+//	repos = { "octo/app" = ["read", "create-draft", "ask:push-branch"], "octo/*" = ["read"] }
 //
 // into scopes, sorted by repository so that the result does not depend on
 // map order. A key may be OWNER/REPO or OWNER/*; an empty list is an error

@@ -24,6 +24,15 @@ func TestParseScope(t *testing.T) {
 		{"github:readonly-all", Scope{ReadOnlyAll: true}, "github:readonly-all"},
 		{"github:Octo-Org/my.repo_1:pending-review", Scope{Owner: "Octo-Org", Repo: "my.repo_1", Perms: []Permission{PermPendingReview}}, "github:Octo-Org/my.repo_1:pending-review"},
 		{"github:ghe_user/.dotfiles", Scope{Owner: "ghe_user", Repo: ".dotfiles", Perms: []Permission{PermRead}}, "github:ghe_user/.dotfiles:read"},
+		// ask:PERM: granted call by call, listed after the granted ones.
+		{"github:octo/app:read,ask:push-branch", Scope{Owner: "octo", Repo: "app", Perms: []Permission{PermRead}, Ask: []Permission{PermPushBranch}},
+			"github:octo/app:read,ask:push-branch"},
+		{"github:octo/app:ask:push-branch, ask:create-draft,read,ask:push-branch",
+			Scope{Owner: "octo", Repo: "app", Perms: []Permission{PermRead}, Ask: []Permission{PermCreateDraft, PermPushBranch}},
+			"github:octo/app:read,ask:create-draft,ask:push-branch"},
+		{"github:octo/*:ask:comment", Scope{Owner: "octo", Repo: "*", Ask: []Permission{PermComment}}, "github:octo/*:ask:comment"},
+		{"github:octo/app:ask:pending-review,ask:comment",
+			Scope{Owner: "octo", Repo: "app", Ask: []Permission{PermComment, PermPendingReview}}, "github:octo/app:ask:comment,ask:pending-review"},
 	}
 	for _, c := range cases {
 		got, err := ParseScope(c.in)
@@ -69,6 +78,14 @@ func TestParseScopeErrors(t *testing.T) {
 		{"github:*/*", "must start with a letter or digit"},
 		{"github:octo/a*", `character '*' not allowed`},
 		{"github:readonly-all:read", "readonly-all takes no permissions"},
+		{"github:readonly-all:ask:comment", "readonly-all takes no permissions"},
+		{"github:octo/app:ask:read", "ask:read: read cannot be asked for"},
+		{"github:octo/app:ask:", `"ask:" names no permission`},
+		{"github:octo/app:read,ask:", `"ask:" names no permission`},
+		{"github:octo/app:ask:write", `unknown permission "ask:write"`},
+		{"github:octo/app:ask:ask:comment", `unknown permission "ask:ask:comment"`},
+		{"github:octo/app:Ask:comment", `unknown permission "Ask:comment"`},
+		{"github:octo/app:comment,ask:comment", "both comment and ask:comment: grant it (comment) or have each call asked for (ask:comment), not both"},
 		{"github:" + strings.Repeat("a", 101) + "/app", "longer than 100 characters"},
 		{"github:octo/" + strings.Repeat("a", 101), "longer than 100 characters"},
 	}
@@ -90,14 +107,14 @@ func TestParseScopeErrors(t *testing.T) {
 func TestScopesFromConfig(t *testing.T) {
 	t.Parallel()
 	got, err := ScopesFromConfig(map[string][]string{
-		"octo/app":   {"create-draft", "read"},
+		"octo/app":   {"ask:push-branch", "create-draft", "read"},
 		"octo/*":     {"read"},
 		"other/tool": {"comment", "pending-review"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"github:octo/*:read", "github:octo/app:read,create-draft", "github:other/tool:comment,pending-review"}
+	want := []string{"github:octo/*:read", "github:octo/app:read,create-draft,ask:push-branch", "github:other/tool:comment,pending-review"}
 	var strs []string
 	for _, s := range got {
 		strs = append(strs, s.String())
@@ -115,6 +132,8 @@ func TestScopesFromConfig(t *testing.T) {
 		{map[string][]string{"octo": {"read"}}, `[gator.github] repos "octo": missing "/"`},
 		{map[string][]string{"readonly-all": {"read"}}, `[gator.github] repos "readonly-all": missing "/"`},
 		{map[string][]string{"octo/app:read": {"read"}}, `character ':' not allowed`},
+		{map[string][]string{"octo/app": {"ask:read"}}, `[gator.github] repos "octo/app": ask:read: read cannot be asked for`},
+		{map[string][]string{"octo/app": {"push-branch", "ask:push-branch"}}, "both push-branch and ask:push-branch"},
 	} {
 		_, err := ScopesFromConfig(c.repos)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

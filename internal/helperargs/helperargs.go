@@ -148,6 +148,11 @@ type Proxy struct {
 	Credentials   []string
 	CredentialDir string
 	UpstreamCA    string
+	// Ask are rules whose requests wait for a person's decision, filed in
+	// ApprovalDir (see internal/approval) for at most AskTimeout.
+	Ask         []string
+	AskTimeout  time.Duration
+	ApprovalDir string
 }
 
 func (x Proxy) Args() []string {
@@ -160,6 +165,34 @@ func (x Proxy) Args() []string {
 	a.list("credential", x.Credentials)
 	a.str("credential-dir", x.CredentialDir)
 	a.str("upstream-ca", x.UpstreamCA)
+	a.list("ask", x.Ask)
+	a.duration("ask-timeout", x.AskTimeout)
+	a.str("approval-dir", x.ApprovalDir)
+	return a
+}
+
+// Approvals lists (Op "list") the pending requests of a sidecar's
+// approval folder Dir as JSON lines, or decides (Op "approve" or
+// "reject") the one of id ID.
+type Approvals struct {
+	Dir    string
+	Op     string
+	ID     string
+	For    string // approve: once or pod
+	Reason string
+	By     string
+}
+
+func (x Approvals) Args() []string {
+	a := argv{"approvals"}
+	a.str("dir", x.Dir)
+	a.str("for", x.For)
+	a.str("reason", x.Reason)
+	a.str("by", x.By)
+	a = append(a, x.Op)
+	if x.ID != "" {
+		a = append(a, x.ID)
+	}
 	return a
 }
 
@@ -265,6 +298,9 @@ type Gator struct {
 	// ProtectedPaths replace the gator's default protected paths.
 	ProtectedPaths []string
 	AuditLogs      []string // as Proxy's
+	// ApprovalDir and AskTimeout are as Proxy's, for the ask: permissions.
+	ApprovalDir string
+	AskTimeout  time.Duration
 }
 
 func (x Gator) Args() []string {
@@ -278,5 +314,7 @@ func (x Gator) Args() []string {
 	a.str("token-file", x.TokenFile)
 	a.list("protected-path", x.ProtectedPaths)
 	a.list("audit-log", x.AuditLogs)
+	a.str("approval-dir", x.ApprovalDir)
+	a.duration("ask-timeout", x.AskTimeout)
 	return a
 }

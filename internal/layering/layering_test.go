@@ -19,13 +19,13 @@ const module = "github.com/devaipod/devaipod/"
 // a new package, or a new arrow, is added to both.
 var mayImport = map[string][]string{
 	// The CLI: flags, output, exit codes, over the library.
-	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "gator/policy", "proxy"},
+	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "gator/policy", "proxy", "internal/approval"},
 	"cmd/devaipod/internal/fakellm": {},
 	// The binaries of the helper image: never the library, nor podman.
-	"cmd/devaipod-helper": {"proxy", "proxy/rule", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs", "internal/size"},
-	"cmd/devaipod-gator":  {"gator", "gator/policy", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs"},
+	"cmd/devaipod-helper": {"proxy", "proxy/rule", "internal/approval", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs", "internal/size"},
+	"cmd/devaipod-gator":  {"gator", "gator/policy", "internal/approval", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs"},
 	// The library: orchestration over the Engine interface.
-	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "internal/helperargs"},
+	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "internal/approval", "internal/helperargs"},
 	"pod/podman":       {"pod", "pod/plan", "internal/size"},
 	"pod/plan":         {"pod/config", "pod/devcontainer", "pod/source", "proxy/rule", "internal/helperargs", "internal/size"},
 	"pod/config":       {"pod/source", "proxy/rule", "gator/policy", "internal/size"},
@@ -34,9 +34,10 @@ var mayImport = map[string][]string{
 	// The sidecars' servers.
 	"proxy":        {"proxy/rule"},
 	"proxy/rule":   {},
-	"gator":        {"gator/policy"},
+	"gator":        {"gator/policy", "internal/approval"},
 	"gator/policy": {},
 	// Shared leaves: the standard library only.
+	"internal/approval":   {},
 	"internal/auditlog":   {},
 	"internal/cmdline":    {},
 	"internal/endpoint":   {},

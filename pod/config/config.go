@@ -46,6 +46,8 @@ type Config struct {
 	// Credentials are secrets the agent holds only as placeholders: the
 	// proxy puts the real value into requests to their hosts.
 	Credentials map[string]CredentialConfig `toml:"credentials"`
+	// Approvals configures how a person hears of requests that wait.
+	Approvals ApprovalsConfig `toml:"approvals"`
 }
 
 // CredentialConfig is [credentials.NAME]: the agent's variable NAME holds a
@@ -124,6 +126,29 @@ type NetworkConfig struct {
 	// UpstreamCA are PEM files of extra roots the proxy trusts when it
 	// talks to a host with a credential (a private endpoint, a test).
 	UpstreamCA []string `toml:"upstream_ca"`
+	// Ask are rules whose requests wait for a person's decision
+	// (devaipod approvals) instead of being refused; AskTimeout is how
+	// long they wait (default DefaultAskTimeout), then they are refused.
+	Ask        []string `toml:"ask"`
+	AskTimeout string   `toml:"ask_timeout"`
+}
+
+// DefaultAskTimeout is how long a request waits for a decision.
+const DefaultAskTimeout = time.Minute
+
+// AskTimeoutOr is [network] ask_timeout (validated), else the default.
+func (n NetworkConfig) AskTimeoutOr() time.Duration {
+	if d, err := time.ParseDuration(n.AskTimeout); err == nil && d > 0 {
+		return d
+	}
+	return DefaultAskTimeout
+}
+
+// ApprovalsConfig is [approvals].
+type ApprovalsConfig struct {
+	// Notify is a command that devaipod approvals --watch runs for each new
+	// request: {pod}, {kind}, {what} and {id} in its words are replaced.
+	Notify []string `toml:"notify"`
 }
 
 // DefaultCredentials bind the built-in LLM key variables to their
@@ -431,6 +456,22 @@ func (c *Config) validate() error {
 		if err := ValidateRule(r); err != nil {
 			return bad("network.allow", "%v", err)
 		}
+	}
+	for _, r := range c.Network.Ask {
+		if r == "*" || strings.HasPrefix(r, "*:") {
+			return bad("network.ask", "%q would ask about every host: name the hosts", r)
+		}
+		if err := ValidateRule(r); err != nil {
+			return bad("network.ask", "%v", err)
+		}
+	}
+	if t := c.Network.AskTimeout; t != "" {
+		if d, err := time.ParseDuration(t); err != nil || d <= 0 || d > time.Hour {
+			return bad("network.ask_timeout", "%q: use a duration from 1s to 1h, such as \"60s\"", t)
+		}
+	}
+	if len(c.Approvals.Notify) > 0 && c.Approvals.Notify[0] == "" {
+		return bad("approvals.notify", "the command's first word is empty")
 	}
 	for _, f := range c.Network.UpstreamCA {
 		if !filepath.IsAbs(f) {

@@ -78,6 +78,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"credential with a bad name", "[credentials.\"MY-TOKEN\"]\nhosts = [\"a.test\"]\n", 1, "credentials.MY-TOKEN", "not a valid environment variable name"},
 		{"credential in open mode", "[network]\nmode = \"open\"\n[credentials.MY_TOKEN]\nhosts = [\"a.test\"]\n", 3, "credentials.MY_TOKEN", "need the proxy"},
 		{"credential with devaipod's secret", "[credentials.MY_TOKEN]\nhosts = [\"a.test\"]\nsecret = \"devaipod-x\"\n", 3, "credentials.MY_TOKEN.secret", "devaipod's own"},
+		{"ask every host", "[network]\nask = [\"*\"]\n", 2, "network.ask", "every host"},
+		{"bad ask timeout", "[network]\nask_timeout = \"forever\"\n", 2, "network.ask_timeout", "duration"},
+		{"empty notify", "[approvals]\nnotify = [\"\"]\n", 2, "approvals.notify", "empty"},
 		{"relative upstream CA", "[network]\nupstream_ca = [\"ca.pem\"]\n", 2, "network.upstream_ca", "absolute path"},
 	}
 	for _, tt := range tests {

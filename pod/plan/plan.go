@@ -34,6 +34,10 @@ const (
 	// which devaipod audit --follow reads.
 	ProxyAuditLog = ProxyStateDir + "/audit.log"
 	GatorAuditLog = GatorStateDir + "/audit.log"
+	// ProxyApprovalDir and GatorApprovalDir hold the requests that wait
+	// for a person (internal/approval), in the sidecars' state volumes.
+	ProxyApprovalDir = ProxyStateDir + "/approvals"
+	GatorApprovalDir = GatorStateDir + "/approvals"
 	// GatorAddr is where the agent reaches the gator's MCP server (its
 	// init bridges it to GatorSocket).
 	GatorAddr = "127.0.0.1:8765"

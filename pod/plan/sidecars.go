@@ -29,7 +29,8 @@ var ErrNoToken = errors.New("no forge token")
 func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 	args := helperargs.Gator{Listen: "unix:" + GatorSocket, Pod: b.short, Workspace: b.workdir,
 		APIURL: b.in.GatorAPIURL, GitURL: b.in.GatorGitURL, Scopes: b.in.GatorScopes,
-		ProtectedPaths: b.cfg.Gator.GitHub.ProtectedPaths, AuditLogs: []string{"-", GatorAuditLog}}
+		ProtectedPaths: b.cfg.Gator.GitHub.ProtectedPaths, AuditLogs: []string{"-", GatorAuditLog},
+		ApprovalDir: GatorApprovalDir, AskTimeout: b.cfg.Network.AskTimeoutOr()}
 	secrets := map[string]string{}
 	for _, v := range TokenVars {
 		if name, ok := secretEnv[v]; ok {
@@ -72,7 +73,10 @@ func (b *builder) proxy(allow []string, creds []Credential) (ContainerSpec, *Sec
 	// The proxy runs the helper image's binary at its root (the
 	// image, not a mount of it).
 	proxy := helperargs.Proxy{Listen: "unix:" + ProxySocket, Pod: b.short, PolicyFile: ProxyPolicy, Allow: allow,
-		AuditLogs: []string{"-", ProxyAuditLog}}
+		AuditLogs: []string{"-", ProxyAuditLog}, Ask: b.cfg.Network.Ask, ApprovalDir: ProxyApprovalDir}
+	if len(proxy.Ask) > 0 {
+		proxy.AskTimeout = b.cfg.Network.AskTimeoutOr()
+	}
 	secretEnv := map[string]string{}
 	for _, c := range creds {
 		proxy.Credentials = append(proxy.Credentials, CredentialArg(c))

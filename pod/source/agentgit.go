@@ -136,17 +136,18 @@ func keptObjects(ctx context.Context, dir string, mask []string) (string, error)
 		return "", err
 	}
 	check.Stdin = pipe
-	var checked, stderr bytes.Buffer
-	check.Stdout, check.Stderr, list.Stderr = &checked, &stderr, &stderr
+	// A buffer each: the two run at once.
+	var checked, listErr, checkErr bytes.Buffer
+	check.Stdout, check.Stderr, list.Stderr = &checked, &checkErr, &listErr
 	if err := check.Start(); err != nil {
 		return "", err
 	}
 	if err := list.Run(); err != nil {
 		check.Wait()
-		return "", gitError("rev-list", err, stderr.String())
+		return "", gitError("rev-list", err, listErr.String())
 	}
 	if err := check.Wait(); err != nil {
-		return "", gitError("cat-file", err, stderr.String())
+		return "", gitError("cat-file", err, checkErr.String())
 	}
 	var kept strings.Builder
 	sc := bufio.NewScanner(&checked)

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"os/user"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/devaipod/devaipod/internal/approval"
+	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/podman"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+func newApprovalsCommand(g *globalFlags) *cobra.Command {
+	var watch, granted bool
+	cmd := &cobra.Command{
+		Use:   "approvals [NAME]",
+		Short: "List the requests that wait for your decision (every pod's, or NAME's)",
+		Long: `List the requests of agents that wait for a person: a network request that a
+[network] ask rule covers, a gator call that an ask: permission covers. Each has
+an id, its pod, its kind (network or gator), exactly what it asks (host:port; the
+tool and its arguments: branch, commit ids and the diffstat of a push, a pull
+request's title and base) and how long it has waited. The agent's connection or
+call is held open meanwhile; without a decision within [network] ask_timeout
+(60s by default) it is refused.
+
+Decide with devaipod approve ID [--for once|pod|repo] or devaipod reject ID
+[--reason TEXT], or run devaipod approvals --watch: it shows each request as it
+comes and takes one key: a approve once, p approve for the pod's life,
+r reject, s skip, q quit; it runs [approvals] notify for each new one.
+
+Only the host decides: the requests wait in the proxy's and the gator's state
+volumes, which the agent does not mount, and devaipod reaches them with podman
+exec. What the agent wrote (hosts, branch names, titles) is shown with control
+characters escaped.
+
+--granted lists the approvals kept for every pod of a repository
+(approve --for repo); devaipod revoke GRANT removes one.`,
+		Example: `  devaipod approvals
+  devaipod approvals myproject -o json
+  devaipod approvals --watch
+  devaipod approvals --granted`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completePods(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if granted {
+				return printGrants(cmd, g)
+			}
+			short := ""
+			if len(args) == 1 {
+				var err error
+				if short, err = podArg(args); err != nil {
+					return err
+				}
+			}
+			return withEngine(cmd, g, func(p *podman.Podman) error {
+				if watch {
+					return watchApprovals(cmd, g, p, short)
+				}
+				pending, err := pod.Approvals(cmd.Context(), p, short)
+				if err != nil {
+					return err
+				}
+				if g.json() {
+					return writeJSON(cmd.OutOrStdout(), jsonList(pending))
+				}
+				if len(pending) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "No request waits.")
+					return nil
+				}
+				printPending(cmd.OutOrStdout(), pending)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&watch, "watch", false, "show requests as they come and decide each with one key")
+	cmd.Flags().BoolVar(&granted, "granted", false, "list the approvals kept for every pod of a repository")
+	return cmd
+}
+
+func jsonList[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// printPending shows requests for a person: the agent's text made
+// printable.
+func printPending(w io.Writer, pending []pod.Pending) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPOD\tKIND\tWAITED\tWHAT")
+	for _, p := range pending {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Pod, p.Kind, time.Since(p.Created).Round(time.Second), printable(p.What))
+		for _, k := range slices.Sorted(maps.Keys(p.Details)) {
+			fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", printable(k), printable(p.Details[k]))
+		}
+	}
+	tw.Flush()
+}
+
+// decider is who decides: user@host, for the audit.
+func decider() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+func newApproveCommand(g *globalFlags) *cobra.Command {
+	var scope string
+	cmd := &cobra.Command{
+		Use:   "approve ID [--for once|pod|repo]",
+		Short: "Let a waiting request through",
+		Long: `Let the waiting request ID (devaipod approvals lists them) through, unchanged.
+--for once (the default) approves this request only: the next one like it asks
+again. --for pod allows what it asks for the rest of the pod's life (a network
+request's host and port, as devaipod allow does; a gator tool on that
+repository). --for repo does the same and keeps the approval for every pod up
+makes of the same repository (devaipod approvals --granted, devaipod revoke).`,
+		Example: `  devaipod approve net-0a1b2c3d
+  devaipod approve gator-4e5f6a7b --for pod`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch scope {
+			case approval.ForOnce, approval.ForPod, pod.ForRepo:
+			default:
+				return fmt.Errorf("--for %q: use once, pod or repo", scope)
+			}
+			return decide(cmd, g, approval.Decision{ID: args[0], Approve: true, For: scope, By: decider()})
+		},
+	}
+	cmd.Flags().StringVar(&scope, "for", approval.ForOnce, "once, pod or repo")
+	cmd.RegisterFlagCompletionFunc("for", cobra.FixedCompletions([]string{approval.ForOnce, approval.ForPod, pod.ForRepo}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func newRejectCommand(g *globalFlags) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "reject ID [--reason TEXT]",
+		Short: "Refuse a waiting request",
+		Long: `Refuse the waiting request ID: a network request gets 403 with your reason,
+a gator call an error with it. The next request like it asks again.`,
+		Example: `  devaipod reject net-0a1b2c3d --reason "use the internal mirror"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return decide(cmd, g, approval.Decision{ID: args[0], Reason: reason, By: decider()})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the agent")
+	return cmd
+}
+
+func decide(cmd *cobra.Command, g *globalFlags, d approval.Decision) error {
+	return withEngine(cmd, g, func(p *podman.Podman) error {
+		req, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d)
+		if err != nil {
+			return err
+		}
+		verb := "Rejected"
+		if d.Approve {
+			verb = "Approved (for " + d.For + ")"
+		}
+		if g.json() {
+			return writeJSON(cmd.OutOrStdout(), map[string]any{"id": d.ID, "pod": req.Pod, "approve": d.Approve, "for": d.For, "what": req.What})
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s %s of pod %s: %s\n", verb, d.ID, req.Pod, printable(req.What))
+		return nil
+	})
+}
+
+func newRevokeCommand(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "revoke GRANT",
+		Short:   "Remove an approval kept for a repository",
+		Long:    `Remove an approval that approve --for repo kept (devaipod approvals --granted lists them). Pods already made keep what they were given.`,
+		Example: `  devaipod revoke grant-2`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			gone, err := pod.DefaultGrants().Revoke(args[0])
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), gone)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Revoked %s: %s %s for %s\n", gone.ID, gone.Kind, printable(gone.Rule), printable(gone.Repo))
+			return nil
+		},
+	}
+}
+
+func printGrants(cmd *cobra.Command, g *globalFlags) error {
+	list, err := pod.DefaultGrants().List()
+	if err != nil {
+		return err
+	}
+	if g.json() {
+		return writeJSON(cmd.OutOrStdout(), jsonList(list))
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(cmd.OutOrStdout(), "No approval is kept for a repository.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GRANT\tREPOSITORY\tKIND\tRULE\tBY\tAT")
+	for _, o := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.ID, printable(o.Repo), o.Kind, printable(o.Rule), printable(o.By), o.At.Local().Format(time.DateTime))
+	}
+	return tw.Flush()
+}
+
+// watchApprovals shows the oldest waiting request and decides it with one
+// key, until q or Ctrl-C; new requests run [approvals] notify.
+func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string) error {
+	in, ok := cmd.InOrStdin().(*os.File)
+	if !ok || !term.IsTerminal(int(in.Fd())) {
+		return errors.New("--watch needs a terminal: list with devaipod approvals, decide with approve and reject")
+	}
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	notify := cfg.Approvals.Notify
+	state, err := term.MakeRaw(int(in.Fd()))
+	if err != nil {
+		return err
+	}
+	defer term.Restore(int(in.Fd()), state)
+	keys := make(chan byte)
+	go func() {
+		b := make([]byte, 1)
+		for {
+			if n, err := in.Read(b); err != nil || n == 0 {
+				close(keys)
+				return
+			}
+			keys <- b[0]
+		}
+	}()
+	out := cmd.OutOrStdout()
+	say := func(format string, a ...any) { fmt.Fprintf(out, strings.ReplaceAll(format, "\n", "\r\n"), a...) }
+	seen, skipped := map[string]bool{}, map[string]bool{}
+	shown := ""
+	say("Watching for requests (a approve once, p approve for the pod, r reject, s skip, q quit)...\n")
+	for {
+		pending, err := pod.Approvals(cmd.Context(), p, short)
+		if err != nil {
+			say("error: %s\n", printable(err.Error()))
+		}
+		var next *pod.Pending
+		for i := range pending {
+			r := &pending[i]
+			if !seen[r.ID] {
+				seen[r.ID] = true
+				runNotify(cmd.Context(), notify, r)
+			}
+			if next == nil && !skipped[r.ID] {
+				next = r
+			}
+		}
+		if next != nil && next.ID != shown {
+			shown = next.ID
+			say("\n%s  pod %s  %s  waiting %s\n  %s\n", next.ID, next.Pod, next.Kind, time.Since(next.Created).Round(time.Second), printable(next.What))
+			for _, k := range slices.Sorted(maps.Keys(next.Details)) {
+				say("  %s: %s\n", printable(k), printable(next.Details[k]))
+			}
+			say("[a]pprove once, approve for the [p]od, [r]eject, [s]kip, [q]uit? ")
+		}
+		select {
+		case <-cmd.Context().Done():
+			return nil
+		case k, ok := <-keys:
+			if !ok || k == 'q' || k == 3 { // 3: Ctrl-C in raw mode
+				say("\n")
+				return nil
+			}
+			if next == nil {
+				continue
+			}
+			d := approval.Decision{ID: next.ID, By: decider()}
+			switch k {
+			case 'a':
+				d.Approve, d.For = true, approval.ForOnce
+			case 'p':
+				d.Approve, d.For = true, approval.ForPod
+			case 'r':
+			case 's':
+				skipped[next.ID] = true
+				shown = ""
+				say("skipped\n")
+				continue
+			default:
+				continue
+			}
+			if _, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d); err != nil {
+				say("%s\n", printable(err.Error()))
+			} else if d.Approve {
+				say("approved (for %s)\n", d.For)
+			} else {
+				say("rejected\n")
+			}
+			shown = ""
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// runNotify runs [approvals] notify for a new request, its placeholders
+// filled in (with printable text: the agent wrote some of it).
+func runNotify(ctx context.Context, argv []string, r *pod.Pending) {
+	if len(argv) == 0 {
+		return
+	}
+	repl := strings.NewReplacer("{pod}", r.Pod, "{kind}", r.Kind, "{what}", printable(r.What), "{id}", r.ID)
+	args := make([]string, len(argv))
+	for i, a := range argv {
+		args[i] = repl.Replace(a)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	exec.CommandContext(ctx, args[0], args[1:]...).Run()
+}
