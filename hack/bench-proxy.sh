@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # hack/bench-proxy.sh: benchmark devaipod's egress proxy (devaipod-helper proxy) against squid (the
 # Debian package, the Rust devaipod's choice) and against no proxy, side by side in one run on
-# loopback with the same allowlist, then soak it; (re)write docs/benchmarks-proxy.md. `make bench`
-# runs it.
+# loopback with the same allowlist, measure what credential interception costs against a tunnel,
+# then soak it; (re)write docs/benchmarks-proxy.md. `make bench` runs it.
 #
-#   hack/bench-proxy.sh              everything, with the 10-minute soak (about 14 minutes)
+#   hack/bench-proxy.sh              everything, with the 10-minute soak (about 15 minutes)
 #   SOAK=30s hack/bench-proxy.sh     a quick run
 #
 # It builds hack/proxybench and cmd/devaipod-helper into a temporary directory, starts the test
 # server (proxybench serve), devaipod's proxy and squid on 127.0.0.1, checks that both proxies
-# allow and refuse the same requests, measures (proxybench run), stops squid, soaks devaipod's
-# proxy (proxybench soak) and writes the report (proxybench report). Every process it starts is
-# stopped on exit. It talks to nothing but 127.0.0.1.
+# allow and refuse the same requests, measures (proxybench run), stops squid, starts a second
+# devaipod proxy with the test server's credential bound to $HOST:TLSPORT and measures an
+# intercepted host against a tunnel to 127.0.0.1:TLSPORT, the same upstream (proxybench intercept,
+# under a minute), soaks devaipod's proxy (proxybench soak) and writes the report (proxybench
+# report). Every process it starts is stopped on exit. It talks to nothing but 127.0.0.1.
 #
 # squid: as root it is installed with apt-get if missing; otherwise it must be installed.
 #
@@ -21,6 +23,8 @@
 #   ROUNDS      rounds per concurrency level (default 7)
 #   DURATION    length of one measurement (default 1.5s), WARMUP before it (default 0.5s)
 #   BULK_SIZE   bytes of the bulk transfer (default 1073741824), BULK_REPS per path (default 5)
+#   INTERCEPT   0 skips the interception benchmark; INTERCEPT_CONC its keep-alive concurrency
+#               levels (default 1,16), INTERCEPT_ROUNDS its rounds (default 5)
 #   DOC         the report to write (default docs/benchmarks-proxy.md)
 #   KEEP        1: keep the temporary directory (raw JSON, logs) and print its path
 set -euo pipefail
@@ -33,6 +37,9 @@ DURATION=${DURATION:-1.5s}
 WARMUP=${WARMUP:-0.5s}
 BULK_SIZE=${BULK_SIZE:-1073741824}
 BULK_REPS=${BULK_REPS:-5}
+INTERCEPT=${INTERCEPT:-1}
+INTERCEPT_CONC=${INTERCEPT_CONC:-1,16}
+INTERCEPT_ROUNDS=${INTERCEPT_ROUNDS:-5}
 DOC=${DOC:-$REPO/docs/benchmarks-proxy.md}
 KEEP=${KEEP:-0}
 
@@ -158,6 +165,7 @@ for _ in $(seq 100); do
 done
 [[ -s $TMP/server/server.json ]] || die "the test server did not start"
 json_int() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" "$TMP/server/server.json"; }
+json_str() { sed -n "s/.*\"$1\": *\"\([^\"]*\)\".*/\1/p" "$TMP/server/server.json"; }
 TLS_PORT=$(json_int tls_port)
 HTTP_PORT=$(json_int http_port)
 HOST=localhost
@@ -226,6 +234,29 @@ say "measuring: concurrency $CONC, $ROUNDS rounds of $DURATION, bulk $BULK_SIZE 
 SQUID_VERSION=$(squid -v | sed -n '1s/^Squid Cache: Version //p')
 stop "$SQ_PID"
 
+# The interception: a second devaipod proxy, the same rules plus the test server's credential
+# bound to $HOST:$TLS_PORT (so CONNECT there is intercepted, and to 127.0.0.1:$TLS_PORT tunnelled),
+# trusting the test server's CA upstream, as --upstream-ca does in a pod.
+INTERCEPT_ARGS=()
+CRED_ARGS=()
+if [[ $INTERCEPT != 0 ]]; then
+	CR_PORT=$("$PB" freeport)
+	CRED_ARGS=(--credential "$(json_str credential_name)=$(json_str credential_placeholder)@$HOST:$TLS_PORT"
+		--credential-dir "$(json_str credential_dir)" --upstream-ca "$TMP/server/ca.pem")
+	"$TMP/devaipod-helper" proxy --listen "tcp:127.0.0.1:$CR_PORT" --pod bench-cred \
+		--policy-file "$TMP/devaipod-cred-policy.json" "${ALLOW_ARGS[@]}" "${CRED_ARGS[@]}" \
+		>"$TMP/devaipod-cred-audit.log" 2>"$TMP/devaipod-cred.log" &
+	PIDS+=($!)
+	CR_PID=$!
+	wait_port "$CR_PORT" "$CR_PID" "devaipod-helper proxy with a credential"
+	say "interception: devaipod's proxy with a credential on 127.0.0.1:$CR_PORT (pid $CR_PID); $HOST:$TLS_PORT intercepted, 127.0.0.1:$TLS_PORT tunnelled"
+	"$PB" intercept --server "$TMP/server" --proxy "devaipod-cred=127.0.0.1:$CR_PORT@$CR_PID" \
+		--intercept-host "$HOST" --tunnel-host 127.0.0.1 --conc "$INTERCEPT_CONC" --rounds "$INTERCEPT_ROUNDS" \
+		--out "$TMP/intercept.json"
+	stop "$CR_PID"
+	INTERCEPT_ARGS=(--intercept "$TMP/intercept.json")
+fi
+
 SOAK_ARGS=()
 if [[ $SOAK != 0 ]]; then
 	say "soaking devaipod's proxy for $SOAK (bounded; it stops by itself)"
@@ -240,14 +271,19 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 # ------------------------------------------------------------------------------------------------
 ELAPSED=$(($(date +%s) - START))
 COMMAND="make bench"
-if [[ $SOAK != 10m ]]; then
-	COMMAND="SOAK=$SOAK hack/bench-proxy.sh"
+SETTINGS=""
+[[ $SOAK == 10m ]] || SETTINGS+="SOAK=$SOAK "
+[[ $INTERCEPT == 1 ]] || SETTINGS+="INTERCEPT=$INTERCEPT "
+[[ $INTERCEPT_CONC == 1,16 ]] || SETTINGS+="INTERCEPT_CONC=$INTERCEPT_CONC "
+[[ $INTERCEPT_ROUNDS == 5 ]] || SETTINGS+="INTERCEPT_ROUNDS=$INTERCEPT_ROUNDS "
+if [[ -n $SETTINGS ]]; then
+	COMMAND="${SETTINGS}hack/bench-proxy.sh"
 fi
 REVISION=$(git -C "$REPO" describe --tags --always --dirty 2>/dev/null || echo unknown)
 mkdir -p "$(dirname "$DOC")"
 # The report quotes squid's configuration with the temporary directory as $TMP.
 sed "s|$TMP|\$TMP|g" "$TMP/squid/squid.conf" >"$TMP/squid.conf.shown"
-"$PB" report --run "$TMP/run.json" "${SOAK_ARGS[@]}" --out "$DOC" --squid-conf "$TMP/squid.conf.shown" \
+"$PB" report --run "$TMP/run.json" "${SOAK_ARGS[@]}" "${INTERCEPT_ARGS[@]}" --out "$DOC" --squid-conf "$TMP/squid.conf.shown" \
 	--info "date=$(date -u '+%Y-%m-%d %H:%M UTC')" \
 	--info "uname=$(uname -srm)" \
 	--info "nproc=$(nproc)" \
@@ -260,6 +296,7 @@ sed "s|$TMP|\$TMP|g" "$TMP/squid/squid.conf" >"$TMP/squid.conf.shown"
 	--info "load_before=$LOAD_BEFORE" \
 	--info "load_after=$LOAD_AFTER" \
 	--info "elapsed=$((ELAPSED / 60)) min $((ELAPSED % 60)) s" \
-	--info "devaipod_args=${ALLOW_ARGS[*]}"
+	--info "devaipod_args=${ALLOW_ARGS[*]}" \
+	--info "intercept_args=$(printf '%s' "${ALLOW_ARGS[*]} ${CRED_ARGS[*]}" | sed "s|$TMP|\$TMP|g")"
 say "wrote ${DOC#"$REPO"/} in $((ELAPSED / 60)) min $((ELAPSED % 60)) s"
-grep -A12 '^## Targets' "$DOC" | tail -n +2 >&2 || true
+grep -A20 '^## Targets' "$DOC" | sed -n '3,/^$/p' >&2 || true

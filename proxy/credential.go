@@ -44,6 +44,8 @@ type credential struct {
 	rules                    []rule.Rule
 	hosts                    *rule.Matcher
 	hostText                 string // the canonical rules, for refusals
+	// replacer puts the value in for the placeholder, made once.
+	replacer *strings.Replacer
 }
 
 // credentials are the proxy's credentials, in Options order; a nil
@@ -93,6 +95,7 @@ func compileCredentials(cs []Credential) (*credentials, error) {
 		out.list = append(out.list, &credential{
 			name: c.Name, placeholder: c.Placeholder, value: c.Value,
 			rules: rules, hosts: rule.NewMatcher(rules...), hostText: strings.Join(canonicalTexts(rules), ", "),
+			replacer: strings.NewReplacer(c.Placeholder, c.Value),
 		})
 		scrub = append(scrub, c.Value, "["+c.Name+"]")
 	}
@@ -183,11 +186,14 @@ func substitute(h http.Header, creds []*credential) {
 	if len(creds) == 0 {
 		return
 	}
-	pairs := make([]string, 0, 2*len(creds))
-	for _, c := range creds {
-		pairs = append(pairs, c.placeholder, c.value)
+	r := creds[0].replacer
+	if len(creds) > 1 { // rare: a request carrying two credentials
+		pairs := make([]string, 0, 2*len(creds))
+		for _, c := range creds {
+			pairs = append(pairs, c.placeholder, c.value)
+		}
+		r = strings.NewReplacer(pairs...)
 	}
-	r := strings.NewReplacer(pairs...)
 	for k, vv := range h {
 		for i, v := range vv {
 			if userPass, ok := basicAuth(k, v); ok {

@@ -135,9 +135,11 @@ func (s *Server) openInterception(x *exchange, client net.Conn) (*interception, 
 			}
 		},
 		Transport: s.gp.Tr,
-		// Each piece of a response goes to the client as it arrives
-		// (server-sent events, streamed completions).
-		FlushInterval: -1,
+		// No FlushInterval: ReverseProxy already sends each piece as it
+		// arrives for server-sent events and for bodies of unknown length
+		// (streamed completions); -1 would cost every response a timer
+		// and a write of its own for the headers.
+		BufferPool: responseBuffers{},
 		ErrorLog:      s.errorLog,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			rx := exchangeOf(r)
@@ -366,3 +368,17 @@ func (l *oneConnListener) Accept() (net.Conn, error) {
 func (l *oneConnListener) Close() error { return nil }
 
 func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// responseBuffers lends ReverseProxy the tunnels' copy buffers: a fresh
+// 32 KiB buffer per response was most of what an intercepted request
+// allocated.
+type responseBuffers struct{}
+
+func (responseBuffers) Get() []byte { return *getBuffer(false) }
+
+func (responseBuffers) Put(b []byte) {
+	if cap(b) == copyBufferSize {
+		b = b[:copyBufferSize]
+		putBuffer(&b)
+	}
+}

@@ -289,9 +289,12 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		IdleConnTimeout:       90 * time.Second,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   8,
-		DisableCompression:    true,
+		// Enough idle connections per host for a busy intercepted host
+		// (an LLM API): past them, each request to it paid a new TLS
+		// handshake upstream (docs/benchmarks-proxy.md).
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 64,
+		DisableCompression:  true,
 	}
 	// goproxy dials no CONNECT itself: an allowed one is hijacked to
 	// serveTunnel, which dials through the guard. Both of goproxy's CONNECT

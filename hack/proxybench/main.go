@@ -8,6 +8,11 @@
 //	proxybench run --server DIR --proxy NAME=HOST:PORT@PID... --out FILE
 //	    check every path, then measure tunnels per second and latency at each
 //	    concurrency, bulk throughput and peak RSS; write JSON
+//	proxybench intercept --server DIR --proxy NAME=HOST:PORT@PID --out FILE
+//	    through one proxy with the server's credential bound to
+//	    localhost:TLSPORT: requests/s, MB/s and time to first byte of that
+//	    intercepted host against an opaque tunnel to 127.0.0.1:TLSPORT,
+//	    the same upstream; write JSON
 //	proxybench soak --server DIR --proxy NAME=HOST:PORT@PID --allow RULE... --duration D --out FILE
 //	    mixed load against that proxy and an in-process one (package proxy)
 //	    for D, sampling file descriptors and goroutines; write JSON
@@ -31,7 +36,7 @@ import (
 )
 
 func usage() {
-	fmt.Fprint(os.Stderr, `Usage: proxybench serve|run|soak|inproc|report [flags]
+	fmt.Fprint(os.Stderr, `Usage: proxybench serve|run|intercept|soak|inproc|report [flags]
 Run "proxybench COMMAND -h" for a command's flags. hack/bench-proxy.sh runs
 them all; see docs/benchmarks-proxy.md.
 `)
@@ -50,6 +55,8 @@ func main() {
 		err = cmdRun(args)
 	case "soak":
 		err = cmdSoak(args)
+	case "intercept":
+		err = cmdIntercept(args)
 	case "inproc":
 		err = cmdInproc(args)
 	case "report":

@@ -201,7 +201,7 @@ func TestReport(t *testing.T) {
 	}
 	run.Load = nil
 	soak := &soakOutput{Duration: "10m", Growth: []growth{{What: "binary proxy: open fds", Before: 10, After: 10}}}
-	md := renderReport(run, soak, machineFrom(map[string]string{"nproc": "2"}))
+	md := renderReport(run, soak, nil, machineFrom(map[string]string{"nproc": "2"}))
 	for _, want := range []string{
 		"| tunnels/s at concurrency 1 ≥ squid's | **met** | 1.12× (rounds 1.12–1.12); medians 90 vs 80/s",
 		"| bulk 1 GiB ≥ 90% of direct | **met** | 95% (transfers 95–95%); medians 950 vs 1000 MB/s |",
@@ -211,5 +211,101 @@ func TestReport(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+}
+
+// TestIntercept runs the interception benchmark, briefly, against the
+// proxy in this process with the test server's credential.
+func TestIntercept(t *testing.T) {
+	dir := t.TempDir()
+	ts, err := startTestServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ts.Close)
+	if err := writeJSON(filepath.Join(dir, "server.json"), ts.info); err != nil {
+		t.Fatal(err)
+	}
+	info, roots, err := loadServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(info.CredDir, info.CredName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := strings.TrimSpace(string(b))
+	if value != ts.credValue || !strings.HasPrefix(info.CredPlaceholder, "devaipod-"+credName+"-") {
+		t.Fatalf("credential file %q, placeholder %q", value, info.CredPlaceholder)
+	}
+	px, err := startInprocCredProxy(info, roots, value, "localhost", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	cfg := interceptConfig{
+		Proxy: target{Name: "inproc", Proxy: px.addr, PID: os.Getpid()}, InterceptHost: "localhost", TunnelHost: "127.0.0.1",
+		Port: info.TLSPort, Concurrency: []int{2}, Rounds: 2, Warmup: "10ms", Duration: "100ms", NewConnFor: "60ms",
+		SmallBytes: 1024, BulkBytes: 256 << 10, BulkConc: 1,
+		warmup: 10 * time.Millisecond, duration: 100 * time.Millisecond, newConnFor: 60 * time.Millisecond, timeout: 5 * time.Second,
+	}
+	ctx := context.Background()
+	res, err := runInterception(ctx, cfg, roots, value, info.CredPlaceholder)
+	if err != nil {
+		t.Fatalf("%v; checks %+v", err, res.Checks)
+	}
+	if len(res.Checks) != 6 {
+		t.Errorf("%d checks: %+v", len(res.Checks), res.Checks)
+	}
+	if want := 2 * 3 * 2; len(res.Measures) != want {
+		t.Errorf("%d measurements, want %d", len(res.Measures), want)
+	}
+	for _, m := range res.Measures {
+		if m.Requests == 0 || m.Errors != 0 || m.TTFBP50MS <= 0 || m.TTFBP99MS < m.TTFBP50MS {
+			t.Errorf("%s %s c=%d: %+v", m.Kind, m.Variant, m.Concurrency, m)
+		}
+		if m.Kind == kindBulk && m.Bytes != int64(m.Requests)*cfg.BulkBytes {
+			t.Errorf("bulk %s: %d bytes in %d responses", m.Variant, m.Bytes, m.Requests)
+		}
+	}
+	for _, metric := range []string{"per_sec", "ttfb_p50", "ttfb_p99"} {
+		if r := findInterceptRatio(&res, kindKeepAlive, 2, metric); r == nil || r.Median <= 0 {
+			t.Errorf("ratio %s: %+v", metric, r)
+		}
+	}
+
+	// A client whose placeholder the proxy does not know gets the
+	// upstream's 401 through the interception, and the measurement fails.
+	proxyRoots := x509.NewCertPool()
+	caPEM, err := fetchProxyCA(ctx, px.addr, time.Second)
+	if err != nil || !proxyRoots.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("the proxy's CA: %v", err)
+	}
+	cfg.variants = interceptVariants
+	wrong := newInterceptClients(&cfg, roots, proxyRoots, value, "devaipod-"+credName+"-notthisone")
+	if _, err := runInterceptMeasure(ctx, &cfg, wrong, kindKeepAlive, variantIntercept, 1, 50*time.Millisecond); !errors.Is(err, errNoCredential) {
+		t.Errorf("wrong placeholder: %v", err)
+	}
+
+	// The report, from the JSON as hack/bench-proxy.sh hands it over.
+	path := filepath.Join(dir, "intercept.json")
+	if err := writeJSON(path, res); err != nil {
+		t.Fatal(err)
+	}
+	var back interceptOutput
+	if err := readJSON(path, &back); err != nil {
+		t.Fatal(err)
+	}
+	var b2 strings.Builder
+	renderIntercept(&b2, &back, machineFrom(nil))
+	md := b2.String()
+	for _, want := range []string{"## Credential interception", "| requests/s, keep-alive, 1 KiB responses, concurrency 2 |",
+		"| a new connection: dial, CONNECT, TLS handshake, request |", "--conc 2 --rounds 2"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if v := interceptVerdicts(&back); len(v) != 2 || !strings.Contains(v[0].what, "concurrency 2") || !strings.Contains(v[1].what, "256 KiB") {
+		t.Errorf("verdicts %+v", v)
 	}
 }

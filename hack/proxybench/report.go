@@ -14,7 +14,7 @@ import (
 type machineInfo struct {
 	Date, Uname, CPUs, CPUModel, Memory, GoVersion, SquidVersion    string
 	Revision, Command, LoadBefore, LoadAfter, Elapsed, DevaipodArgs string
-	SquidConf                                                       string
+	SquidConf, InterceptArgs                                        string
 }
 
 func (m *machineInfo) fields() map[string]*string {
@@ -22,7 +22,7 @@ func (m *machineInfo) fields() map[string]*string {
 		"date": &m.Date, "uname": &m.Uname, "nproc": &m.CPUs, "cpu": &m.CPUModel, "memory": &m.Memory,
 		"go": &m.GoVersion, "squid": &m.SquidVersion, "revision": &m.Revision, "command": &m.Command,
 		"load_before": &m.LoadBefore, "load_after": &m.LoadAfter, "elapsed": &m.Elapsed,
-		"devaipod_args": &m.DevaipodArgs,
+		"devaipod_args": &m.DevaipodArgs, "intercept_args": &m.InterceptArgs,
 	}
 }
 
@@ -71,6 +71,7 @@ func cmdReport(args []string) error {
 	var info listFlag
 	fs.Var(&info, "info", "`KEY=VALUE` about the machine and the run (repeatable): "+strings.Join(infoKeys(), ", "))
 	squidConf := fs.String("squid-conf", "", "squid's configuration `FILE`, quoted in the report")
+	interceptFile := fs.String("intercept", "", "proxybench intercept's JSON (optional)")
 	out := fs.String("out", "", "write Markdown to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -105,7 +106,14 @@ func cmdReport(args []string) error {
 			return err
 		}
 	}
-	md := renderReport(&run, soak, m)
+	var ic *interceptOutput
+	if *interceptFile != "" {
+		ic = &interceptOutput{}
+		if err := readJSON(*interceptFile, ic); err != nil {
+			return err
+		}
+	}
+	md := renderReport(&run, soak, ic, m)
 	tmp := *out + ".tmp"
 	if err := os.WriteFile(tmp, []byte(md), 0o644); err != nil {
 		return err
@@ -198,7 +206,7 @@ func ratio(a, b float64) float64 {
 
 func mib(kb int64) string { return fmt.Sprintf("%.1f MiB", float64(kb)/1024) }
 
-func renderReport(run *runOutput, soak *soakOutput, m *machineInfo) string {
+func renderReport(run *runOutput, soak *soakOutput, ic *interceptOutput, m *machineInfo) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	const dp, sq, direct = "devaipod", "squid", "direct"
@@ -248,13 +256,20 @@ func renderReport(run *runOutput, soak *soakOutput, m *machineInfo) string {
 	} else {
 		verdicts = append(verdicts, verdict{"soak: fds and goroutines not growing", "not run", "SOAK=0"})
 	}
+	if ic != nil {
+		verdicts = append(verdicts, interceptVerdicts(ic)...)
+	} else {
+		verdicts = append(verdicts, verdict{"credential interception: throughput ≥ 80% of a tunnel's", "not run", "INTERCEPT=0"})
+	}
 
 	p("# Egress proxy benchmark: devaipod's proxy, squid, no proxy\n\n")
 	p("Written by `hack/bench-proxy.sh` (`make bench`); do not edit by hand, run it again.\n")
 	p("Last run: %s, revision `%s`, command `%s`, %s in all.\n\n", m.Date, m.Revision, m.Command, m.Elapsed)
 	p("devaipod's proxy (`devaipod-helper proxy`, package `proxy/`, built on goproxy; see\n")
 	p("[network.md](network.md)), squid (the Debian package, the Rust devaipod's choice) and no\n")
-	p("proxy at all, side by side in one run on loopback, with the same allowlist.\n\n")
+	p("proxy at all, side by side in one run on loopback, with the same allowlist; then what\n")
+	p("[credential interception](credentials.md) costs against an opaque tunnel to the same upstream\n")
+	p("([below](#credential-interception-an-intercepted-host-against-a-tunnel)).\n\n")
 
 	p("## Targets\n\n| target | result | devaipod vs the reference |\n|---|---|---|\n")
 	for _, v := range verdicts {
@@ -381,6 +396,11 @@ func renderReport(run *runOutput, soak *soakOutput, m *machineInfo) string {
 	p("| RSS after all the load | %s | %s | |\n", mib(md.RSSKB), mib(ms.RSSKB))
 	p("| processes | %d | %d | |\n\n", md.Processes, ms.Processes)
 
+	// ----- interception
+	if ic != nil {
+		renderIntercept(&b, ic, m)
+	}
+
 	// ----- soak
 	if soak != nil {
 		renderSoak(&b, soak)
@@ -502,6 +522,8 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%d GiB", n>>30)
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
 }

@@ -202,7 +202,7 @@ func cmdRun(args []string) error {
 	return writeJSON(*out, res)
 }
 
-func rotate(ts []target, k int) []target {
+func rotate[T any](ts []T, k int) []T {
 	k %= len(ts)
 	return append(slices.Clone(ts[k:]), ts[:k]...)
 }

@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -38,6 +39,50 @@ type serverInfo struct {
 	TLSPort  int    `json:"tls_port"`
 	HTTPPort int    `json:"http_port"`
 	CAFile   string `json:"ca_file"`
+	// The credential of the interception benchmark (see intercept.go): its
+	// name, the placeholder the client sends, and the directory with a
+	// file of that name holding the value, which /auth/ wants (the
+	// devaipod-helper proxy's --credential-dir).
+	CredName        string `json:"credential_name"`
+	CredPlaceholder string `json:"credential_placeholder"`
+	CredDir         string `json:"credential_dir,omitempty"`
+}
+
+// credName is the name of the benchmark's credential.
+const credName = "BENCH_TOKEN"
+
+// credentialPair makes a random value and placeholder for the benchmark's
+// credential: the placeholder as devaipod makes them (devaipod-NAME-salt),
+// the value as an API key looks.
+func credentialPair() (value, placeholder string, err error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", err
+	}
+	value = fmt.Sprintf("sk-bench-%x", b[:16])
+	placeholder = fmt.Sprintf("devaipod-%s-%x", credName, b[16:])
+	return value, placeholder, nil
+}
+
+// authHandler serves h under /auth/ to requests whose Authorization is
+// "Bearer VALUE" only, and answers any other with 401 and why: the
+// benchmark counts that as a failed request, so a proxy that did not put
+// the value in fails it.
+func authHandler(value, placeholder string, h http.Handler) http.Handler {
+	want := "Bearer " + value
+	inner := http.StripPrefix("/auth", h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch got := r.Header.Get("Authorization"); {
+		case got == want:
+			inner.ServeHTTP(w, r)
+		case strings.Contains(got, placeholder):
+			http.Error(w, "Authorization carries the placeholder, not the value: nothing put it in", http.StatusUnauthorized)
+		case got == "":
+			http.Error(w, "no Authorization", http.StatusUnauthorized)
+		default:
+			http.Error(w, "Authorization is neither the value nor the placeholder", http.StatusUnauthorized)
+		}
+	})
 }
 
 // testCA makes a CA and a server certificate for localhost and 127.0.0.1,
@@ -90,7 +135,8 @@ func testCA() (caPEM []byte, cert tls.Certificate, err error) {
 }
 
 // testHandler serves /small (smallSize bytes) and /bytes?n=N (N generated
-// bytes, streamed).
+// bytes, streamed); startTestServer serves it again under /auth/ to
+// requests with the benchmark's credential.
 func testHandler() http.Handler {
 	chunk := make([]byte, 256<<10)
 	r := mrand.New(mrand.NewChaCha8([32]byte{'p', 'r', 'o', 'x', 'y'}))
@@ -124,9 +170,10 @@ func testHandler() http.Handler {
 
 // testServer is the HTTPS and plain-HTTP server on 127.0.0.1.
 type testServer struct {
-	info  serverInfo
-	caPEM []byte
-	srv   []*http.Server
+	info      serverInfo
+	caPEM     []byte
+	credValue string
+	srv       []*http.Server
 }
 
 func startTestServer(dir string) (*testServer, error) {
@@ -136,13 +183,29 @@ func startTestServer(dir string) (*testServer, error) {
 	}
 	ts := &testServer{caPEM: caPEM}
 	ts.info.PID = os.Getpid()
+	ts.credValue, ts.info.CredPlaceholder, err = credentialPair()
+	if err != nil {
+		return nil, err
+	}
+	ts.info.CredName = credName
 	if dir != "" {
 		ts.info.CAFile = filepath.Join(dir, "ca.pem")
 		if err := os.WriteFile(ts.info.CAFile, caPEM, 0o644); err != nil {
 			return nil, err
 		}
+		ts.info.CredDir = filepath.Join(dir, "credentials")
+		if err := os.MkdirAll(ts.info.CredDir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(ts.info.CredDir, credName), []byte(ts.credValue+"\n"), 0o600); err != nil {
+			return nil, err
+		}
 	}
-	h := testHandler()
+	plain := testHandler()
+	mux := http.NewServeMux()
+	mux.Handle("/", plain)
+	mux.Handle("/auth/", authHandler(ts.credValue, ts.info.CredPlaceholder, plain))
+	h := mux
 	newServer := func() *http.Server {
 		return &http.Server{
 			Handler:           h,

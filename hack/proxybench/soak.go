@@ -12,8 +12,11 @@ import (
 	_ "net/http/pprof" // served only with --pprof
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,16 +35,18 @@ type inprocProxy struct {
 }
 
 func startInprocProxy(allow []string) (*inprocProxy, error) {
+	return startInprocProxyOpts(proxy.Options{Allow: allow})
+}
+
+// startInprocProxyOpts starts it with opts, whose Pod, PolicyFile and
+// Audit it sets.
+func startInprocProxyOpts(opts proxy.Options) (*inprocProxy, error) {
 	dir, err := os.MkdirTemp("", "proxybench-inproc-")
 	if err != nil {
 		return nil, err
 	}
-	srv, err := proxy.New(proxy.Options{
-		Pod:        "bench",
-		Allow:      allow,
-		PolicyFile: dir + "/policy.json",
-		Audit:      io.Discard,
-	})
+	opts.Pod, opts.PolicyFile, opts.Audit = "bench", dir+"/policy.json", io.Discard
+	srv, err := proxy.New(opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -527,8 +532,24 @@ func cmdProxy(args []string) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to `FILE` (until SIGTERM)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on `ADDR`")
 	life := fs.Duration("for", 10*time.Minute, "stop after this long at the latest")
+	serverDir := fs.String("server", "", "bind the credential of the test server in `DIR` to --credential-host:TLSPORT, trusting its CA upstream (as proxybench intercept wants)")
+	credHost := fs.String("credential-host", "localhost", "with --server: the host the credential is bound to")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	opts := proxy.Options{Pod: "bench", Allow: allow, Audit: os.Stdout}
+	if *serverDir != "" {
+		info, roots, err := loadServer(*serverDir)
+		if err != nil {
+			return err
+		}
+		value, err := os.ReadFile(filepath.Join(info.CredDir, info.CredName))
+		if err != nil {
+			return err
+		}
+		opts.RootCAs = roots
+		opts.Credentials = []proxy.Credential{{Name: info.CredName, Placeholder: info.CredPlaceholder,
+			Value: strings.TrimSpace(string(value)), Hosts: []string{net.JoinHostPort(*credHost, strconv.Itoa(info.TLSPort))}}}
 	}
 	if *pprofAddr != "" {
 		runtime.MemProfileRate = 4096
@@ -541,7 +562,8 @@ func cmdProxy(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := proxy.New(proxy.Options{Pod: "bench", Allow: allow, PolicyFile: dir + "/policy.json", Audit: os.Stdout})
+	opts.PolicyFile = dir + "/policy.json"
+	srv, err := proxy.New(opts)
 	if err != nil {
 		return err
 	}
