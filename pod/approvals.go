@@ -113,9 +113,11 @@ const ForRepo = "repo"
 
 // Decide approves or rejects the pending request d.ID, wherever it waits.
 // With d.For == ForRepo the approval holds for the pod's life and is
-// kept, in grants, for every pod up makes of the same repository. It
-// returns the request decided.
-func Decide(ctx context.Context, eng Engine, grants *Grants, d approval.Decision) (Pending, error) {
+// kept, in grants, for every pod up makes of the same repository. An
+// approved path request is shared first (Share, with forbidden); when it
+// cannot be, the request is rejected with the reason. It returns the
+// request decided.
+func Decide(ctx context.Context, eng Engine, grants *Grants, d approval.Decision, forbidden []string) (Pending, error) {
 	pending, err := Approvals(ctx, eng, "")
 	i := slices.IndexFunc(pending, func(p Pending) bool { return p.ID == d.ID })
 	if i < 0 {
@@ -132,6 +134,15 @@ func Decide(ctx context.Context, eng Engine, grants *Grants, d approval.Decision
 			return p, fmt.Errorf("%s cannot be approved for the repository: the pod has no repository label or the request no rule", d.ID)
 		}
 	}
+	var shareErr error
+	if p.Kind == approval.KindPath && d.Approve {
+		if forRepo {
+			return p, fmt.Errorf("%s: a path is shared with one pod: approve it once", d.ID)
+		}
+		if _, shareErr = Share(ctx, eng, p.Pod, p.Rule, p.Details["rw"] == "true", forbidden); shareErr != nil {
+			d.Approve, d.For, d.Reason = false, "", "it cannot be shared: "+shareErr.Error()
+		}
+	}
 	op := "reject"
 	if d.Approve {
 		op = "approve"
@@ -146,6 +157,9 @@ func Decide(ctx context.Context, eng Engine, grants *Grants, d approval.Decision
 		return p, fmt.Errorf("%s: %w", d.ID, approval.ErrNotPending)
 	case code != 0:
 		return p, fmt.Errorf("decide %s: %s", d.ID, strings.TrimSpace(stderr.String()))
+	}
+	if shareErr != nil {
+		return p, fmt.Errorf("%s rejected: %w", d.ID, shareErr)
 	}
 	if forRepo && d.Approve {
 		if err := grants.Add(Grant{Repo: repoKey(p.Repo), Kind: p.Kind, Rule: p.Rule, By: d.By}); err != nil {

@@ -166,7 +166,7 @@ a gator call an error with it. The next request like it asks again.`,
 
 func decide(cmd *cobra.Command, g *globalFlags, d approval.Decision) error {
 	return withEngine(cmd, g, func(p *podman.Podman) error {
-		req, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d)
+		req, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d, g.forbiddenMounts())
 		if err != nil {
 			return err
 		}
@@ -306,7 +306,7 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 			default:
 				continue
 			}
-			if _, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d); err != nil {
+			if _, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d, g.forbiddenMounts()); err != nil {
 				say("%s\n", printable(err.Error()))
 			} else if d.Approve {
 				say("approved (for %s)\n", d.For)

@@ -131,6 +131,9 @@ func (b *builder) agent(shared, trusted map[string]string) ContainerSpec {
 		{Volume: ObjectName(b.short, VolumeAgentGit), Dest: AgentGitCopyDir, ReadOnly: readOnly},
 		{Volume: ObjectName(b.short, VolumeAgentHome), Dest: AgentHome},
 		{Volume: ObjectName(b.short, VolumeAgentSock), Dest: AgentSocketDir},
+		// Writable by root only (file modes decide): devaipod copies what
+		// a person shares into it, through this mount.
+		{Volume: ObjectName(b.short, VolumeHostShare), Dest: HostShareDir},
 	}
 	network := NetworkNone
 	switch b.mode {

@@ -141,6 +141,7 @@ func (b *builder) build() (*Plan, error) {
 			b.volume(VolumeAgentGit, AgentUID),
 			b.volume(VolumeAgentHome, AgentUID),
 			b.volume(VolumeAgentSock, AgentUID),
+			b.volume(VolumeHostShare, 0),
 		},
 	}
 	shared := collectEnv(cfg.Env.Allowlist, cfg.Env.Vars, b.in.HostEnv)

@@ -58,7 +58,16 @@ const (
 	// and audit logs.
 	VolumeProxyState = "proxy-state"
 	VolumeGatorState = "gator-state"
+	// VolumeHostShare holds the copies of host paths a person shared with
+	// the agent (devaipod share, or an approved request), at HostShareDir.
+	// Its root is root's: the agent writes only what was shared with it
+	// read-write.
+	VolumeHostShare = "host-share"
 )
+
+// HostShareDir is where the agent finds the host paths shared with it:
+// HostShareDir + the path on the host.
+const HostShareDir = "/host"
 
 // Container roles; a container is named Prefix+NAME+"-"+role.
 const (

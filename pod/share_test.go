@@ -1,0 +1,68 @@
+package pod
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/devaipod/devaipod/pod/plan"
+)
+
+func TestTarShare(t *testing.T) {
+	root := t.TempDir()
+	data := filepath.Join(root, "data")
+	os.MkdirAll(filepath.Join(data, "sub"), 0o755)
+	os.WriteFile(filepath.Join(data, "a.txt"), []byte("hello"), 0o664)
+	os.WriteFile(filepath.Join(data, "sub", "run.sh"), []byte("#!/bin/sh\n"), 0o775)
+	os.Symlink("/etc/passwd", filepath.Join(data, "out"))
+	link := filepath.Join(root, "link")
+	os.Symlink(data, link)
+
+	for _, rw := range []bool{false, true} {
+		sh := &Shared{Path: link, Resolved: data, RW: rw}
+		var buf bytes.Buffer
+		if err := tarShare(&buf, sh); err != nil {
+			t.Fatal(err)
+		}
+		entries := map[string]*tar.Header{}
+		tr := tar.NewReader(&buf)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries[h.Name] = h
+		}
+		rel := func(p string) string { return p[1:] }
+		file := entries[rel(data)+"/a.txt"]
+		script := entries[rel(data)+"/sub/run.sh"]
+		if file == nil || script == nil || sh.Files != 5 || sh.Bytes != 15 {
+			t.Fatalf("rw=%v: entries %v, %d files %d bytes", rw, entries, sh.Files, sh.Bytes)
+		}
+		wantUID, wantFile, wantScript := 0, int64(0o444), int64(0o555)
+		if rw {
+			wantUID, wantFile, wantScript = plan.AgentUID, 0o644, 0o755
+		}
+		if file.Uid != wantUID || file.Mode != wantFile || script.Mode != wantScript {
+			t.Errorf("rw=%v: a.txt uid %d mode %o, run.sh mode %o", rw, file.Uid, file.Mode, script.Mode)
+		}
+		// The parents are root's and read-only, whatever the share.
+		if p := entries[rel(filepath.Dir(data))+"/"]; p == nil || p.Uid != 0 || p.Mode != 0o755 {
+			t.Errorf("rw=%v: parent %+v", rw, p)
+		}
+		// A symlink inside stays a symlink (to the agent's own /etc).
+		if out := entries[rel(data)+"/out"]; out == nil || out.Typeflag != tar.TypeSymlink || out.Linkname != "/etc/passwd" {
+			t.Errorf("rw=%v: the symlink inside: %+v", rw, out)
+		}
+		// The path as asked leads to the copy of what it resolved to.
+		if l := entries[rel(link)]; l == nil || l.Typeflag != tar.TypeSymlink || l.Linkname != plan.HostShareDir+data {
+			t.Errorf("rw=%v: the asked path: %+v", rw, l)
+		}
+	}
+}
