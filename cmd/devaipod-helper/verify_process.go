@@ -233,7 +233,10 @@ func (v *verifier) procMem(_ context.Context) (verifyResult, string) {
 	var granted, tried []string
 	var denied []namedErr
 	for _, pid := range pids {
-		if pid == v.pid || !strings.HasPrefix(v.comm(pid), "devaipod-") {
+		// Not this battery, nor the children it runs at the same time
+		// (the unshare probe runs devaipod-helper version), which are
+		// dumpable for the moment before their main makes them not.
+		if st, err := v.procStat(pid); pid == v.pid || err != nil || st.ppid == v.pid || !strings.HasPrefix(st.comm, "devaipod-") {
 			continue
 		}
 		name := fmt.Sprintf("PID %d (%s)", pid, v.comm(pid))
