@@ -327,13 +327,25 @@ func (c *creation) input(id identity) (in plan.PlanInput, forbidden []string, er
 		Mounts: mounts, AgentPassword: password, Task: req.Task, NoVerify: req.NoVerify,
 		// Placeholders take [A-Za-z0-9]: the password's alphabet, less two.
 		PlaceholderSalt: strings.NewReplacer("-", "", "_", "").Replace(salt), UpstreamCA: upstreamCA,
-		GatorScopes: scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
+		ForbiddenPaths: absolutePaths(forbidden),
+		GatorScopes:    scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
 	if len(src.LeftOut) > 0 {
 		c.warn(fmt.Sprintf("%d uncommitted path(s) in %s are not copied into the workspace: %s",
 			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5)))
 	}
 
 	return in, forbidden, nil
+}
+
+// absolutePaths are the absolute ones of paths.
+func absolutePaths(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if filepath.IsAbs(p) {
+			out = append(out, filepath.Clean(p))
+		}
+	}
+	return out
 }
 
 // readUpstreamCA reads [network] upstream_ca's PEM files into one.

@@ -49,6 +49,11 @@ type Approver interface {
 
 // AskRequest is a held request, as the person is asked about it.
 type AskRequest struct {
+	// Kind is what is asked for: AskNetwork, a CONNECT or plain-HTTP
+	// request an ask rule holds (Host, Port, Method, Rule, Ask, What), or
+	// AskPath, a host path the agent asks for (Path, Reason, RW, What;
+	// Rule is the path).
+	Kind   string
 	Host   string // normalised, as in the audit
 	Port   int
 	Method string // CONNECT, GET...
@@ -59,15 +64,30 @@ type AskRequest struct {
 	// Ask is the ask rule that holds it ("*.pkg.example.test").
 	Ask string
 	// What is the request in one printable line: "CONNECT
-	// pkg.example.test:443", "GET http://pkg.example.test:80/index.json".
+	// pkg.example.test:443", "GET http://pkg.example.test:80/index.json",
+	// "read /home/me/src/lib", "read-write /home/me/data".
 	What string
+	// Path is the absolute, clean host path of an AskPath request, in
+	// printable characters (see CheckRequestedPath); RW whether the agent
+	// asks to write to its copy, Reason its word on why (made printable,
+	// at most MaxPathReason bytes; may be empty). The person approves or
+	// rejects the request as it is: an approval grants what was asked.
+	Path, Reason string
+	RW           bool
 }
+
+// Kinds of AskRequest.
+const (
+	AskNetwork = "network"
+	AskPath    = "path"
+)
 
 // AskDecision is a person's answer.
 type AskDecision struct {
 	Approve bool
 	// ForPod approves Rule for the proxy's life (written to the policy
-	// file), not just this request.
+	// file), not just this request. Path requests ignore it: each is
+	// granted on its own.
 	ForPod bool
 	// Reason is the person's word, shown to the agent in a rejection;
 	// By who decided (user@host). Both are made printable.
@@ -128,36 +148,61 @@ func (s *Server) ask(ctx context.Context, x *exchange, what string) bool {
 		stop := watchHangup(x.conn, cancel)
 		defer func() { x.early = append(x.early, stop()...) }()
 	}
-	actx, acancel := context.WithTimeout(wctx, s.opts.AskTimeout)
-	defer acancel()
-	d, err := s.opts.Approver.Approve(actx, AskRequest{
-		Host: x.host, Port: x.port, Method: x.method, Rule: x.askFor, Ask: askRule, What: what,
+	d, no := s.waitDecision(wctx, AskRequest{
+		Kind: AskNetwork, Host: x.host, Port: x.port, Method: x.method, Rule: x.askFor, Ask: askRule, What: what,
 	})
+	if no == nil {
+		return s.approved(x, d)
+	}
+	if no.reason == ReasonRejected {
+		x.decidedBy = d.By
+	}
+	x.refuse(no.status, no.reason, no.detail)
+	x.rule = AskRulePrefix + askRule // refuse dropped it
+	return false
+}
+
+// askRefusal is how a wait for a decision ended when it was not approved:
+// the status and reason of the refusal, and its detail (who rejected it
+// and why, or what else happened).
+type askRefusal struct {
+	status         int
+	reason, detail string
+}
+
+// waitDecision asks the Approver about r and waits for the decision, at
+// most AskTimeout, while ctx lasts (ctx's cause is errClientGone when the
+// client went away). It returns the decision, made printable, with By
+// "unknown" when the approver named no one, and nil when it is an
+// approval; otherwise the refusal.
+func (s *Server) waitDecision(ctx context.Context, r AskRequest) (AskDecision, *askRefusal) {
+	actx, acancel := context.WithTimeout(ctx, s.opts.AskTimeout)
+	defer acancel()
+	d, err := s.opts.Approver.Approve(actx, r)
 	d.Reason = printable(d.Reason, maxReasonLen)
 	d.By = printable(d.By, 100)
 	d.ID = printable(d.ID, 64)
 	switch {
-	case err == nil && d.Approve:
-		return s.approved(x, d)
 	case err == nil:
-		x.decidedBy = cmp.Or(d.By, "unknown")
-		detail := "rejected by " + x.decidedBy
+		d.By = cmp.Or(d.By, "unknown")
+		if d.Approve {
+			return d, nil
+		}
+		detail := "rejected by " + d.By
 		if d.Reason != "" {
 			detail += ": " + d.Reason
 		}
-		x.refuse(http.StatusForbidden, ReasonRejected, withID(detail, d.ID))
-	case errors.Is(err, ErrAskTimeout), errors.Is(err, context.DeadlineExceeded) && wctx.Err() == nil:
-		x.refuse(http.StatusForbidden, ReasonAskTimeout, fmt.Sprintf("no decision within %v", s.opts.AskTimeout))
-	case s.stopped() && !errors.Is(context.Cause(wctx), errClientGone):
-		x.refuse(http.StatusServiceUnavailable, ReasonShutdown, "the proxy stopped while the request waited for a decision")
-	case wctx.Err() != nil:
-		x.refuse(http.StatusServiceUnavailable, ReasonAskCanceled, "the client went away while the request waited for a decision")
+		return d, &askRefusal{http.StatusForbidden, ReasonRejected, withID(detail, d.ID)}
+	case errors.Is(err, ErrAskTimeout), errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return d, &askRefusal{http.StatusForbidden, ReasonAskTimeout, fmt.Sprintf("no decision within %v", s.opts.AskTimeout)}
+	case s.stopped() && !errors.Is(context.Cause(ctx), errClientGone):
+		return d, &askRefusal{http.StatusServiceUnavailable, ReasonShutdown, "the proxy stopped while the request waited for a decision"}
+	case ctx.Err() != nil:
+		return d, &askRefusal{http.StatusServiceUnavailable, ReasonAskCanceled, "the client went away while the request waited for a decision"}
 	default:
-		s.log.Error("cannot ask about a request", "host", x.host, "port", x.port, "err", err)
-		x.refuse(http.StatusServiceUnavailable, ReasonAskFailed, "cannot ask: "+printable(err.Error(), maxReasonLen))
+		s.log.Error("cannot ask about a request", "kind", r.Kind, "what", r.What, "err", err)
+		return d, &askRefusal{http.StatusServiceUnavailable, ReasonAskFailed, "cannot ask: " + printable(err.Error(), maxReasonLen)}
 	}
-	x.rule = AskRulePrefix + askRule // refuse dropped it
-	return false
 }
 
 // stopped reports whether Serve is stopping.

@@ -223,7 +223,7 @@ func TestAskApprovedOnce(t *testing.T) {
 	target := "A.pkg.test.:" + st.ps
 	h := startConnect(t, st.p, target, "")
 	call := st.ap.next(t)
-	want := AskRequest{Host: "a.pkg.test", Port: st.port, Method: "CONNECT", Rule: "a.pkg.test:" + st.ps,
+	want := AskRequest{Kind: AskNetwork, Host: "a.pkg.test", Port: st.port, Method: "CONNECT", Rule: "a.pkg.test:" + st.ps,
 		Ask: "*.pkg.test:" + st.ps, What: "CONNECT a.pkg.test:" + st.ps}
 	if call.req != want {
 		t.Errorf("asked %+v; want %+v", call.req, want)

@@ -43,6 +43,8 @@ const (
 	ReasonAskLimit       = "ask-limit"       // too many requests wait for a decision (503)
 	ReasonAskCanceled    = "ask-canceled"    // the client went away while its request waited
 	ReasonAskFailed      = "ask-failed"      // the approver failed: the request could not be asked about (503)
+	ReasonPathForbidden  = "path-forbidden"  // a host path that is or is under one of Options.ForbiddenPaths: never asked about
+	ReasonNoApprovals    = "no-approvals"    // a host path asked of a proxy without an Approver: nobody to ask (404)
 )
 
 // Record is one line of the audit log: JSON, one object per line, written
@@ -66,6 +68,16 @@ const (
 // deny rule, when one came while it waited). A request that finds
 // Options.MaxAsks requests waiting is refused unasked: one record, deny
 // with reason ask-limit.
+//
+// A request for a host path (see RequestPathPath) has records of the same
+// kind, with method POST, host "devaipod" (PathRequestHost), port 0 and no
+// rule; once its body is read and checked, the detail starts with what
+// was asked, "read /PATH" or "read-write /PATH" (cut to 1 KiB, ending in
+// "..." when cut). Asked
+// about, it has the two records of a held request (approved: decision
+// allow, decided_by, and where the agent sees it in the detail);
+// refused unasked, one: deny with reason bad-request, path-forbidden,
+// no-approvals or ask-limit.
 type Record struct {
 	Time  string `json:"time"` // RFC 3339 with nanoseconds, UTC
 	Pod   string `json:"pod"`

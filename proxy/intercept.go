@@ -140,7 +140,7 @@ func (s *Server) openInterception(x *exchange, client net.Conn) (*interception, 
 		// (streamed completions); -1 would cost every response a timer
 		// and a write of its own for the headers.
 		BufferPool: responseBuffers{},
-		ErrorLog:      s.errorLog,
+		ErrorLog:   s.errorLog,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			rx := exchangeOf(r)
 			s.upstreamFailed(rx, err)

@@ -128,7 +128,7 @@ func describeError(err error) string {
 
 // serveNonProxy answers requests that are not proxy requests (a path
 // instead of an absolute URL): the certificate authority at CAPath, a
-// refusal otherwise.
+// request for a host path at RequestPathPath, a refusal otherwise.
 func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	x := exchangeOf(r)
 	if x == nil {
@@ -137,6 +137,10 @@ func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	x.host = shorten(r.Host, 255)
 	if r.URL.Path == CAPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		s.serveCA(w, r, x)
+		return
+	}
+	if r.URL.Path == RequestPathPath {
+		s.servePathRequest(w, r, x)
 		return
 	}
 	x.refuse(http.StatusBadRequest, ReasonBadRequest, "not a proxy request: the request target must be an absolute URL")

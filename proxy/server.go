@@ -25,6 +25,10 @@
 // its host and port is added to the policy file first; rejected or not
 // decided within Options.AskTimeout, it is refused.
 //
+// The agent may also ask for a host path it was not given (see
+// RequestPathPath): the proxy asks the same Approver, a person decides,
+// and devaipod on the host copies the path into the pod.
+//
 // The proxy does not look inside a CONNECT tunnel, with one exception:
 // credentials (see Credential). The agent holds a placeholder for each; a
 // CONNECT to a host that a credential is bound to is intercepted: the
@@ -127,7 +131,14 @@ type Options struct {
 	Approver Approver
 	// MaxAsks caps the requests that wait for a decision at once
 	// (DefaultMaxAsks); beyond it a request an ask rule covers gets 503.
+	// Path requests count too.
 	MaxAsks int
+	// ForbiddenPaths are absolute host paths never shared with the pod:
+	// a request for a host path (see RequestPathPath) that is one of them
+	// or under one is refused unasked. Lexical: the host, which copies a
+	// granted path, checks again after resolving symbolic links. "/"
+	// refuses every path request.
+	ForbiddenPaths []string
 }
 
 func (o Options) withDefaults() Options {
@@ -173,6 +184,7 @@ type Server struct {
 	// the answer to one that credentials are bound to (serveIntercept).
 	acceptTunnel, acceptIntercept *goproxy.ConnectAction
 	creds                         *credentials  // nil when none
+	forbidden                     []string      // Options.ForbiddenPaths, clean
 	askRules                      *rule.Matcher // nil without ask rules
 	ca                            *authority    // nil without credentials
 	// errorLog is the debug log of the http.Servers and ReverseProxies of
@@ -232,13 +244,18 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	forbidden, err := checkForbiddenPaths(opts.ForbiddenPaths)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		opts:    opts,
-		log:     opts.Logger,
-		audit:   &auditor{pod: opts.Pod, log: opts.Logger, w: opts.Audit},
-		creds:   creds,
-		tunnels: make(map[hijacked]struct{}),
-		conns:   make(map[net.Conn]struct{}),
+		opts:      opts,
+		forbidden: forbidden,
+		log:       opts.Logger,
+		audit:     &auditor{pod: opts.Pod, log: opts.Logger, w: opts.Audit},
+		creds:     creds,
+		tunnels:   make(map[hijacked]struct{}),
+		conns:     make(map[net.Conn]struct{}),
 	}
 	if len(ask) > 0 {
 		s.askRules = rule.NewMatcher(ask...)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/devaipod/devaipod/internal/approval"
@@ -139,8 +138,9 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 }
 
 // storeApprover is the proxy's Approver over an approval folder: it files
-// each held request there and waits for the decision that devaipod-helper
-// approvals (devaipod approve, reject) writes.
+// each held request there (see approvalRequest) and waits for the
+// decision that devaipod-helper approvals (devaipod approve, reject)
+// writes.
 type storeApprover struct {
 	store *approval.Store
 	pod   string
@@ -148,8 +148,7 @@ type storeApprover struct {
 }
 
 func (a *storeApprover) Approve(ctx context.Context, r proxy.AskRequest) (proxy.AskDecision, error) {
-	req, err := a.store.File(approval.Request{Pod: a.pod, Kind: approval.KindNetwork, What: r.What, Rule: r.Rule,
-		Details: map[string]string{"host": r.Host, "port": strconv.Itoa(r.Port), "method": r.Method, "ask_rule": r.Ask}})
+	req, err := a.store.File(approvalRequest(a.pod, r))
 	if err != nil {
 		return proxy.AskDecision{}, fmt.Errorf("file the request: %w", err)
 	}

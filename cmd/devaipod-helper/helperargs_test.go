@@ -75,12 +75,13 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 		x := helperargs.Proxy{Listen: "unix:/run/p.sock", Pod: "p", PolicyFile: "/var/policy.json", Allow: []string{"api.example.test", "*.example.test:8443"},
 			AuditLogs: []string{"-", "/var/audit.log"}, Credentials: []string{"KEY=devaipod-KEY-salt@api.example.test,*.example.test:8443"},
 			CredentialDir: "/run/secrets", UpstreamCA: "/run/secrets/CA",
-			Ask: []string{"*.pkg.example.test", "git.example.test:22"}, AskTimeout: 90 * time.Second, ApprovalDir: "/var/approvals"}
+			Ask: []string{"*.pkg.example.test", "git.example.test:22"}, AskTimeout: 90 * time.Second, ApprovalDir: "/var/approvals",
+			ForbiddenPaths: []string{"/home/me/.ssh", "/home/me/.config/devaipod"}}
 		var o proxyOptions
 		parseAs(t, newProxyFlagSet(&o), x.Args(), "proxy")
 		if o.listen.String() != x.Listen || o.pod != x.Pod || o.policyFile != x.PolicyFile || !slices.Equal(o.allow, x.Allow) ||
 			!slices.Equal(o.auditLogs, x.AuditLogs) || !slices.Equal(o.credentials, x.Credentials) || o.credDir != x.CredentialDir || o.upstreamCA != x.UpstreamCA ||
-			!slices.Equal(o.ask, x.Ask) || o.askTimeout != x.AskTimeout || o.approvalDir != x.ApprovalDir {
+			!slices.Equal(o.ask, x.Ask) || o.askTimeout != x.AskTimeout || o.approvalDir != x.ApprovalDir || !slices.Equal(o.forbidden, x.ForbiddenPaths) {
 			t.Errorf("%+v", o)
 		}
 		// The host writes the approval folder even without ask rules, and
@@ -107,6 +108,27 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 			if o.dir != x.Dir || o.scope != x.For || o.reason != x.Reason || o.by != x.By || !slices.Equal(rest, want) {
 				t.Errorf("%+v %q; want %+v", o, rest, x)
 			}
+		}
+	})
+	t.Run("request-path", func(t *testing.T) {
+		x := helperargs.RequestPath{RW: true, Reason: "--the fixtures; -not the code", Proxy: "http://127.0.0.1:3128", Timeout: 5 * time.Minute, JSON: true, Path: "/home/me/src/lib"}
+		var o requestPathOptions
+		fs := newRequestPathFlagSet(&o)
+		fs.SetOutput(io.Discard)
+		args := x.Args()
+		if args[0] != "request-path" {
+			t.Fatalf("%q", args)
+		}
+		paths, err := parseRequestPathArgs(fs, args[1:])
+		if err != nil || !o.rw || o.reason != x.Reason || o.proxyURL != x.Proxy || o.timeout != x.Timeout || !o.json || !slices.Equal(paths, []string{x.Path}) {
+			t.Errorf("%v %+v %q", err, o, paths)
+		}
+		// Unset fields: the helper's defaults.
+		o = requestPathOptions{}
+		fs = newRequestPathFlagSet(&o)
+		paths, err = parseRequestPathArgs(fs, helperargs.RequestPath{Path: "/x"}.Args()[1:])
+		if err != nil || o.rw || o.json || o.proxyURL != defaultRequestPathProxy || o.timeout != defaultRequestPathTimeout || !slices.Equal(paths, []string{"/x"}) {
+			t.Errorf("defaults: %v %+v %q", err, o, paths)
 		}
 	})
 	t.Run("audit-log", func(t *testing.T) {

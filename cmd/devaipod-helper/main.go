@@ -68,6 +68,8 @@ var commands = []command{
 		func() *flag.FlagSet { var file string; return newPolicyFlagSet(&file) }, withoutContext(runPolicy)},
 	{"approvals", "--dir DIR OP [ID]", "list or decide the requests that wait for a person (devaipod approvals)",
 		func() *flag.FlagSet { return newApprovalsFlagSet(&approvalsOptions{}) }, withoutContext(runApprovals)},
+	{"request-path", "[flags] PATH", "ask a person on the host for a host path, seen at /host/PATH once approved",
+		func() *flag.FlagSet { return newRequestPathFlagSet(&requestPathOptions{}) }, runRequestPath},
 	{"task", "[flags] URL TEXT", "start an opencode session with TEXT as its first message",
 		func() *flag.FlagSet { return newTaskFlagSet(&taskOptions{}) }, runTask},
 	{"verify", "[flags]", "attack this container from inside: one row per attack (devaipod verify)",

@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -35,6 +37,7 @@ type proxyOptions struct {
 	ask         []string
 	askTimeout  time.Duration
 	approvalDir string
+	forbidden   []string
 	verbose     bool
 }
 
@@ -60,6 +63,8 @@ func newProxyFlagSet(o *proxyOptions) *flag.FlagSet {
 	fs.DurationVar(&o.askTimeout, "ask-timeout", proxy.DefaultAskTimeout, "refuse a held request that no one decided within this long")
 	fs.StringVar(&o.approvalDir, "approval-dir", "",
 		"the `DIR` where held requests wait for a decision (needed with --ask; 'devaipod-helper approvals' lists and decides them)")
+	fs.Var(cmdline.ListFlag(&o.forbidden, absolutePath), "forbidden-path",
+		"never share the host `PATH`, or anything under it, when the agent asks for a host path (repeatable; / refuses every such request)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug messages")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper proxy --listen unix:PATH|tcp:HOST:PORT --pod NAME
@@ -95,6 +100,14 @@ port is added to the policy file first, as devaipod allow does; rejected or
 not decided in time, it gets 403 with the reason. A deny rule is never asked
 about; at most 32 requests wait at once (more get 503). Each ask is audited
 twice: decision "ask" when it starts to wait, and the final decision.
+
+With --approval-dir, the agent may also ask for a host path it was not given
+(devaipod-helper request-path, a POST to /devaipod/request-path of this
+proxy): the request is filed there too, kind "path", and held the same way.
+Approved (devaipod approve, which first copies the path into the pod), the
+agent is told where it sees it, /host/PATH. A PATH that is or is under a
+--forbidden-path is refused at once, unasked; the host checks again after
+resolving symbolic links. Without --approval-dir such requests get 404.
 
 The proxy runs with GOMAXPROCS=1 and GOGC=50, and restarts itself once, as
 it starts, with GODEBUG=schedtrace=2147483647, which keeps Go's monitor thread
@@ -175,9 +188,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
 			return 1
 		}
-		if len(o.ask) > 0 {
-			approver = &storeApprover{store: store, pod: o.pod, log: logger}
-		}
+		// Network requests an --ask rule holds, and host paths the agent
+		// asks for (which need no ask rule).
+		approver = &storeApprover{store: store, pod: o.pod, log: logger}
 	}
 	srv, err := proxy.New(proxy.Options{
 		Ask:         o.ask,
@@ -192,6 +205,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Logger:      logger,
 		MaxTunnels:  o.maxTunnels,
 		IdleTimeout: o.idleTimeout,
+		// The proxy's check is lexical; the host's, after resolving
+		// symbolic links, is the one that counts.
+		ForbiddenPaths: o.forbidden,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
@@ -310,4 +326,23 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	}
 	stdout.Write(p.JSON())
 	return 0
+}
+
+// absolutePath accepts an absolute path (a --forbidden-path).
+func absolutePath(p string) error {
+	if !path.IsAbs(p) {
+		return fmt.Errorf("%q is not an absolute path", p)
+	}
+	return nil
+}
+
+// approvalRequest is what storeApprover files for r: a network request an
+// ask rule holds, or a host path the agent asks for.
+func approvalRequest(pod string, r proxy.AskRequest) approval.Request {
+	if r.Kind == proxy.AskPath {
+		return approval.Request{Pod: pod, Kind: approval.KindPath, What: r.What, Rule: r.Path,
+			Details: map[string]string{"path": r.Path, "reason": r.Reason, "rw": strconv.FormatBool(r.RW)}}
+	}
+	return approval.Request{Pod: pod, Kind: approval.KindNetwork, What: r.What, Rule: r.Rule,
+		Details: map[string]string{"host": r.Host, "port": strconv.Itoa(r.Port), "method": r.Method, "ask_rule": r.Ask}}
 }

@@ -51,7 +51,7 @@ api_url = "`+inPod(forge.api.URL)+`/"
 	}
 	type pending struct {
 		ID, Pod, Kind, What string
-		Details              map[string]string
+		Details             map[string]string
 	}
 	waiting := func() pending {
 		t.Helper()

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestE2EShare: devaipod share copies a host folder into a running pod,
@@ -59,6 +61,57 @@ func TestE2EShare(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(filepath.Join(rwDir, "f")); string(b) != "v1\n" {
 			t.Errorf("the host file changed: %q", b)
+		}
+	})
+	t.Run("the agent asks for a path; a person approves it read-only", func(t *testing.T) {
+		asked := filepath.Join(root, "asked")
+		os.MkdirAll(asked, 0o755)
+		os.WriteFile(filepath.Join(asked, "report.csv"), []byte("a,b\n1,2\n"), 0o644)
+		if r := agent("(/opt/devaipod/devaipod-helper request-path --reason 'need the report' --json " + asked + " > /tmp/req.part 2>&1; mv /tmp/req.part /tmp/req.json) >/dev/null 2>&1 &"); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		var id string
+		for deadline := time.Now().Add(20 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			var list []struct{ ID, Kind, What, Rule string }
+			json.Unmarshal([]byte(mustDevaipod(t, nil, "approvals", name, "-o", "json").stdout), &list)
+			for _, p := range list {
+				if p.Kind == "path" && p.Rule == asked && p.What == "read "+asked {
+					id = p.ID
+				}
+			}
+		}
+		if id == "" {
+			t.Fatal("the path request never waited for a decision")
+		}
+		if r := agent("cat /host" + asked + "/report.csv 2>&1"); strings.Contains(r.stdout, "1,2") {
+			t.Fatal("the path was there before the approval")
+		}
+		mustDevaipod(t, nil, "approve", id)
+		var answer struct {
+			Granted bool
+			At      string
+		}
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if r := agent("cat /tmp/req.json 2>/dev/null"); r.stdout != "" {
+				json.Unmarshal([]byte(r.stdout), &answer)
+				break
+			}
+		}
+		if !answer.Granted || answer.At != "/host"+asked {
+			t.Fatalf("the agent's answer: %+v", answer)
+		}
+		if r := agent("cat /host" + asked + "/report.csv; echo x > /host" + asked + "/report.csv"); r.stdout != "a,b\n1,2\n" || !strings.Contains(r.stderr, "ermission denied") {
+			t.Errorf("the approved path in the agent: %s", r)
+		}
+	})
+	t.Run("a forbidden path is refused without asking", func(t *testing.T) {
+		home, _ := os.UserHomeDir()
+		r := agent("/opt/devaipod/devaipod-helper request-path --json " + filepath.Join(home, ".ssh"))
+		if r.code == 0 || !strings.Contains(r.stdout, "path-forbidden") {
+			t.Errorf("request for ~/.ssh: %s", r)
+		}
+		if list := mustDevaipod(t, nil, "approvals", name, "-o", "json"); strings.Contains(list.stdout, ".ssh") {
+			t.Errorf("it was asked about: %s", list.stdout)
 		}
 	})
 	t.Run("a credential store is refused, through a symlink too", func(t *testing.T) {

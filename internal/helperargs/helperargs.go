@@ -153,6 +153,10 @@ type Proxy struct {
 	Ask         []string
 	AskTimeout  time.Duration
 	ApprovalDir string
+	// ForbiddenPaths are host paths never shared when the agent asks for
+	// a host path (with ApprovalDir): the proxy refuses them, and what is
+	// under them, unasked.
+	ForbiddenPaths []string
 }
 
 func (x Proxy) Args() []string {
@@ -168,7 +172,30 @@ func (x Proxy) Args() []string {
 	a.list("ask", x.Ask)
 	a.duration("ask-timeout", x.AskTimeout)
 	a.str("approval-dir", x.ApprovalDir)
+	a.list("forbidden-path", x.ForbiddenPaths)
 	return a
+}
+
+// RequestPath asks, from the agent, for the host path Path (absolute),
+// which a person approves on the host; granted, it is at /host/Path. The
+// agent runs it; the host writes it to show the agent how.
+type RequestPath struct {
+	RW      bool
+	Reason  string
+	Proxy   string // the proxy's URL; the helper's default is the agent's bridge
+	Timeout time.Duration
+	JSON    bool
+	Path    string
+}
+
+func (x RequestPath) Args() []string {
+	a := argv{"request-path"}
+	a.boolean("rw", x.RW)
+	a.str("reason", x.Reason)
+	a.str("proxy", x.Proxy)
+	a.duration("timeout", x.Timeout)
+	a.boolean("json", x.JSON)
+	return append(a, "--", x.Path)
 }
 
 // Approvals lists (Op "list") the pending requests of a sidecar's

@@ -308,6 +308,10 @@ type PlanInput struct {
 	// UpstreamCA is the PEM of [network] upstream_ca's files, which the
 	// caller reads.
 	UpstreamCA string
+	// ForbiddenPaths are host paths the agent's path requests are refused
+	// without asking (the host checks again, symlinks resolved, when a
+	// person approves one).
+	ForbiddenPaths []string
 	// Task is the first message for the agent.
 	Task string
 	// NoVerify leaves the fast verify battery out of up's checks.

@@ -75,6 +75,7 @@ func TestBuildGolden(t *testing.T) {
 			in.GatorScopes = []string{"github:org/demo:read,create-draft", "github:org/*:read"}
 			in.GatorAPIURL, in.GatorGitURL = "https://ghe.example.test/api/v3/", "https://ghe.example.test"
 			in.AgentPassword = "agent-password"
+			in.ForbiddenPaths = []string{"/home/u/.ssh", "/home/u/.config/devaipod.toml"}
 		}},
 		{"credentials", func(in *PlanInput) {
 			in.Config.Credentials = map[string]config.CredentialConfig{

@@ -73,7 +73,8 @@ func (b *builder) proxy(allow []string, creds []Credential) (ContainerSpec, *Sec
 	// The proxy runs the helper image's binary at its root (the
 	// image, not a mount of it).
 	proxy := helperargs.Proxy{Listen: "unix:" + ProxySocket, Pod: b.short, PolicyFile: ProxyPolicy, Allow: allow,
-		AuditLogs: []string{"-", ProxyAuditLog}, Ask: b.cfg.Network.Ask, ApprovalDir: ProxyApprovalDir}
+		AuditLogs: []string{"-", ProxyAuditLog}, Ask: b.cfg.Network.Ask, ApprovalDir: ProxyApprovalDir,
+		ForbiddenPaths: b.in.ForbiddenPaths}
 	if len(proxy.Ask) > 0 {
 		proxy.AskTimeout = b.cfg.Network.AskTimeoutOr()
 	}
