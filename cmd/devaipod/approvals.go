@@ -101,12 +101,33 @@ func printPending(w io.Writer, pending []pod.Pending) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPOD\tKIND\tWAITED\tWHAT")
 	for _, p := range pending {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Pod, p.Kind, time.Since(p.Created).Round(time.Second), printable(p.What))
+		show := shownAs(p.Kind)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Pod, p.Kind, time.Since(p.Created).Round(time.Second), show(p.What))
 		for _, k := range slices.Sorted(maps.Keys(p.Details)) {
-			fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", printable(k), printable(p.Details[k]))
+			fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", printable(k), show(p.Details[k]))
 		}
 	}
 	tw.Flush()
+}
+
+// shownAs is how a request of kind is shown: a path with every non-ASCII
+// rune escaped, so that a look-alike letter (a Cyrillic а in /home/me/dаta)
+// cannot pass for another path; the rest printable.
+func shownAs(kind string) func(string) string {
+	if kind != approval.KindPath {
+		return printable
+	}
+	return func(s string) string {
+		var b strings.Builder
+		for _, r := range printable(s) {
+			if r > 0x7e {
+				fmt.Fprintf(&b, `\u%04x`, r)
+				continue
+			}
+			b.WriteRune(r)
+		}
+		return b.String()
+	}
 }
 
 // decider is who decides: user@host, for the audit.
@@ -274,9 +295,10 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 		}
 		if next != nil && next.ID != shown {
 			shown = next.ID
-			say("\n%s  pod %s  %s  waiting %s\n  %s\n", next.ID, next.Pod, next.Kind, time.Since(next.Created).Round(time.Second), printable(next.What))
+			show := shownAs(next.Kind)
+			say("\n%s  pod %s  %s  waiting %s\n  %s\n", next.ID, next.Pod, next.Kind, time.Since(next.Created).Round(time.Second), show(next.What))
 			for _, k := range slices.Sorted(maps.Keys(next.Details)) {
-				say("  %s: %s\n", printable(k), printable(next.Details[k]))
+				say("  %s: %s\n", printable(k), show(next.Details[k]))
 			}
 			say("[a]pprove once, approve for the [p]od, [r]eject, [s]kip, [q]uit? ")
 		}
