@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,6 +148,48 @@ extra_hosts = ["one.ask.test:10.0.2.2", "pod.ask.test:10.0.2.2", "repo.ask.test:
 			t.Error("the reason's escape reached the audit")
 		}
 	})
+	t.Run("approvals --watch: one key approves, and notify runs per new request", func(t *testing.T) {
+		notified := filepath.Join(t.TempDir(), "notified")
+		watchCfg := filepath.Join(t.TempDir(), "watch.toml")
+		os.WriteFile(watchCfg, []byte(`[approvals]
+notify = ["sh", "-c", "echo \"$1 $2\" >> `+notified+`", "notify", "{id}", "{kind}"]
+`), 0o644)
+		ask("one.ask.test", "w1")
+		p := waiting("one.ask.test")
+		// A terminal for --watch (script gives it one); the key comes once
+		// the request is on screen, then q.
+		cmd := exec.Command("script", "-qfec", os.Getenv("DEVAIPOD_BIN")+" --config "+watchCfg+" approvals "+name+" --watch", "/dev/null")
+		cmd.Env = append(os.Environ(), env...)
+		stdin, _ := cmd.StdinPipe()
+		var out lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), p.ID) && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		}
+		stdin.Write([]byte("a"))
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "approved") && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		}
+		stdin.Write([]byte("q"))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("approvals --watch: %v\n%s", err, out.String())
+			}
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("approvals --watch did not quit on q:\n%s", out.String())
+		}
+		if got := outcome("w1"); !strings.HasSuffix(got, "200 200") {
+			t.Errorf("the request approved with a key: %q\n%s", got, out.String())
+		}
+		if b, _ := os.ReadFile(notified); !strings.Contains(string(b), p.ID+" network") {
+			t.Errorf("notify ran with %q, want %q", b, p.ID+" network")
+		}
+	})
 	t.Run("approved for the repository: a new pod of it does not ask", func(t *testing.T) {
 		ask("repo.ask.test", "r1")
 		mustDevaipod(t, env, "approve", waiting("repo.ask.test").ID, "--for", "repo")
@@ -162,4 +209,23 @@ extra_hosts = ["one.ask.test:10.0.2.2", "pod.ask.test:10.0.2.2", "repo.ask.test:
 			t.Errorf("after revoke:\n%s", g.stdout)
 		}
 	})
+}
+
+// lockedBuffer is a bytes.Buffer that a command writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
