@@ -41,14 +41,9 @@ type interception struct {
 	srv    *http.Server
 	rp     *httputil.ReverseProxy
 	cancel context.CancelFunc // cancels the requests' context
-	idle   time.Duration
 
 	up, down atomic.Int64 // bytes from and to the client, TLS included
-	last     atomic.Int64 // UnixNano of the last byte either way (or the start)
-
-	mu    sync.Mutex
-	timer *time.Timer
-	ended bool
+	idle     idleWatch    // its clock moves with each byte either way
 
 	once   sync.Once
 	reason string // the audit reason of the end, set in once
@@ -105,9 +100,7 @@ func (s *Server) openInterception(x *exchange, client net.Conn) (*interception, 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ic := &interception{s: s, x: x, client: client, cert: cert, cancel: cancel, idle: s.opts.IdleTimeout,
-		released: make(chan struct{})}
-	ic.last.Store(time.Now().UnixNano())
+	ic := &interception{s: s, x: x, client: client, cert: cert, cancel: cancel, released: make(chan struct{})}
 	ic.srv = &http.Server{
 		Handler:           http.HandlerFunc(ic.serveRequest),
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -156,11 +149,7 @@ func (s *Server) openInterception(x *exchange, client net.Conn) (*interception, 
 	s.tunnels[ic] = struct{}{}
 	s.tunnelWG.Add(1)
 	s.mu.Unlock()
-	if ic.idle > 0 {
-		ic.mu.Lock()
-		ic.timer = time.AfterFunc(ic.idle, ic.checkIdle)
-		ic.mu.Unlock()
-	}
+	ic.idle.start(s.opts.IdleTimeout, func() { ic.end(ReasonIdleTimeout) })
 	x.served, x.status = ic, http.StatusOK
 	x.detail = "intercepted to put credentials in"
 	return ic, nil
@@ -276,12 +265,7 @@ func (ic *interception) sameHost(hostport string) bool {
 func (ic *interception) end(reason string) {
 	ic.once.Do(func() {
 		ic.reason = reason
-		ic.mu.Lock()
-		ic.ended = true
-		if ic.timer != nil {
-			ic.timer.Stop()
-		}
-		ic.mu.Unlock()
+		ic.idle.stop()
 		ic.cancel()
 		ic.client.Close()
 	})
@@ -298,26 +282,11 @@ func (ic *interception) finish() {
 	s.tunnelWG.Done()
 }
 
-// checkIdle ends the interception if no byte moved either way for the idle
-// timeout, and otherwise checks again when it would have.
-func (ic *interception) checkIdle() {
-	quiet := time.Since(time.Unix(0, ic.last.Load()))
-	if quiet >= ic.idle {
-		ic.end(ReasonIdleTimeout)
-		return
-	}
-	ic.mu.Lock()
-	if !ic.ended {
-		ic.timer.Reset(ic.idle - quiet)
-	}
-	ic.mu.Unlock()
-}
-
 // moved counts n bytes into count and moves the idle clock.
 func (ic *interception) moved(count *atomic.Int64, n int) {
 	if n > 0 {
 		count.Add(int64(n))
-		ic.last.Store(time.Now().UnixNano())
+		ic.idle.touch()
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/elazarl/goproxy"
 )
@@ -29,16 +28,11 @@ type tunnel struct {
 	x      *exchange
 	client net.Conn
 	server net.Conn
-	idle   time.Duration
 	// toClient and toServer write all of a slice to client and server.
 	toClient, toServer func([]byte) (int, error)
 
 	up, down atomic.Int64 // bytes client to server, server to client
-	last     atomic.Int64 // UnixNano of the last byte seen in user space (or the start)
-
-	mu    sync.Mutex
-	timer *time.Timer
-	ended bool
+	idle     idleWatch    // its clock moves with each byte seen in user space
 
 	once      sync.Once
 	reason    string // the audit reason of the end, set in once
@@ -102,9 +96,8 @@ func connectEstablished(r *http.Request) string {
 // proxy is shutting down (then it closes server), and starts its idle
 // timer.
 func (s *Server) openTunnel(x *exchange, client, server net.Conn) (*tunnel, error) {
-	t := &tunnel{s: s, x: x, client: client, server: server, idle: s.opts.IdleTimeout,
+	t := &tunnel{s: s, x: x, client: client, server: server,
 		toClient: writeReady(client), toServer: writeReady(server)}
-	t.last.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -114,11 +107,7 @@ func (s *Server) openTunnel(x *exchange, client, server net.Conn) (*tunnel, erro
 	s.tunnels[t] = struct{}{}
 	s.tunnelWG.Add(1)
 	s.mu.Unlock()
-	if t.idle > 0 {
-		t.mu.Lock()
-		t.timer = time.AfterFunc(t.idle, t.checkIdle)
-		t.mu.Unlock()
-	}
+	t.idle.start(s.opts.IdleTimeout, func() { t.end(ReasonIdleTimeout) })
 	x.served, x.status = t, http.StatusOK
 	return t, nil
 }
@@ -240,7 +229,7 @@ func (t *tunnel) copy(write func([]byte) (int, error), src net.Conn, n *atomic.I
 			putBuffer(bp)
 			if w > 0 {
 				n.Add(int64(w))
-				t.last.Store(time.Now().UnixNano())
+				t.idle.touch()
 			}
 			if werr != nil {
 				return werr
@@ -277,30 +266,10 @@ func readBlocking(c net.Conn) func() (*[]byte, int, error) {
 func (t *tunnel) end(reason string) {
 	t.once.Do(func() {
 		t.reason = reason
-		t.mu.Lock()
-		t.ended = true
-		if t.timer != nil {
-			t.timer.Stop()
-		}
-		t.mu.Unlock()
+		t.idle.stop()
 		t.server.Close()
 		t.client.Close()
 	})
-}
-
-// checkIdle ends the tunnel if no byte moved either way for the idle
-// timeout, and otherwise checks again when it would have.
-func (t *tunnel) checkIdle() {
-	quiet := time.Since(time.Unix(0, t.last.Load()))
-	if quiet >= t.idle {
-		t.end(ReasonIdleTimeout)
-		return
-	}
-	t.mu.Lock()
-	if !t.ended {
-		t.timer.Reset(t.idle - quiet)
-	}
-	t.mu.Unlock()
 }
 
 // canCloseWrite reports whether c can be half-closed.
