@@ -114,8 +114,9 @@ const ForRepo = "repo"
 // Decide approves or rejects the pending request d.ID, wherever it waits.
 // With d.For == ForRepo the approval holds for the pod's life and is
 // kept, in grants, for every pod up makes of the same repository. An
-// approved path request is shared first (Share, with forbidden); when it
-// cannot be, the request is rejected with the reason. It returns the
+// approved path request is shared first (Share, with forbidden; writable
+// only with d.RW, whatever the agent asked); when it cannot be, the
+// request is rejected with the reason. It returns the
 // request decided.
 func Decide(ctx context.Context, eng Engine, grants *Grants, d approval.Decision, forbidden []string) (Pending, error) {
 	pending, err := Approvals(ctx, eng, "")
@@ -139,7 +140,7 @@ func Decide(ctx context.Context, eng Engine, grants *Grants, d approval.Decision
 		if forRepo {
 			return p, fmt.Errorf("%s: a path is shared with one pod: approve it once", d.ID)
 		}
-		if _, shareErr = Share(ctx, eng, p.Pod, p.Rule, p.Details["rw"] == "true", forbidden); shareErr != nil {
+		if _, shareErr = Share(ctx, eng, p.Pod, p.Rule, d.RW, forbidden); shareErr != nil {
 			d.Approve, d.For, d.Reason = false, "", "it cannot be shared: "+shareErr.Error()
 		}
 	}
@@ -149,7 +150,7 @@ func Decide(ctx context.Context, eng Engine, grants *Grants, d approval.Decision
 	}
 	var stderr bytes.Buffer
 	code, _, err := eng.Exec(ctx, p.Container, ExecSpec{Cmd: append([]string{plan.ProxyBin}, helperargs.Approvals{
-		Dir: approvalDirs[p.Role], Op: op, ID: d.ID, For: d.For, Reason: d.Reason, By: d.By}.Args()...), Stderr: &stderr})
+		Dir: approvalDirs[p.Role], Op: op, ID: d.ID, For: d.For, RW: d.RW, Reason: d.Reason, By: d.By}.Args()...), Stderr: &stderr})
 	switch {
 	case err != nil:
 		return p, fmt.Errorf("decide %s: %w", d.ID, err)

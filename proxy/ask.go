@@ -89,6 +89,9 @@ type AskDecision struct {
 	// file), not just this request. Path requests ignore it: each is
 	// granted on its own.
 	ForPod bool
+	// RW grants a path request writable: the person's choice, whatever
+	// the request asked.
+	RW bool
 	// Reason is the person's word, shown to the agent in a rejection;
 	// By who decided (user@host). Both are made printable.
 	Reason, By string

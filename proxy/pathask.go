@@ -242,7 +242,7 @@ func (s *Server) servePathRequest(w http.ResponseWriter, r *http.Request, x *exc
 	}
 	at := HostPathIn(req.Path)
 	mode := "read-only"
-	if req.RW {
+	if d.RW {
 		mode = "read-write"
 	}
 	msg := "approved by " + d.By
@@ -252,7 +252,7 @@ func (s *Server) servePathRequest(w http.ResponseWriter, r *http.Request, x *exc
 	msg = withID(msg, d.ID) + "; visible at " + at + " (" + mode + ")"
 	x.allow, x.decidedBy, x.status, x.reason = true, d.By, http.StatusOK, ""
 	x.detail = audited + ": " + msg
-	writePathAnswer(w, http.StatusOK, PathAnswer{Granted: true, At: at, RW: req.RW, Message: msg, ID: d.ID})
+	writePathAnswer(w, http.StatusOK, PathAnswer{Granted: true, At: at, RW: d.RW, Message: msg, ID: d.ID})
 }
 
 // refusePath refuses a path request: x for the audit (its detail is

@@ -114,17 +114,23 @@ func TestPathRequestApproved(t *testing.T) {
 		t.Errorf("policy %+v %v; want it untouched", p, err)
 	}
 
-	// Read-write, asked and approved as a whole.
+	// Read-write asked, and granted so: the person's decision says.
 	ch = postPath(context.Background(), st.p, http.MethodPost, pathBody(t, PathRequest{Path: "/data/set", RW: true}))
 	call = st.ap.next(t)
 	if call.req.What != "read-write /data/set" || !call.req.RW || call.req.Reason != "" {
 		t.Errorf("asked %+v", call.req)
 	}
-	call.answer(AskDecision{Approve: true})
+	call.answer(AskDecision{Approve: true, RW: true})
 	res = waitPath(t, ch)
 	if res.code != 200 || !res.answer.Granted || !res.answer.RW || res.answer.At != "/host/data/set" ||
 		res.answer.Message != "approved by unknown; visible at /host/data/set (read-write)" {
 		t.Errorf("approved rw = %d %+v", res.code, res.answer)
+	}
+	// Read-write asked, read-only granted.
+	ch = postPath(context.Background(), st.p, http.MethodPost, pathBody(t, PathRequest{Path: "/data/set", RW: true}))
+	st.ap.next(t).answer(AskDecision{Approve: true})
+	if res = waitPath(t, ch); res.code != 200 || res.answer.RW || !strings.HasSuffix(res.answer.Message, "(read-only)") {
+		t.Errorf("rw asked, ro granted = %d %+v", res.code, res.answer)
 	}
 	if st.accepted.Load() != 0 {
 		t.Errorf("%d connections to the echo server", st.accepted.Load())

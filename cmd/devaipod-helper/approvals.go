@@ -21,17 +21,19 @@ const exitNotPending = 3
 
 type approvalsOptions struct {
 	dir, scope, reason, by string
+	rw                     bool
 }
 
 func newApprovalsFlagSet(o *approvalsOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("approvals", flag.ContinueOnError)
 	fs.StringVar(&o.dir, "dir", "", "the sidecar's approval folder `DIR`, its --approval-dir (required)")
 	fs.StringVar(&o.scope, "for", "", "approve `once|pod`: once is this request alone (the default), pod also what its rule covers, for the sidecar's life")
+	fs.BoolVar(&o.rw, "rw", false, "approve a path request writable (the agent's copy; read-only otherwise)")
 	fs.StringVar(&o.reason, "reason", "", "a `TEXT` that says why; a rejection's is shown to the agent")
 	fs.StringVar(&o.by, "by", "", "`WHO` decides (user@host), for the audit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper approvals --dir DIR list
-       devaipod-helper approvals --dir DIR [--for once|pod] [--reason TEXT] [--by WHO] approve ID
+       devaipod-helper approvals --dir DIR [--for once|pod] [--rw] [--reason TEXT] [--by WHO] approve ID
        devaipod-helper approvals --dir DIR [--reason TEXT] [--by WHO] reject ID
 
 List or decide the requests that wait for a person in a sidecar's approval
@@ -84,8 +86,8 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 		if fs.NArg() != 1 {
 			return usageErr("list takes no arguments")
 		}
-		if o.scope != "" || o.reason != "" || o.by != "" {
-			return usageErr("list takes no --for, --reason or --by")
+		if o.scope != "" || o.reason != "" || o.by != "" || o.rw {
+			return usageErr("list takes no --for, --rw, --reason or --by")
 		}
 		pending, err := store.Pending()
 		if err != nil {
@@ -109,10 +111,10 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 	default:
 		return usageErr("unknown operation %q: want list, approve ID or reject ID", op)
 	}
-	d := approval.Decision{ID: fs.Arg(1), Approve: op == "approve", Reason: o.reason, By: o.by}
+	d := approval.Decision{ID: fs.Arg(1), Approve: op == "approve", RW: o.rw, Reason: o.reason, By: o.by}
 	switch {
-	case !d.Approve && o.scope != "":
-		return usageErr("--for is for approve")
+	case !d.Approve && (o.scope != "" || o.rw):
+		return usageErr("--for and --rw are for approve")
 	case d.Approve:
 		d.For = o.scope
 		if d.For == "" {
@@ -166,6 +168,6 @@ func (a *storeApprover) Approve(ctx context.Context, r proxy.AskRequest) (proxy.
 	case err != nil:
 		return proxy.AskDecision{ID: req.ID}, err
 	}
-	return proxy.AskDecision{Approve: d.Approve, ForPod: d.Approve && d.For == approval.ForPod,
+	return proxy.AskDecision{Approve: d.Approve, ForPod: d.Approve && d.For == approval.ForPod, RW: d.Approve && d.RW,
 		Reason: d.Reason, By: d.By, ID: req.ID}, nil
 }

@@ -112,7 +112,7 @@ func TestApprovalsUsage(t *testing.T) {
 		{[]string{"--dir", dir, "--for", "pod", "list"}, 2, "list takes no --for"},
 		{[]string{"--dir", dir, "approve"}, 2, "approve wants exactly one ID"},
 		{[]string{"--dir", dir, "approve", "net-00000000", "--for", "pod"}, 2, "flags come before the operation"},
-		{[]string{"--dir", dir, "--for", "pod", "reject", "net-00000000"}, 2, "--for is for approve"},
+		{[]string{"--dir", dir, "--for", "pod", "reject", "net-00000000"}, 2, "--for and --rw are for approve"},
 		{[]string{"--dir", dir, "--for", "ever", "approve", "net-00000000"}, 2, `--for "ever": want once or pod`},
 		{[]string{"--dir", dir, "approve", "../../etc/passwd"}, 1, "is not a request id"},
 		{[]string{"--nope"}, 2, "flag provided but not defined"},

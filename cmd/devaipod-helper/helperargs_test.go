@@ -97,6 +97,7 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 		for _, x := range []helperargs.Approvals{
 			{Dir: "/var/approvals", Op: "list"},
 			{Dir: "/var/approvals", Op: "approve", ID: "net-0a1b2c3d", For: "pod", By: "me@host"},
+			{Dir: "/var/approvals", Op: "approve", ID: "path-0a1b2c3d", RW: true, By: "me@host"},
 			{Dir: "/var/approvals", Op: "reject", ID: "net-0a1b2c3d", Reason: "--use the mirror; not -that", By: "me@host"},
 		} {
 			var o approvalsOptions
@@ -105,7 +106,7 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 			if x.ID != "" {
 				want = append(want, x.ID)
 			}
-			if o.dir != x.Dir || o.scope != x.For || o.reason != x.Reason || o.by != x.By || !slices.Equal(rest, want) {
+			if o.dir != x.Dir || o.scope != x.For || o.reason != x.Reason || o.by != x.By || o.rw != x.RW || !slices.Equal(rest, want) {
 				t.Errorf("%+v %q; want %+v", o, rest, x)
 			}
 		}

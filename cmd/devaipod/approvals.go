@@ -142,6 +142,7 @@ func decider() string {
 
 func newApproveCommand(g *globalFlags) *cobra.Command {
 	var scope string
+	var rw bool
 	cmd := &cobra.Command{
 		Use:   "approve ID [--for once|pod|repo]",
 		Short: "Let a waiting request through",
@@ -150,7 +151,9 @@ func newApproveCommand(g *globalFlags) *cobra.Command {
 again. --for pod allows what it asks for the rest of the pod's life (a network
 request's host and port, as devaipod allow does; a gator tool on that
 repository). --for repo does the same and keeps the approval for every pod up
-makes of the same repository (devaipod approvals --granted, devaipod revoke).`,
+makes of the same repository (devaipod approvals --granted, devaipod revoke).
+A path request is shared (as devaipod share) read-only, or as a copy the agent
+may change with --rw, whatever the agent asked for.`,
 		Example: `  devaipod approve net-0a1b2c3d
   devaipod approve gator-4e5f6a7b --for pod`,
 		Args: cobra.ExactArgs(1),
@@ -160,10 +163,14 @@ makes of the same repository (devaipod approvals --granted, devaipod revoke).`,
 			default:
 				return fmt.Errorf("--for %q: use once, pod or repo", scope)
 			}
-			return decide(cmd, g, approval.Decision{ID: args[0], Approve: true, For: scope, By: decider()})
+			if rw && !strings.HasPrefix(args[0], approval.KindPath+"-") {
+				return fmt.Errorf("--rw is for path requests (path-...), not %s", args[0])
+			}
+			return decide(cmd, g, approval.Decision{ID: args[0], Approve: true, For: scope, RW: rw, By: decider()})
 		},
 	}
 	cmd.Flags().StringVar(&scope, "for", approval.ForOnce, "once, pod or repo")
+	cmd.Flags().BoolVar(&rw, "rw", false, "a path request: share a copy the agent may change (read-only otherwise)")
 	cmd.RegisterFlagCompletionFunc("for", cobra.FixedCompletions([]string{approval.ForOnce, approval.ForPod, pod.ForRepo}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

@@ -59,12 +59,14 @@ type Request struct {
 
 // Decision is a person's answer to one request.
 type Decision struct {
-	ID      string    `json:"id"`
-	Approve bool      `json:"approve"`
-	For     string    `json:"for,omitempty"` // ForOnce or ForPod; approvals only
-	Reason  string    `json:"reason,omitempty"`
-	By      string    `json:"by,omitempty"` // who decided: user@host
-	At      time.Time `json:"at"`
+	ID      string `json:"id"`
+	Approve bool   `json:"approve"`
+	For     string `json:"for,omitempty"` // ForOnce or ForPod; approvals only
+	// RW grants a path request writable (its copy); read-only otherwise.
+	RW     bool      `json:"rw,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	By     string    `json:"by,omitempty"` // who decided: user@host
+	At     time.Time `json:"at"`
 }
 
 // ErrTimeout says no decision came in time; the request is denied.

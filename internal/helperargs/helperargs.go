@@ -206,6 +206,7 @@ type Approvals struct {
 	Op     string
 	ID     string
 	For    string // approve: once or pod
+	RW     bool   // approve a path request writable
 	Reason string
 	By     string
 }
@@ -214,6 +215,7 @@ func (x Approvals) Args() []string {
 	a := argv{"approvals"}
 	a.str("dir", x.Dir)
 	a.str("for", x.For)
+	a.boolean("rw", x.RW)
 	a.str("reason", x.Reason)
 	a.str("by", x.By)
 	a = append(a, x.Op)
