@@ -16,14 +16,86 @@ LDFLAGS := -s -w -X github.com/devaipod/devaipod/pod/plan.Version=$(VERSION)
 # their version in main.Version.
 IMAGE_LDFLAGS := -s -w -X main.Version=$(VERSION)
 
-.PHONY: all build images test unit bench fuzz fmt vet clean demo
+# make install: where, as the GNU conventions name it. DESTDIR is prepended
+# to every path (staging for a package).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+DESTDIR ?=
+INSTALL ?= install
+
+# Generated files: the man pages and the shell completions (make docs).
+OUT := _output
+COMPLETIONS := $(OUT)/completions/devaipod.bash $(OUT)/completions/_devaipod $(OUT)/completions/devaipod.fish
+# The man pages carry the date of the last commit, not the build's.
+ifeq ($(origin SOURCE_DATE_EPOCH),undefined)
+SOURCE_DATE_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+endif
+export SOURCE_DATE_EPOCH
+
+.PHONY: all build binaries docs images install uninstall test unit bench fuzz fmt vet clean demo
 
 all: build
 
-build:
+build: binaries
+	@$(MAKE) --no-print-directory docs
+
+binaries:
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/devaipod ./cmd/devaipod
 	go build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/devaipod-helper ./cmd/devaipod-helper
 	go build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/devaipod-gator ./cmd/devaipod-gator
+
+# The CLI, built here only when missing (make install after make images).
+bin/devaipod:
+	go build -trimpath -ldflags "$(LDFLAGS)" -o $@ ./cmd/devaipod
+
+# docs regenerates the man pages and completions when bin/devaipod is newer
+# than them (make build runs it; go build leaves an unchanged binary alone).
+# The man pages come from a second build of the CLI with the tag genman,
+# whose hidden `__gen-man DIR` runs cobra/doc: the CLI does not link it.
+docs: $(OUT)/man/devaipod.1 $(COMPLETIONS)
+
+$(OUT)/man/devaipod.1: bin/devaipod
+	go build -trimpath -tags=$(subst $(space),$(comma),$(BUILDTAGS) genman) -ldflags "$(LDFLAGS)" -o $(OUT)/devaipod-genman ./cmd/devaipod
+	rm -rf $(OUT)/man.tmp && mkdir -p $(OUT)/man.tmp
+	$(OUT)/devaipod-genman __gen-man $(OUT)/man.tmp
+	rm -rf $(OUT)/man && mv $(OUT)/man.tmp $(OUT)/man
+
+$(OUT)/completions/devaipod.bash: bin/devaipod
+	@mkdir -p $(@D)
+	bin/devaipod completion bash >$@.tmp && mv $@.tmp $@
+$(OUT)/completions/_devaipod: bin/devaipod
+	@mkdir -p $(@D)
+	bin/devaipod completion zsh >$@.tmp && mv $@.tmp $@
+$(OUT)/completions/devaipod.fish: bin/devaipod
+	@mkdir -p $(@D)
+	bin/devaipod completion fish >$@.tmp && mv $@.tmp $@
+
+# install puts the CLI, its man pages and its shell completions under
+# PREFIX. The helper image is not installed: each user who runs devaipod
+# builds the images into their own podman storage with `make images` in
+# this tree (up and doctor compare the helper image's version with the
+# CLI's). Typical: make build && sudo make install, then make images as
+# each user.
+install: bin/devaipod docs
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/site-functions \
+		$(DESTDIR)$(DATADIR)/fish/vendor_completions.d
+	$(INSTALL) -m 0755 bin/devaipod $(DESTDIR)$(BINDIR)/devaipod
+	$(INSTALL) -m 0644 $(OUT)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 0644 $(OUT)/completions/devaipod.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/devaipod
+	$(INSTALL) -m 0644 $(OUT)/completions/_devaipod $(DESTDIR)$(DATADIR)/zsh/site-functions/_devaipod
+	$(INSTALL) -m 0644 $(OUT)/completions/devaipod.fish $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/devaipod.fish
+
+# uninstall removes what install put there (the images stay: `podman rmi
+# localhost/devaipod-helper localhost/devaipod-default` as each user).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/devaipod \
+		$(DESTDIR)$(MANDIR)/man1/devaipod.1 $(DESTDIR)$(MANDIR)/man1/devaipod-*.1 \
+		$(DESTDIR)$(DATADIR)/bash-completion/completions/devaipod \
+		$(DESTDIR)$(DATADIR)/zsh/site-functions/_devaipod \
+		$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/devaipod.fish
 
 # The helper image's binaries, built here only when missing: make build
 # refreshes them, and make test runs `make images` as a user who should not

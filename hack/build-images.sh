@@ -2,7 +2,10 @@
 # hack/build-images.sh: build devaipod's images into the calling user's podman storage (`make images`).
 #
 #   localhost/devaipod-helper:latest   FROM scratch: bin/devaipod-helper, bin/devaipod-gator plus
-#                                      images/helper/*
+#                                      images/helper/*; labelled io.devaipod.version with the
+#                                      version of those binaries (`devaipod-helper version`: the
+#                                      -X main.Version of make build), which up and doctor compare
+#                                      with the CLI's
 #   localhost/devaipod-default:latest  Debian bookworm minbase rootfs (mmdebstrap) with git,
 #                                      ca-certificates, curl, busybox, nodejs, the user agent
 #                                      (1000:1000), /workspaces and opencode from npm
@@ -24,6 +27,7 @@ SELF=$REPO/hack/build-images.sh
 HELPER_IMAGE=localhost/devaipod-helper:latest
 DEFAULT_IMAGE=localhost/devaipod-default:latest
 LABEL=io.devaipod.inputs
+VERSION_LABEL=io.devaipod.version
 SUITE=bookworm
 ROOTFS_PACKAGES=git,ca-certificates,curl,busybox,nodejs,less,procps
 OPENCODE_VERSION=${DEVAIPOD_OPENCODE_VERSION:-1.18.33}
@@ -68,10 +72,16 @@ build_helper() {
 		[ -f "$REPO/bin/$b" ] || die "$REPO/bin/$b is missing: run 'make build' first"
 	done
 	[ -f "$src/Containerfile" ] || die "$src/Containerfile is missing"
+	# The version the binaries were built with, asked from the helper itself (make images does not
+	# rebuild them, so the tree's `git describe` may be another).
+	local version
+	version=$("$REPO/bin/devaipod-helper" version 2>/dev/null) && [ -n "$version" ] ||
+		die "$REPO/bin/devaipod-helper version failed: rebuild it with 'make build'"
 
 	local hash
 	hash=$({
 		sha <"$SELF"
+		printf 'version %s\n' "$version"
 		for b in "${bins[@]}"; do
 			printf '%s ' "$b"
 			sha <"$REPO/bin/$b"
@@ -83,7 +93,7 @@ build_helper() {
 		return 0
 	fi
 
-	say "building helper image..."
+	say "building helper image (devaipod $version)..."
 	local ctx old log=$WORK/helper-build.log
 	ctx=$WORK/helper-context
 	mkdir -p "$ctx"
@@ -93,7 +103,8 @@ build_helper() {
 		chmod 0755 "$ctx/$b"
 	done
 	old=$(image_id "$HELPER_IMAGE")
-	podman build --pull=never --layers=false --label "$LABEL=$hash" -t "$HELPER_IMAGE" \
+	podman build --pull=never --layers=false --label "$LABEL=$hash" --label "$VERSION_LABEL=$version" \
+		-t "$HELPER_IMAGE" \
 		-f "$ctx/Containerfile" "$ctx" >"$log" 2>&1 ||
 		fail_with_log "$log" "podman build of $HELPER_IMAGE failed"
 	drop_old_image "$old" "$HELPER_IMAGE"

@@ -33,8 +33,11 @@ type Request struct {
 	// branch or tag of a git URL; ForgeURL is the forge whose pull
 	// request URLs are accepted (default [forge] url).
 	Image, Ref, ForgeURL string
-	// Allow adds proxy rules for this pod.
+	// Allow adds proxy rules for this pod. A rule that opens a whole
+	// public suffix ("*.com", see config.RuleWarning) is refused unless
+	// Force is set.
 	Allow []string
+	Force bool
 	// WorkspaceAccess is the agent's access to the repository: rw or ro
 	// (default [agent] workspace_access).
 	WorkspaceAccess string
@@ -86,6 +89,8 @@ type Result struct {
 	// do). A pod of that name from another source is an
 	// *ExistingPodError.
 	Existing *Existing
+	// Steps are what up does (a dry run: would do), in order.
+	Steps []Step
 }
 
 // creation is one Create call: the request and its reporting.
@@ -94,6 +99,10 @@ type creation struct {
 	progress func(string)
 	warn     func(string)
 	out      io.Writer
+	// steps are the steps taken so far, before the plan's (see Step).
+	steps []Step
+	// built are the images a step builds (not pulled or looked up).
+	built map[string]bool
 }
 
 // Create turns a request into a pod: it resolves and clones the source,
@@ -108,7 +117,7 @@ type creation struct {
 // fails with an *ExistingPodError and touches nothing. With req.DryRun and
 // an engine, it only says what it would do.
 func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
-	c := &creation{req: req, progress: req.Progress, warn: req.Warn, out: cmp.Or[io.Writer](req.Output, io.Discard)}
+	c := &creation{req: req, progress: req.Progress, warn: req.Warn, out: cmp.Or[io.Writer](req.Output, io.Discard), built: map[string]bool{}}
 	if c.progress == nil {
 		c.progress = func(string) {}
 	}
@@ -142,6 +151,8 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 	// The clone (host git) and podman's image and host lookups are
 	// independent: run them at once. The clone creates nothing in podman.
 	c.progress("cloning " + src.Display + "...")
+	c.step(StepClone, "") // described once the clone tells the commit
+	cloneAt := len(c.steps) - 1
 	tmp, err := os.MkdirTemp("", "devaipod-src-")
 	if err != nil {
 		return nil, err
@@ -154,7 +165,7 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 	go func() { cloned <- src.Checkout(cloneCtx, tree) }()
 
 	images := &imageSet{eng: eng, policy: req.Pull, configs: map[string]plan.ImageConfig{},
-		pulled: map[string]bool{}, log: c.progress, out: c.out}
+		pulled: map[string]bool{}, log: c.progress, warn: c.warn, out: c.out}
 	looked := make(chan error, 1)
 	hostInfo := func() (plan.HostInfo, error) { return plan.HostInfo{}, nil }
 	if req.DryRun {
@@ -176,6 +187,7 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 		return nil, err
 	}
 	in.Source = src // now with the commit of a URL's clone
+	c.steps[cloneAt].What = cloneStep(src)
 	if in.Tree, err = source.ScanTree(ctx, tree, config.ProtectedPaths(cfg), config.MaskPatterns(cfg)); err != nil {
 		return nil, fmt.Errorf("scan the repository: %w", err)
 	}
@@ -191,7 +203,9 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Result{Plan: pl, Source: src}, nil
+		steps := append(c.steps, imageSteps(pl, req.Pull, c.built)...)
+		steps = append(steps, upSteps(pl, src.Commit, req.ReadyTimeout)...)
+		return &Result{Plan: pl, Source: src, Steps: steps}, nil
 	}
 	if in.Host, err = hostInfo(); err != nil {
 		return nil, err
@@ -240,6 +254,11 @@ func (c *creation) identify(ctx context.Context) (identity, error) {
 	if !slices.Contains(PullPolicies, req.Pull) {
 		return identity{}, fmt.Errorf("--pull %q: use missing, always or never", req.Pull)
 	}
+	if req.Image != "" {
+		if err := config.ValidateImage(req.Image); err != nil {
+			return identity{}, fmt.Errorf("--image: %w", err)
+		}
+	}
 	id := identity{name: req.Name}
 	if req.Config != nil {
 		id.cfg = *req.Config
@@ -284,6 +303,15 @@ func (c *creation) input(id identity) (in plan.PlanInput, forbidden []string, er
 		if err := config.ValidateRule(r); err != nil {
 			return plan.PlanInput{}, nil, fmt.Errorf("--allow: %w", err)
 		}
+		switch msg, whole := config.RuleWarning(r); {
+		case whole && !req.Force:
+			return plan.PlanInput{}, nil, fmt.Errorf("--allow: %s; name the hosts, or pass --force to allow it all the same", msg)
+		case msg != "":
+			c.warn("--allow: " + msg)
+		}
+	}
+	for _, w := range cfg.Warnings {
+		c.warn(w)
 	}
 	home, _ := os.UserHomeDir()
 	forbidden = ForbiddenMounts(home, req.ConfigFile, req.HostEnv["XDG_RUNTIME_DIR"])

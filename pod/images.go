@@ -56,7 +56,33 @@ type imageSet struct {
 	configs map[string]plan.ImageConfig
 	pulled  map[string]bool
 	log     func(string)
-	out     io.Writer // podman's pull progress
+	// warn hears what the user should know (a helper image of another
+	// devaipod version); nil drops it. lookUp runs alongside the clone,
+	// which reports too: its warnings wait in pending for the next ensure.
+	warn    func(string)
+	pending []string
+	checked map[string]bool // images whose version was checked
+	out     io.Writer       // podman's pull progress
+}
+
+// record keeps an image's config, after checking that a helper image is
+// this devaipod's (once per image): an older release refuses, any other
+// mismatch is a warning.
+func (s *imageSet) record(img string, c plan.ImageConfig) error {
+	if !s.checked[img] {
+		if s.checked == nil {
+			s.checked = map[string]bool{}
+		}
+		s.checked[img] = true
+		if e := CheckImageVersion(img, c, plan.Version); e != nil {
+			if e.Refuse {
+				return e
+			}
+			s.pending = append(s.pending, e.Error()+": "+e.Fix())
+		}
+	}
+	s.configs[img] = c
+	return nil
 }
 
 // lookUp records the configs of the images that are present, without
@@ -70,7 +96,9 @@ func (s *imageSet) lookUp(ctx context.Context, images ...string) error {
 		} else if err != nil {
 			return err
 		}
-		s.configs[img] = c
+		if err := s.record(img, c); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -78,6 +106,7 @@ func (s *imageSet) lookUp(ctx context.Context, images ...string) error {
 // ensure returns an image's config, pulling it first when the policy says
 // so: always (once per up), or when it is missing.
 func (s *imageSet) ensure(ctx context.Context, img string) (plan.ImageConfig, error) {
+	defer s.flush()
 	always := s.policy == PullAlways && Pullable(img) && !s.pulled[img]
 	if c, ok := s.configs[img]; ok && !always {
 		return c, nil
@@ -99,8 +128,20 @@ func (s *imageSet) ensure(ctx context.Context, img string) (plan.ImageConfig, er
 	} else if err != nil {
 		return c, err
 	}
-	s.configs[img] = c
+	if err := s.record(img, c); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// flush passes on the pending warnings.
+func (s *imageSet) flush() {
+	for _, w := range s.pending {
+		if s.warn != nil {
+			s.warn(w)
+		}
+	}
+	s.pending = nil
 }
 
 func (s *imageSet) pull(ctx context.Context, img string) error {

@@ -90,6 +90,11 @@ func LoadDevcontainer(ctx context.Context, tree string, o DevcontainerOptions) (
 	if err := dc.CheckBuildPaths(tree); err != nil {
 		return nil, err
 	}
+	if dc.Image != "" {
+		if err := config.ValidateImage(dc.Image); err != nil {
+			return nil, &devcontainer.Error{File: dc.File, Key: "image", Msg: err.Error()}
+		}
+	}
 	ra, err := devcontainer.ParseRunArgs(dc.RunArgs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: runArgs: %w", dc.File, err)
@@ -152,8 +157,9 @@ func (e *ToolMissingError) Error() string {
 // prepareDevcontainer loads the checkout's devcontainer.json into in, runs
 // its initializeCommand on the host when the request allows it, and builds
 // its image (eng is nil for a dry run, which builds nothing).
-func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan.PlanInput, tree string, forbidden []string) error {
+func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan.PlanInput, tree string, forbidden []string) (err error) {
 	req, src := c.req, in.Source
+	defer func() { err = inRepository(err, tree, src) }()
 	local := tree
 	if src.Local {
 		local = src.Dir
@@ -180,6 +186,13 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 	if ic := dc.InitializeCommand; ic != nil && len(ic.Steps) > 0 {
 		if !req.AllowHostCommands {
 			return &HostCommandError{File: rel, Command: ic.Steps[0].String()}
+		}
+		where := "the clone"
+		if src.Local {
+			where = src.Dir
+		}
+		for _, step := range ic.Steps {
+			c.step(StepInitialize, "run the devcontainer's initializeCommand on this host, in %s: %s", where, step)
 		}
 		if !req.DryRun {
 			if !src.Local { // it runs in the clone, which has the whole tree then
@@ -210,7 +223,13 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 		return err
 	}
 	in.DevcontainerImage = tag
-	if eng == nil || req.Image != "" {
+	if req.Image != "" {
+		return nil // --image replaces the devcontainer's
+	}
+	dockerfile, _ := filepath.Rel(tree, dc.Build.Dockerfile)
+	c.step(StepBuild, "build the workspace's image %s from the devcontainer's %s with podman", tag, dockerfile)
+	c.built[tag] = true
+	if eng == nil {
 		return nil
 	}
 	c.progress("building the devcontainer's image " + tag + "...")
@@ -243,7 +262,13 @@ func (c *creation) buildWithFeatures(ctx context.Context, eng Engine, in *plan.P
 	tag := fmt.Sprintf("localhost/devaipod-build-%s:features-%x", strings.ToLower(project), sha256.Sum256(data))
 	tag = tag[:strings.LastIndex(tag, ":")+len(":features-")+12]
 	in.DevcontainerImage = tag
-	if eng == nil || c.req.Image != "" {
+	if c.req.Image != "" {
+		return nil // --image replaces the devcontainer's
+	}
+	c.step(StepFeatures, "build the workspace's image %s with the devcontainer's features (%s): the devcontainer CLI (%s build --workspace-folder CLONE --config %s --image-name %s --docker-path podman) builds it with podman's CLI",
+		tag, strings.Join(slices.Sorted(maps.Keys(in.Devcontainer.Features)), ", "), cli, rel, tag)
+	c.built[tag] = true
+	if eng == nil {
 		return nil
 	}
 	if err := source.CheckoutAll(ctx, tree); err != nil {
@@ -258,3 +283,35 @@ func (c *creation) buildWithFeatures(ctx context.Context, eng Engine, in *plan.P
 	}
 	return nil
 }
+
+// inRepository names the files of err as the user knows them: the clone in
+// tree is a temporary directory, which means nothing to the user. For a
+// local checkout the path is the checkout's (with its committed content);
+// for a URL or a pull request, a path in the repository, which the error
+// names.
+func inRepository(err error, tree string, src *source.Source) error {
+	if err == nil || tree == "" || !strings.Contains(err.Error(), tree) {
+		return err
+	}
+	return &repositoryError{err: err, tree: tree, src: src}
+}
+
+// repositoryError is an error about a file of the repository, with the
+// clone's path in it replaced (see inRepository). It unwraps to the error.
+type repositoryError struct {
+	err  error
+	tree string
+	src  *source.Source
+}
+
+func (e *repositoryError) Error() string {
+	msg := e.err.Error()
+	if e.src.Local {
+		return strings.ReplaceAll(msg, e.tree, e.src.Dir)
+	}
+	msg = strings.ReplaceAll(msg, e.tree+string(filepath.Separator), "")
+	msg = strings.ReplaceAll(msg, e.tree, ".")
+	return "in " + e.src.Display + ": " + msg
+}
+
+func (e *repositoryError) Unwrap() error { return e.err }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
@@ -13,7 +14,8 @@ func newPolicyCommand(g *globalFlags, op string) *cobra.Command {
 		pod.PolicyAllow: "Let a running pod's agent reach a host (no restart)",
 		pod.PolicyDeny:  "Take a host off a running pod's allowlist (no restart)",
 	}[op]
-	return &cobra.Command{
+	var force bool
+	cmd := &cobra.Command{
 		Use:   op + " NAME HOST",
 		Short: short,
 		Long: short + `.
@@ -27,9 +29,32 @@ configuration file.`,
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if op == pod.PolicyAllow {
+				if err := config.ValidateRule(args[1]); err != nil {
+					return err
+				}
+				// A wildcard over a public suffix lets the agent send to
+				// anybody's host there.
+				switch msg, whole := config.RuleWarning(args[1]); {
+				case whole && !force:
+					return fmt.Errorf("%s; name the hosts, or pass --force to allow it all the same", msg)
+				case msg != "":
+					g.warnf(cmd, "%s", msg)
+				}
+			}
 			return onPod(cmd, g, args[:1], op+"ed "+args[1], func(p *podman.Podman, name string) error {
 				return pod.EditPolicy(cmd.Context(), p, name, op, args[1])
 			})
 		},
 	}
+	if op == pod.PolicyAllow {
+		cmd.Long += `
+
+A wildcard over a public suffix ('*.com', '*.co.uk') lets the agent send to
+anybody's host there: it is refused unless --force; one over a company's
+suffix whose names its customers get ('*.github.io') is allowed with a
+warning.`
+		cmd.Flags().BoolVar(&force, "force", false, "accept a rule that opens a whole public suffix, such as '*.com'")
+	}
+	return cmd
 }

@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"text/tabwriter"
 
+	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
@@ -24,8 +26,10 @@ func newDoctorCommand(g *globalFlags) *cobra.Command {
 		Use:   "doctor",
 		Short: "Check what this host can run and enforce",
 		Long: `Check the host: podman and its mode, storage driver, runtime, whether
-resource limits are enforced, the images devaipod needs, and host tools. It
-exits non-zero when something would stop 'devaipod up' from working.`,
+resource limits are enforced, the images devaipod needs (and whether the
+helper image is of this devaipod's version: 'make images' in devaipod's source
+tree rebuilds it), and host tools. It exits non-zero when something would stop
+'devaipod up' from working.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			checks := doctor(cmd, g)
@@ -105,15 +109,33 @@ func doctor(cmd *cobra.Command, g *globalFlags) []check {
 		}
 	}
 	for _, img := range []string{config.DefaultHelperImage, config.DefaultImage} {
-		if _, err := p.ImageConfig(ctx, img); err != nil {
+		c, err := p.ImageConfig(ctx, img)
+		switch {
+		case err != nil:
 			status := "fail"
 			if img == config.DefaultImage {
 				status = "warn" // only needed without --image / [workspace] image
 			}
-			add("image", status, "%s is missing: run `make images`", img)
-		} else {
+			add("image", status, "%s is missing: run `%s`", img, pod.RebuildImages)
+		case img == config.DefaultHelperImage:
+			checks = append(checks, helperImageCheck(img, c))
+		default:
 			add("image", "ok", "%s", img)
 		}
 	}
 	return checks
+}
+
+// helperImageCheck compares the helper image's version with devaipod's, as
+// up does: up refuses an older release (fail) and warns about any other
+// mismatch (warn).
+func helperImageCheck(img string, c plan.ImageConfig) check {
+	e := pod.CheckImageVersion(img, c, plan.Version)
+	switch {
+	case e == nil:
+		return check{"image", "ok", fmt.Sprintf("%s (devaipod %s, as this devaipod)", img, plan.Version)}
+	case e.Refuse:
+		return check{"image", "fail", fmt.Sprintf("%s: %s (up refuses it)", e.Error(), e.Fix())}
+	}
+	return check{"image", "warn", fmt.Sprintf("%s: %s", e.Error(), e.Fix())}
 }

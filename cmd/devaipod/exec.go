@@ -17,8 +17,9 @@ var defaultShell = []string{"/bin/sh", "-c", "if command -v bash >/dev/null 2>&1
 
 func newExecCommand(g *globalFlags) *cobra.Command {
 	var container, user string
+	var argv []string
 	cmd := &cobra.Command{
-		Use:   "exec NAME [-- CMD...]",
+		Use:   "exec NAME [CMD...]",
 		Short: "Run a command in a pod's container (default: a shell in the workspace)",
 		Long: `Run a command in one of the pod's containers, in the repository's folder.
 Without CMD it opens an interactive shell in the workspace, where 'oc' talks to
@@ -29,18 +30,43 @@ devcontainer's remote user (remoteUser, else containerUser) with its
 remoteEnv, as the devcontainer spec asks; else as the image's USER. A user
 other than root also gets the agent's group, so that it can change the
 agent's files in the repository and the agent its files.
---user runs it as another user (NAME, UID, NAME:GROUP or UID:GID).`,
+--user runs it as another user (NAME, UID, NAME:GROUP or UID:GID).
+
+The command starts at the first argument after NAME that is not one of
+exec's flags, and its own flags are its own: "devaipod exec NAME ls -la"
+runs ls -la. exec's flags go before NAME or right after it; "--" ends
+them, for a command that starts with "-".`,
 		Example: `  devaipod exec myproject
-  devaipod exec myproject -- git status
+  devaipod exec myproject git status
+  devaipod exec myproject ls -la
   devaipod exec myproject --user root -- apt-get install -y jq
   devaipod exec myproject -c agent -- id`,
-		Args:              cobra.MinimumNArgs(1),
+		// Flags stop at NAME (as podman exec's do), so that the command's
+		// own flags are not taken for exec's; Args reads exec's flags that
+		// follow NAME, up to the command or "--".
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("missing pod NAME (see `devaipod list`)")
+			}
+			argv = nil
+			if len(args) == 1 {
+				return nil
+			}
+			fs := cmd.Flags()
+			if err := fs.Parse(args[1:]); err != nil {
+				return err
+			}
+			argv = fs.Args()
+			return nil
+		},
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if help, _ := cmd.Flags().GetBool("help"); help {
+				return cmd.Help() // -h after NAME
+			}
 			if container != plan.RoleWorkspace && container != plan.RoleAgent {
 				return fmt.Errorf("unknown container %q: use workspace or agent", container)
 			}
-			argv := args[1:]
 			if len(argv) == 0 {
 				argv = defaultShell
 			}
@@ -57,6 +83,7 @@ agent's files in the repository and the agent its files.
 			})
 		},
 	}
+	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().StringVarP(&container, "container", "c", plan.RoleWorkspace, "container: workspace or agent")
 	cmd.Flags().StringVarP(&user, "user", "u", "", "run as this `USER` (NAME, UID, NAME:GROUP, UID:GID; default: the devcontainer's remote user, else the container's)")
 	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions([]string{plan.RoleWorkspace, plan.RoleAgent}, cobra.ShellCompDirectiveNoFileComp))

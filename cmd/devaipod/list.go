@@ -15,7 +15,11 @@ func newListCommand(g *globalFlags) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List devaipod pods",
-		Args:    cobra.NoArgs,
+		Long: `List devaipod pods: name, state, repository and age.
+
+With --quiet (-q), only the names, one per line (for scripts:
+devaipod list -q | xargs -n1 devaipod stop); -o json gives every field.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withEngine(cmd, g, func(p *podman.Podman) error {
 				sums, err := pod.List(cmd.Context(), p)
@@ -24,6 +28,12 @@ func newListCommand(g *globalFlags) *cobra.Command {
 				}
 				if g.json() {
 					return writeJSON(cmd.OutOrStdout(), sums)
+				}
+				if g.quiet {
+					for _, s := range sums {
+						fmt.Fprintln(cmd.OutOrStdout(), s.Name)
+					}
+					return nil
 				}
 				if len(sums) == 0 {
 					g.infof(cmd, "No devaipod pods. Create one with `devaipod up PATH-OR-URL`.")

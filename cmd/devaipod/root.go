@@ -58,11 +58,14 @@ func printError(w io.Writer, err error) {
 	var re *pod.ReadyError
 	var he *hintError
 	var xe *pod.ExistingPodError
+	var se *pod.StaleImageError
 	switch {
 	case errors.As(err, &he):
 		fmt.Fprintf(w, "Hint: %s\n", he.hint)
 	case errors.As(err, new(*pod.PullError)):
 		fmt.Fprintln(w, "Hint: check the image's name and that this host reaches its registry (a private one needs `podman login REGISTRY`); an image built here is named localhost/NAME")
+	case errors.As(err, &se):
+		fmt.Fprintf(w, "Hint: %s; `devaipod doctor` checks the images\n", se.Fix())
 	case errors.As(err, new(*pod.HostCommandError)):
 		fmt.Fprintln(w, "Hint: read it, then pass --allow-host-commands to run it (a repository must not run code on your host by default)")
 	case errors.As(err, new(*pod.ToolMissingError)):
@@ -131,13 +134,16 @@ Start with 'devaipod up PATH-OR-URL', then 'devaipod exec NAME' to get a shell
 in the workspace. 'devaipod doctor' says what this host can enforce.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what `devaipod version` prints.
+		Version: plan.Version,
 	}
+	root.SetVersionTemplate(strings.ReplaceAll(versionLine(), "{{", "{{`{{`}}"))
 	root.SetIn(s.in)
 	root.SetOut(s.out)
 	root.SetErr(s.err)
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.config, "config", "", "config file (default $XDG_CONFIG_HOME/devaipod.toml or ~/.config/devaipod.toml)")
-	pf.StringVar(&g.connection, "connection", "", "podman service URI, e.g. unix:///run/user/1000/podman/podman.sock (default $CONTAINER_HOST, then the user's socket)")
+	pf.StringVar(&g.connection, "connection", "", "podman service: a URI (unix:///run/user/1000/podman/podman.sock, tcp://, ssh://) or the name of a podman connection (default $CONTAINER_CONNECTION, then $CONTAINER_HOST, then the user's socket)")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only results and errors")
 	root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
@@ -173,8 +179,14 @@ in the workspace. 'devaipod doctor' says what this host can enforce.`,
 		newDoctorCommand(g),
 		newVersionCommand(g),
 	)
+	for _, c := range extraCommands {
+		root.AddCommand(c())
+	}
 	return root
 }
+
+// extraCommands are added by files built only with a build tag (genman.go).
+var extraCommands []func() *cobra.Command
 
 // connect reaches podman and says so when it had to start a service.
 func (g *globalFlags) connect(cmd *cobra.Command) (*podman.Podman, error) {

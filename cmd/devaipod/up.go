@@ -25,6 +25,7 @@ type upFlags struct {
 	keepOnFailure     bool
 	timeout           time.Duration
 	allow             []string
+	force             bool
 	workspaceAccess   string
 	devcontainer      string
 	allowHostCommands bool
@@ -99,6 +100,7 @@ that name from another source is refused, and left as it is.`,
 	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
+	fl.BoolVar(&f.force, "force", false, "accept an --allow rule that opens a whole public suffix, such as '*.com' (refused without it)")
 	cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions(pod.PullPolicies, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -111,7 +113,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		return err
 	}
 	req := pod.Request{Source: input, Task: task, Name: f.name, Image: f.image, Ref: f.ref, ForgeURL: f.forgeURL,
-		Allow: f.allow, WorkspaceAccess: f.workspaceAccess, Devcontainer: f.devcontainer,
+		Allow: f.allow, Force: f.force, WorkspaceAccess: f.workspaceAccess, Devcontainer: f.devcontainer,
 		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, Pull: f.pull,
 		ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure, DryRun: f.dryRun,
 		Config: cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
@@ -152,9 +154,13 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	pl := res.Plan
 	if f.dryRun {
 		if g.json() {
-			return writeJSON(cmd.OutOrStdout(), pl.Redacted())
+			// The plan's keys, and the steps up would take.
+			return writeJSON(cmd.OutOrStdout(), struct {
+				*plan.Plan
+				Steps []pod.Step `json:"steps"`
+			}{pl.Redacted(), res.Steps})
 		}
-		printPlan(cmd.OutOrStdout(), pl)
+		printPlan(cmd.OutOrStdout(), pl, res.Steps)
 		return nil
 	}
 	if g.json() {
@@ -243,8 +249,9 @@ func podmanMode(rootless bool) string {
 	return "rootful"
 }
 
-// printPlan shows a plan for people: each object and its security settings.
-func printPlan(w io.Writer, p *plan.Plan) {
+// printPlan shows a plan for people: each object and its security
+// settings, then the steps up would take.
+func printPlan(w io.Writer, p *plan.Plan, steps []pod.Step) {
 	fmt.Fprintf(w, "Plan for pod %s (nothing created):\n", p.Pod.Name)
 	fmt.Fprintf(w, "  pod      %s  labels %s\n", p.Pod.Name, labelString(p.Pod.Labels))
 	for _, v := range p.Volumes {
@@ -294,6 +301,12 @@ func printPlan(w io.Writer, p *plan.Plan) {
 	}
 	for _, warn := range p.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", warn)
+	}
+	if len(steps) > 0 {
+		fmt.Fprintf(w, "Steps up would take (a dry run takes only the first, the clone, and removes it again):\n")
+		for i, s := range steps {
+			fmt.Fprintf(w, "  %2d. %-10s %s\n", i+1, s.Kind, s.What)
+		}
 	}
 }
 

@@ -48,6 +48,11 @@ type Config struct {
 	Credentials map[string]CredentialConfig `toml:"credentials"`
 	// Approvals configures how a person hears of requests that wait.
 	Approvals ApprovalsConfig `toml:"approvals"`
+
+	// Warnings are what the file allows that the user should know of
+	// (such as a rule that opens a whole public suffix), each with the
+	// file, line and key; up reports them. Not a key of the file.
+	Warnings []string `toml:"-"`
 }
 
 // CredentialConfig is [credentials.NAME]: the agent's variable NAME holds a
@@ -399,7 +404,30 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		}
 		return nil, err
 	}
+	for _, w := range cfg.warnings() {
+		w.File, w.Line = file, keyLine(data, strings.Split(w.Key, "."))
+		cfg.Warnings = append(cfg.Warnings, w.Error())
+	}
 	return &cfg, nil
+}
+
+// warnings are what validate lets through but the user should know of:
+// the rules that open a whole public suffix (see RuleWarning).
+func (c *Config) warnings() []*ConfigError {
+	var out []*ConfigError
+	for _, r := range c.Network.Allow {
+		if msg, _ := RuleWarning(r); msg != "" {
+			out = append(out, &ConfigError{Key: "network.allow", Msg: msg})
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Credentials)) {
+		for _, h := range c.Credentials[name].Hosts {
+			if msg, _ := RuleWarning(h); msg != "" {
+				out = append(out, &ConfigError{Key: "credentials." + name + ".hosts", Msg: msg + ", and the proxy gives them the credential"})
+			}
+		}
+	}
+	return out
 }
 
 var (
@@ -445,6 +473,13 @@ func (c *Config) validate() error {
 		// sits below plan and cannot import it.
 		if strings.HasPrefix(secret, objectPrefix) {
 			return bad("trusted.env.secrets", "%q: secrets named %s* are devaipod's own and deleted with pods; rename yours", s, objectPrefix)
+		}
+	}
+	for _, img := range []struct{ key, ref string }{{"workspace.image", c.Workspace.Image}, {"agent.image", c.Agent.Image}} {
+		if img.ref != "" {
+			if err := ValidateImage(img.ref); err != nil {
+				return bad(img.key, "%v", err)
+			}
 		}
 	}
 	switch c.Network.Mode {
@@ -571,6 +606,10 @@ func (cr CredentialConfig) check(name, mode string) error {
 		}
 		if err := ValidateRule(h); err != nil {
 			return bad(".hosts", "%v", err)
+		}
+		// Anybody's host under a public suffix would get the value.
+		if msg, whole := RuleWarning(h); whole {
+			return bad(".hosts", "%s, and the proxy would give them the credential: name the hosts", msg)
 		}
 	}
 	return nil

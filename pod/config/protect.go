@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/devaipod/devaipod/proxy/rule"
+	"golang.org/x/net/publicsuffix"
 )
 
 // checkRelPath accepts a clean path relative to the repository.
@@ -67,6 +68,34 @@ func (m MountConfig) check() error {
 // ValidateRule checks an allowlist rule the way the pod's proxy will read
 // it, so that a bad rule fails before anything is created.
 func ValidateRule(text string) error {
+	if host, _, _ := strings.Cut(text, ":"); host == "*" {
+		return fmt.Errorf("rule %q would allow every host, and no rule does: name the hosts (\"*.example.test\" allows a domain's); "+
+			"for no egress filtering at all, set [network] mode = \"open\" (the agent then has no proxy, no audit and no credentials)", text)
+	}
 	_, err := rule.Parse(text)
 	return err
+}
+
+// RuleWarning tells whether an allow rule opens more than its author may
+// think: a wildcard over a public suffix, under which anybody can have a
+// name and receive what the agent sends. wholeSuffix is true for a suffix
+// open to the public at large (a top-level domain, or one of the Public
+// Suffix List's ICANN section: "*.com", "*.co.uk"): the command line
+// refuses such a rule unless forced. A suffix of the list's private
+// section (a company's domain whose names its customers get, such as
+// github.io) is only warned about. msg is "" for a rule that opens
+// neither, and for a malformed one (ValidateRule reports it).
+func RuleWarning(text string) (msg string, wholeSuffix bool) {
+	r, err := rule.Parse(text)
+	if err != nil || !r.Wildcard {
+		return "", false
+	}
+	suffix, icann := publicsuffix.PublicSuffix(r.Name)
+	switch {
+	case suffix != r.Name:
+		return "", false // below a public suffix: somebody's own domain
+	case icann || !strings.Contains(r.Name, "."):
+		return fmt.Sprintf("rule %q opens every host under %q, a public suffix: anybody can register a name there and receive what the agent sends", text, r.Name), true
+	}
+	return fmt.Sprintf("rule %q opens every host under %q, a public suffix whose names its company gives to its customers: any of them can receive what the agent sends", text, r.Name), false
 }

@@ -7,6 +7,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/devaipod/devaipod/internal/size"
 )
 
 // ParseMount parses the string form of a mount, the syntax of
@@ -134,6 +136,23 @@ func checkMount(m Mount, strict bool) error {
 	case MountTmpfs:
 		if m.Source != "" {
 			return fmt.Errorf("a tmpfs mount takes no source (got %q)", m.Source)
+		}
+		return checkTmpfsSize(m.Options, strict)
+	}
+	return nil
+}
+
+// checkTmpfsSize checks the size a tmpfs's options ask for (tmpfs-size=,
+// or size= as --tmpfs takes it) with the one size parser, rather than let
+// the plan fall back to its default size for a size it cannot read.
+func checkTmpfsSize(opts []string, strict bool) error {
+	for _, o := range opts {
+		for _, k := range []string{"tmpfs-size=", "size="} {
+			if v, ok := strings.CutPrefix(o, k); ok && (strict || !strings.Contains(v, "${")) {
+				if _, err := size.Parse(v); err != nil {
+					return fmt.Errorf("%s: %w", strings.TrimSuffix(k, "="), err)
+				}
+			}
 		}
 	}
 	return nil

@@ -225,3 +225,18 @@ func TestStepString(t *testing.T) {
 		}
 	}
 }
+
+// TestTmpfsSizeErrors: a tmpfs size is read by the one size parser, and a
+// size it refuses is an error with the file, line and key, not a silent
+// default size.
+func TestTmpfsSizeErrors(t *testing.T) {
+	text := "{\n  \"image\": \"x\",\n  \"mounts\": [\n    \"type=tmpfs,target=/cache,tmpfs-size=0\"\n  ],\n  \"runArgs\": [\"--tmpfs\", \"/t:size=1.5g\"]\n}"
+	_, err := Parse([]byte(text), "d/devcontainer.json")
+	want := `d/devcontainer.json:4: key "mounts[0]": tmpfs-size: size "0": must be more than zero`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error = %v\nwant    %s", err, want)
+	}
+	if _, err := Parse([]byte(strings.Replace(text, "tmpfs-size=0", "tmpfs-size=1GiB", 1)), "d/devcontainer.json"); err != nil {
+		t.Errorf("sizes podman takes (1GiB, 1.5g): %v", err)
+	}
+}

@@ -234,11 +234,14 @@ func init() {
 		"-l":      label,
 		"--label": label,
 		"--tmpfs": {apply: func(r *RunArgs, name, val string, strict bool) error {
-			p, _, _ := strings.Cut(val, ":")
+			p, opts, _ := strings.Cut(val, ":")
 			if strict || !strings.Contains(p, "${") {
 				if err := checkContainerPath(p); err != nil {
 					return fmt.Errorf("%s path %v", name, err)
 				}
+			}
+			if err := checkTmpfsSize(strings.Split(opts, ","), strict); err != nil {
+				return fmt.Errorf("%s %s: %w", name, val, err)
 			}
 			r.Tmpfs = append(r.Tmpfs, val)
 			return nil

@@ -202,6 +202,11 @@ func (b *builder) applyProjectAgentSide(p *Plan, agent *ContainerSpec, trusted m
 	}
 	if d := dc.Devaipod.AllowedDomains; len(d) > 0 && b.mode == config.NetworkAllowlist {
 		b.warnings = append(b.warnings, "the repository's devcontainer.json allows the agent to reach: "+strings.Join(d, ", "))
+		for _, r := range d {
+			if msg, _ := config.RuleWarning(r); msg != "" {
+				b.warnings = append(b.warnings, "the repository's devcontainer.json: allowedDomains "+msg)
+			}
+		}
 	}
 }
 

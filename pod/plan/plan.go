@@ -330,6 +330,9 @@ type PlanInput struct {
 type ImageConfig struct {
 	Env  []string // NAME=value
 	User string   // USER, "" when unset
+	// Labels are the image's labels (devaipod's helper image carries its
+	// version in LabelVersion).
+	Labels map[string]string
 }
 
 // Container returns the plan's container of a role, or nil.

@@ -337,3 +337,16 @@ func TestGatorNeedsAToken(t *testing.T) {
 func imageWith(c ImageConfig) func(string) (ImageConfig, error) {
 	return func(string) (ImageConfig, error) { return c, nil }
 }
+
+func TestDevcontainerAllowedDomainsWarnOfPublicSuffixes(t *testing.T) {
+	in := planInput()
+	withDevcontainer(t, &in)
+	in.Devcontainer.Devaipod.AllowedDomains = []string{"api.example.test", "*.com"}
+	p, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(p.Warnings, func(w string) bool { return strings.Contains(w, `"*.com"`) && strings.Contains(w, "public suffix") }) {
+		t.Errorf("no warning of *.com: %q", p.Warnings)
+	}
+}

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/containers/podman/v5/pkg/bindings"
+	"go.podman.io/common/pkg/config"
 )
 
 // MinPodmanVersion is the oldest podman service devaipod is tested with.
@@ -24,8 +26,10 @@ type Podman struct {
 	// context to carry the client; each call derives from the caller's ctx
 	// and only borrows the client from conn (see withConn).
 	conn context.Context
-	// URI is the service in use.
-	URI string
+	// URI is the service in use; Identity the ssh key that reaches it
+	// ("" for none, or when the connection is not over ssh).
+	URI      string
+	Identity string
 	// Started says devaipod started a podman service for this run.
 	Started bool
 	service *exec.Cmd
@@ -63,18 +67,27 @@ func DefaultURIs() []string {
 	return uris
 }
 
-// Connect reaches a podman service: uri if given, else $CONTAINER_HOST,
-// else the default sockets; if none answers, it starts `podman system
-// service` for this run (Close stops it).
-func Connect(ctx context.Context, uri string) (*Podman, error) {
-	if uri == "" {
-		uri = os.Getenv("CONTAINER_HOST")
+// Connect reaches a podman service, chosen as podman chooses it: conn
+// (--connection: a service URI such as unix:///run/user/1000/podman/podman.sock,
+// tcp://HOST:PORT or ssh://USER@HOST/PATH, or the name of one of podman's
+// connections), else $CONTAINER_CONNECTION (a connection's name), else
+// $CONTAINER_HOST (a URI, with $CONTAINER_SSHKEY for ssh), else the default
+// sockets; if none of those answers, it starts `podman system service` for
+// this run (Close stops it). podman's connections are those `podman system
+// connection list` shows: podman-connections.json
+// ($PODMAN_CONNECTIONS_CONF, else next to the user's containers.conf) and
+// containers.conf's [engine.service_destinations]. As with podman, a
+// default connection does not replace the local service.
+func Connect(ctx context.Context, conn string) (*Podman, error) {
+	dst, err := destination(conn)
+	if err != nil {
+		return nil, err
 	}
-	if uri != "" {
-		p, err := dial(ctx, uri)
+	if dst != nil {
+		p, err := dial(ctx, dst.Options)
 		if err != nil {
-			return nil, &ConnectError{Msg: "cannot reach the podman service at " + uri, Err: err,
-				Hint: "check that the service runs (podman system service) or fix --connection / CONTAINER_HOST"}
+			return nil, &ConnectError{Msg: "cannot reach the podman service at " + dst.URI + dst.via, Err: err,
+				Hint: "check that the service runs (podman system service) or fix " + dst.fix}
 		}
 		return p, nil
 	}
@@ -84,7 +97,7 @@ func Connect(ctx context.Context, uri string) (*Podman, error) {
 		if _, err := os.Stat(path); err != nil {
 			continue
 		}
-		p, err := dial(ctx, u)
+		p, err := dial(ctx, bindings.Options{URI: u})
 		if err == nil {
 			return p, nil
 		}
@@ -93,16 +106,83 @@ func Connect(ctx context.Context, uri string) (*Podman, error) {
 	return startService(ctx, lastErr)
 }
 
-func dial(ctx context.Context, uri string) (*Podman, error) {
+// chosen is a service that the user named, with how it was named: via
+// is for messages (" (connection NAME)"), fix the setting to correct.
+type chosen struct {
+	bindings.Options
+	via, fix string
+}
+
+// destination is the service conn, $CONTAINER_CONNECTION or
+// $CONTAINER_HOST names, in that order (see Connect); nil when none does.
+func destination(conn string) (*chosen, error) {
+	switch {
+	case strings.Contains(conn, "://"):
+		return &chosen{Options: bindings.Options{URI: conn}, fix: "--connection"}, nil
+	case conn != "":
+		return namedConnection(conn, "--connection")
+	}
+	if name := os.Getenv("CONTAINER_CONNECTION"); name != "" {
+		return namedConnection(name, "CONTAINER_CONNECTION")
+	}
+	if uri := os.Getenv("CONTAINER_HOST"); uri != "" {
+		return &chosen{Options: bindings.Options{URI: uri, Identity: os.Getenv("CONTAINER_SSHKEY")}, fix: "--connection / CONTAINER_HOST"}, nil
+	}
+	return nil, nil
+}
+
+// namedConnection looks name up among podman's connections (setting says
+// where the name came from); an unknown name is an error that lists the
+// names known.
+func namedConnection(name, setting string) (*chosen, error) {
+	cfg, err := config.Default()
+	if err != nil {
+		return nil, &ConnectError{Msg: fmt.Sprintf("cannot read podman's connections to find %q (%s)", name, setting), Err: err,
+			Hint: "fix the containers.conf that the error names, or give --connection a service URI"}
+	}
+	con, err := cfg.GetConnection(name, false)
+	if err != nil {
+		hint := "podman has no named connections: add one with `podman system connection add " + name + " URI`, or unset " + setting
+		if setting == "--connection" {
+			hint = "podman has no named connections: add one with `podman system connection add " + name + " URI`, or give --connection a service URI (unix:///PATH, tcp://HOST:PORT, ssh://USER@HOST/PATH)"
+		}
+		if names := connectionNames(cfg); len(names) > 0 {
+			hint = "podman's connections are " + strings.Join(names, ", ") + " (podman system connection list)"
+		}
+		return nil, &ConnectError{Msg: fmt.Sprintf("no podman connection named %q (%s)", name, setting), Hint: hint}
+	}
+	return &chosen{
+		Options: bindings.Options{URI: con.URI, Identity: con.Identity, TLSCertFile: con.TLSCert,
+			TLSKeyFile: con.TLSKey, TLSCAFile: con.TLSCA, Machine: con.IsMachine},
+		via: fmt.Sprintf(" (connection %s, from %s)", name, setting),
+		fix: "the connection (podman system connection list) or " + setting,
+	}, nil
+}
+
+// connectionNames are the names of podman's connections, sorted.
+func connectionNames(cfg *config.Config) []string {
+	all, err := cfg.GetAllConnections()
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(all))
+	for _, c := range all {
+		names = append(names, c.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func dial(ctx context.Context, opts bindings.Options) (*Podman, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := bindings.NewConnection(dctx, uri)
+	conn, err := bindings.NewConnectionWithOptions(dctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	// NewConnection's ctx carries the client; detach it from the dial
 	// timeout, which would otherwise cancel every later call.
-	p := &Podman{conn: context.WithoutCancel(conn), URI: uri}
+	p := &Podman{conn: context.WithoutCancel(conn), URI: opts.URI, Identity: opts.Identity}
 	// The ping of NewConnection told the API version; asking /version
 	// costs podman 4.3 about 0.4 s (it runs conmon and the runtime).
 	if v := bindings.ServiceVersion(conn).String(); versionLess(v, MinPodmanVersion) {
@@ -154,7 +234,7 @@ func startService(ctx context.Context, cause error) (*Podman, error) {
 wait:
 	for {
 		if _, err := os.Stat(sock); err == nil {
-			p, err := dial(ctx, "unix://"+sock)
+			p, err := dial(ctx, bindings.Options{URI: "unix://" + sock})
 			if err == nil {
 				p.Started, p.service, p.serviceDone = true, cmd, done
 				return p, nil

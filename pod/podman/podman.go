@@ -55,10 +55,14 @@ func (p *Podman) ImageConfig(ctx context.Context, image string) (plan.ImageConfi
 	if err != nil {
 		return plan.ImageConfig{}, mapErr(err)
 	}
-	if img.Config == nil {
-		return plan.ImageConfig{}, nil
+	c := plan.ImageConfig{Labels: img.Labels}
+	if img.Config != nil {
+		c.Env, c.User = img.Config.Env, img.Config.User
+		if c.Labels == nil {
+			c.Labels = img.Config.Labels
+		}
 	}
-	return plan.ImageConfig{Env: img.Config.Env, User: img.Config.User}, nil
+	return c, nil
 }
 
 // PodExists implements Engine.
@@ -314,7 +318,11 @@ func (p *Podman) Attach(ctx context.Context, container string, e pod.ExecSpec, t
 	if err != nil {
 		return 0, errors.New("exec needs the podman command on this host: install podman")
 	}
-	args := []string{"--remote", "--url", p.URI, "exec", "-i"}
+	args := []string{"--remote", "--url", p.URI}
+	if p.Identity != "" {
+		args = append(args, "--identity", p.Identity)
+	}
+	args = append(args, "exec", "-i")
 	if tty {
 		args = append(args, "-t")
 	}

@@ -229,6 +229,9 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 	}
 	top, err := git(ctx, abs, "rev-parse", "--show-toplevel")
 	if err != nil {
+		if errors.As(err, new(*OwnershipError)) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s is not a git repository (devaipod copies the committed HEAD of a git checkout)", abs)
 	}
 	commit, err := git(ctx, top, "rev-parse", "--verify", "HEAD^{commit}")
@@ -359,17 +362,96 @@ func gitError(sub string, err error, stderr string) error {
 	if errors.Is(err, exec.ErrNotFound) {
 		return errors.New("git is not installed on this host: install git")
 	}
-	if msg := strings.TrimSpace(stderr); msg != "" {
-		return fmt.Errorf("git %s: %s", sub, lastLine(msg))
+	if oe := ownershipError(stderr); oe != nil {
+		return oe
+	}
+	if msg := gitReason(stderr); msg != "" {
+		return fmt.Errorf("git %s: %s", sub, msg)
 	}
 	return fmt.Errorf("git %s: %w", sub, err)
 }
 
-func lastLine(s string) string {
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
+// maxReasonLines bounds what gitReason keeps of git's complaint: its last
+// lines, where git puts the fatal ones.
+const maxReasonLines = 6
+
+// gitReason is what git said on its standard error, without the noise:
+// progress ("Cloning into"), hints and blank lines go; "fatal: " and
+// "error: " prefixes go (the error says git failed); a paragraph that git
+// wraps over lines ("Please make sure you have the correct access
+// rights / and the repository exists.") becomes one line. The first line
+// is the message, the others (at most maxReasonLines in all) follow
+// indented on lines of their own.
+func gitReason(stderr string) string {
+	var out []string
+	joinable := false // the last line kept may go on on the next one
+	for _, line := range strings.Split(stderr, "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case t == "":
+			joinable = false
+			continue
+		case strings.HasPrefix(t, "hint:"), strings.HasPrefix(t, "Cloning into "):
+			joinable = false
+			continue
+		}
+		prefixed := false
+		for _, p := range []string{"fatal: ", "error: ", "warning: ", "remote: "} {
+			if rest, ok := strings.CutPrefix(t, p); ok {
+				prefixed = true
+				if p == "fatal: " || p == "error: " {
+					t = rest
+				}
+				break
+			}
+		}
+		if !prefixed && joinable && len(out) > 0 {
+			out[len(out)-1] += " " + t
+			continue
+		}
+		out = append(out, t)
+		joinable = !prefixed
 	}
-	return s
+	if len(out) > maxReasonLines {
+		out = out[len(out)-maxReasonLines:]
+	}
+	return strings.Join(out, "\n  ")
+}
+
+// OwnershipError is git's refusal to read a repository that another user
+// owns ("detected dubious ownership"): its config could make git run
+// commands as the reader. Whether to trust it is the user's decision.
+type OwnershipError struct {
+	// Dir is the directory git names, as safe.directory would take it.
+	Dir string
+}
+
+func (e *OwnershipError) Error() string {
+	return fmt.Sprintf("git refuses to read %s: it belongs to another user (git's \"dubious ownership\" check: "+
+		"a repository's config can make git run commands as whoever reads it). If you trust its owner, "+
+		"`git config --global --add safe.directory %s` lets your git read it (devaipod never changes your git config); "+
+		"else work on a clone that you own (its owner can make one for you)", e.Dir, e.Dir)
+}
+
+var (
+	dubiousOwnership = regexp.MustCompile(`detected dubious ownership in repository at '([^'\n]*)'`)
+	safeDirectoryAdd = regexp.MustCompile(`git config --global --add safe\.directory (\S.*)`)
+)
+
+// ownershipError recognises git's "dubious ownership" refusal in its
+// standard error (nil for any other).
+func ownershipError(stderr string) *OwnershipError {
+	m := dubiousOwnership.FindStringSubmatch(stderr)
+	if m == nil {
+		return nil
+	}
+	dir := m[1]
+	// git's own suggestion names the path safe.directory needs (a
+	// repository's .git, when that is the part owned by another user).
+	if s := safeDirectoryAdd.FindStringSubmatch(stderr); s != nil {
+		dir = strings.TrimSpace(s[1])
+	}
+	return &OwnershipError{Dir: dir}
 }
 
 // TarTree writes the clone in dir (made by Checkout, without a work tree)

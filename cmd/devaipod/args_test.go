@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// cliNoPodman runs devaipod's command line in the test, against a podman
+// service that does not exist: what fails before podman is reached shows
+// how the command line was read.
+func cliNoPodman(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	t.Setenv("CONTAINER_CONNECTION", "")
+	t.Setenv("CONTAINER_HOST", "")
+	var out, errOut bytes.Buffer
+	args = append([]string{"--connection", "unix:///nonexistent/devaipod-test/podman.sock"}, args...)
+	code = run(context.Background(), args, streams{in: strings.NewReader(""), out: &out, err: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+// TestExecArguments: exec's flags stop at the command, so that the
+// command's own flags are its own (devaipod exec NAME ls -la), while exec's
+// flags right after NAME, and "--", still work.
+func TestExecArguments(t *testing.T) {
+	const unreachable = "cannot reach the podman service"
+	for _, tt := range []struct {
+		args []string
+		want string // in stderr
+	}{
+		{[]string{"exec", "p", "ls", "-la"}, unreachable},
+		{[]string{"exec", "p", "ls", "-c", "nope"}, unreachable}, // the command's -c
+		{[]string{"exec", "p", "-c", "nope", "ls", "-la"}, `unknown container "nope"`},
+		{[]string{"exec", "-c", "nope", "p", "ls"}, `unknown container "nope"`},
+		{[]string{"exec", "p", "--container=nope", "--", "ls"}, `unknown container "nope"`},
+		{[]string{"exec", "p", "-c", "agent", "--", "-x"}, unreachable},
+		{[]string{"exec", "p", "--", "ls", "-c", "nope"}, unreachable},
+		{[]string{"exec", "p", "-la"}, "unknown shorthand flag: 'l' in -la"},
+		{[]string{"exec", "p", "-o", "yaml", "ls"}, "--output must be text or json"},
+		{[]string{"exec"}, "missing pod NAME"},
+	} {
+		code, _, stderr := cliNoPodman(t, tt.args...)
+		if code == 0 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("devaipod %s: exit %d, stderr %q; want %q", strings.Join(tt.args, " "), code, stderr, tt.want)
+		}
+	}
+	code, stdout, _ := cliNoPodman(t, "exec", "p", "-h")
+	if code != 0 || !strings.Contains(stdout, "devaipod exec NAME [CMD...]") {
+		t.Errorf("exec NAME -h: exit %d, %q; want the help", code, stdout)
+	}
+}
+
+// TestAllowBreadth: devaipod allow refuses a rule over a whole public
+// suffix unless --force, before it reaches podman; deny takes any rule.
+func TestAllowBreadth(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"allow", "p", "*.com"}, `rule "*.com" opens every host under "com"`},
+		{[]string{"allow", "p", "*"}, "would allow every host"},
+		{[]string{"allow", "p", "*", "--force"}, "would allow every host"},
+		{[]string{"allow", "p", "*.com", "--force"}, "cannot reach the podman service"},
+		{[]string{"allow", "p", "*.github.io"}, "cannot reach the podman service"},
+		{[]string{"deny", "p", "*.com"}, "cannot reach the podman service"},
+		{[]string{"deny", "p", "x", "--force"}, "unknown flag: --force"},
+	} {
+		code, _, stderr := cliNoPodman(t, tt.args...)
+		if code == 0 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("devaipod %s: exit %d, stderr %q; want %q", strings.Join(tt.args, " "), code, stderr, tt.want)
+		}
+	}
+	_, _, stderr := cliNoPodman(t, "allow", "p", "*.com", "--force")
+	if !strings.Contains(stderr, "Warning: rule \"*.com\"") {
+		t.Errorf("allow '*.com' --force: no warning in %q", stderr)
+	}
+}
