@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/devaipod/devaipod/pod"
@@ -18,6 +19,7 @@ import (
 )
 
 type upFlags struct {
+	timings           bool
 	name              string
 	image             string
 	ref               string
@@ -100,6 +102,7 @@ that name from another source is refused, and left as it is.`,
 	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
+	fl.BoolVar(&f.timings, "timings", false, "print how long each step took (with --output json: a \"timings\" list)")
 	fl.BoolVar(&f.force, "force", false, "accept an --allow rule that opens a whole public suffix, such as '*.com' (refused without it)")
 	cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions(pod.PullPolicies, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -117,8 +120,13 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, Pull: f.pull,
 		ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure, DryRun: f.dryRun,
 		Config: cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
-		Progress: func(s string) { g.infof(cmd, "%s", s) }, Warn: func(s string) { g.warnf(cmd, "%s", s) },
+		Warn:   func(s string) { g.warnf(cmd, "%s", s) },
 		Output: cmd.ErrOrStderr()}
+	steps := &stepClock{start: start}
+	req.Progress = func(s string) {
+		steps.mark(s)
+		g.infof(cmd, "%s", s)
+	}
 	if g.quiet {
 		req.Output = io.Discard
 	}
@@ -163,11 +171,16 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		printPlan(cmd.OutOrStdout(), pl, res.Steps)
 		return nil
 	}
+	steps.mark("")
 	if g.json() {
-		return writeJSON(cmd.OutOrStdout(), map[string]any{
+		out := map[string]any{
 			"name": pl.Name, "pod": pl.Pod.Name, "workdir": pl.Workdir,
 			"agent_url": pl.AgentURL, "commit": res.Source.Commit, "seconds": time.Since(start).Seconds(),
-			"credentials": pl.Credentials, "existing": false})
+			"credentials": pl.Credentials, "existing": false}
+		if f.timings {
+			out["timings"] = steps.list
+		}
+		return writeJSON(cmd.OutOrStdout(), out)
 	}
 	// The mode from the socket's owner when it tells: /info was the
 	// longest step of up.
@@ -181,6 +194,9 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman).\n", pl.Name, time.Since(start).Seconds(), podmanMode(rootless))
+	if f.timings {
+		steps.print(out)
+	}
 	if !g.quiet {
 		for _, c := range pl.Credentials {
 			fmt.Fprintf(out, "  credential %s: the agent holds a placeholder; the proxy puts in %s on %s\n", c.Name, c.From, strings.Join(c.Hosts, ", "))
@@ -316,4 +332,37 @@ func labelString(l map[string]string) string {
 		parts = append(parts, k+"="+l[k])
 	}
 	return strings.Join(parts, ",")
+}
+
+// stepClock times up's steps: each from its progress line to the next
+// (the first from the command's start), for up --timings.
+type stepClock struct {
+	start time.Time
+	last  time.Time
+	step  string
+	list  []stepTime
+}
+
+type stepTime struct {
+	Step string `json:"step"`
+	MS   int64  `json:"ms"`
+}
+
+// mark ends the step in progress and starts step ("" ends the last).
+func (c *stepClock) mark(step string) {
+	now := time.Now()
+	if c.last.IsZero() {
+		c.last, c.step = c.start, "reading the configuration and resolving the source"
+	}
+	c.list = append(c.list, stepTime{Step: strings.TrimSuffix(c.step, "..."), MS: now.Sub(c.last).Milliseconds()})
+	c.last, c.step = now, step
+}
+
+func (c *stepClock) print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "ms\tstep\t")
+	for _, s := range c.list {
+		fmt.Fprintf(tw, "%d\t  %s\t\n", s.MS, s.Step)
+	}
+	tw.Flush()
 }
