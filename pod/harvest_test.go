@@ -169,3 +169,25 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// An agent that committed nothing: nothing to fetch but the news of its
+// uncommitted work.
+func TestFetchWorkWithoutCommits(t *testing.T) {
+	trusted := gittest.Repo(t)
+	base := strings.TrimSpace(string(must(exec.Command("git", "-C", trusted, "rev-parse", "HEAD").Output())))
+	agent := filepath.Join(t.TempDir(), "agent")
+	gittest.Git(t, "", []string{"clone", "-q", trusted, agent})
+	env := append([]string{"PATH=" + os.Getenv("PATH")}, source.TrustedGitEnv...)
+	for _, dirty := range []bool{false, true} {
+		if dirty {
+			gittest.WriteFile(t, filepath.Join(agent, "README.md"), "edited\n")
+		}
+		bundle, _ := runScript(t, agent, exportScript, nil, env, base)
+		path := filepath.Join(t.TempDir(), "work.bundle")
+		os.WriteFile(path, bundle, 0o600)
+		refs, uncommitted, err := source.FetchWork(context.Background(), trusted, path, "devaipod-p", worktreeRef)
+		if err != nil || len(refs) != 0 || uncommitted != dirty {
+			t.Errorf("dirty=%v: refs %v, uncommitted %v, %v", dirty, refs, uncommitted, err)
+		}
+	}
+}

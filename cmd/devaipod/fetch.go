@@ -52,7 +52,11 @@ pruned); DIR's branches, work tree, configuration and hooks are untouched.`,
 					// Branch names are the agent's: shown, not obeyed.
 					fmt.Fprintf(out, "%s  %s\n", res.Refs[ref][:12], printable(strings.TrimPrefix(ref, "refs/remotes/")))
 				}
-				fmt.Fprintf(out, "See them with: git log %s\n", res.Remote)
+				if len(res.Refs) == 0 {
+					fmt.Fprintln(out, "The agent has made no commits.")
+				} else {
+					fmt.Fprintf(out, "See them with: git log %s\n", res.Remote)
+				}
 				if res.Uncommitted {
 					fmt.Fprintf(out, "The agent also has uncommitted work, which is not fetched: devaipod diff %s\n", short)
 				}

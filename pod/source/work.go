@@ -73,7 +73,9 @@ func FetchWork(ctx context.Context, dir, bundle, remote, worktreeRef string) (ma
 	if _, err := run(args...); err != nil {
 		return nil, false, err
 	}
-	trees, err := run("rev-parse", scratch+"^{tree}", prefix+"HEAD^{tree}")
+	// The snapshot's parent is the agent's HEAD (the commit up started
+	// from, when the agent made none: then the bundle names no HEAD).
+	trees, err := run("rev-parse", scratch+"^{tree}", scratch+"^^{tree}")
 	if err != nil {
 		return nil, false, err
 	}
