@@ -34,7 +34,7 @@ SOURCE_DATE_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 endif
 export SOURCE_DATE_EPOCH
 
-.PHONY: all build binaries docs images install uninstall test unit bench fuzz fmt vet clean demo
+.PHONY: all build binaries docs images install uninstall test unit bench bench-scale fuzz fmt vet clean demo
 
 all: build
 
@@ -151,6 +151,14 @@ clean:
 bench: build
 	hack/bench.sh
 	hack/bench-proxy.sh
+
+# bench-scale starts 100 `devaipod up` of a stand-in agent at once, then
+# deletes them all at once, and writes docs/benchmarks-scale.md (successes,
+# wall time, peak kernel key use, memory). DEVAIPOD_SCALE_PODS=N for another
+# count. Past about 40 pods it needs the kernel's per-user key quota raised
+# (hack/setup-host.sh does it as root; devaipod doctor --pods N says how).
+bench-scale: build
+	hack/bench-scale.sh
 
 # demo is the README's first command: up of examples/hello on the default
 # image, then how to get in.

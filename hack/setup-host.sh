@@ -61,6 +61,62 @@ start_service() {
 
 podman_version() { podman --version | awk '{print $NF}'; }
 
+# The kernel's key quota per user. runc gives every container it starts a session keyring of its
+# own, charged to the user that container root maps to: for rootless podman, the user. At the
+# kernel's defaults (kernel.keys.maxkeys = 200 keys, maxbytes = 20000 bytes per user) that is room
+# for about 40 pods (four or five containers each, about 70 bytes a keyring), and beyond it runc
+# fails with "unable to create session key: disk quota exceeded". These are the values
+# `devaipod doctor` proposes (pod.RecommendedMaxKeys, pod.RecommendedMaxBytes): 400 pods.
+KEYS_SYSCTLS=("maxkeys 2000" "maxbytes 2000000")
+KEYS_SYSCTL_FILE=/etc/sysctl.d/60-devaipod-keys.conf
+
+# pods_in_keys NAME VALUE: about how many pods (5 keys of 70 bytes each) a limit NAME (maxkeys or
+# maxbytes) of VALUE allows.
+pods_in_keys() {
+	if [ "$1" = maxkeys ]; then echo $(($2 / 5)); else echo $(($2 / 350)); fi
+}
+
+# check_key_quota: warn when the per-user key quota is below what hack/bench-scale.sh needs.
+check_key_quota() {
+	local pair name want cur
+	for pair in "${KEYS_SYSCTLS[@]}"; do
+		read -r name want <<<"$pair"
+		cur=$(cat "/proc/sys/kernel/keys/$name" 2>/dev/null) || continue
+		[ "$cur" -ge "$want" ] ||
+			warn "kernel.keys.$name is $cur: every running container holds a kernel key, so about $(pods_in_keys "$name" "$cur") pods fit; as root: sysctl -w kernel.keys.$name=$want (devaipod doctor --pods N says how many fit)"
+	done
+}
+
+# raise_key_quota: raise kernel.keys.maxkeys and maxbytes to KEYS_SYSCTLS where they are lower
+# (never lower them), and keep what it raised across reboots in KEYS_SYSCTL_FILE.
+raise_key_quota() {
+	local pair name want cur persist=""
+	for pair in "${KEYS_SYSCTLS[@]}"; do
+		read -r name want <<<"$pair"
+		if ! cur=$(cat "/proc/sys/kernel/keys/$name" 2>/dev/null); then
+			warn "cannot read kernel.keys.$name; leaving the key quota alone"
+			return 0
+		fi
+		if [ "$cur" -lt "$want" ]; then
+			if ! sysctl -q -w "kernel.keys.$name=$want"; then
+				warn "could not raise kernel.keys.$name from $cur to $want; rootless podman runs about $(pods_in_keys "$name" "$cur") pods at once"
+				continue
+			fi
+			note "raised kernel.keys.$name from $cur to $want (about $(pods_in_keys "$name" "$want") pods per user)"
+		fi
+		# What this script set before stays written, so that a reboot keeps it.
+		if [ "$cur" -lt "$want" ] || grep -qs "^kernel\.keys\.$name = $want\$" "$KEYS_SYSCTL_FILE"; then
+			persist+="kernel.keys.$name = $want"$'\n'
+		fi
+	done
+	[ -n "$persist" ] || return 0
+	write_if_changed "$KEYS_SYSCTL_FILE" root \
+		"# Written by devaipod's hack/setup-host.sh: every container runc starts holds a kernel key
+# (its session keyring) charged to its rootless user; the defaults (200 keys, 20000 bytes) allow
+# about 40 pods.
+${persist%$'\n'}"
+}
+
 # ---------------------------------------------------------------------------------------------
 # Non-root: check, don't change the system.
 # ---------------------------------------------------------------------------------------------
@@ -90,6 +146,7 @@ setup_user() {
 	# Hybrid cgroups: v1 controllers on a tmpfs /sys/fs/cgroup plus a cgroup2 mount.
 	[ "$runtime" = crun ] && [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = tmpfs ] && grep -q ' cgroup2 ' /proc/mounts &&
 		warn "podman uses crun on a host with hybrid cgroups; crun refuses to start containers there: set runtime = \"runc\" under [engine] in ~/.config/containers/containers.conf"
+	check_key_quota
 
 	local sock=$XDG_RUNTIME_DIR/podman/podman.sock
 	mkdir -p "$XDG_RUNTIME_DIR/podman"
@@ -227,6 +284,7 @@ setup_root() {
 	fi
 
 	rootful_config
+	raise_key_quota
 
 	# Rootless podman warns on every command ("/" is not a shared mount, ...) and cannot propagate
 	# mounts when / is private, as it is here without systemd (which makes it shared at boot).

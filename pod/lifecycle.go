@@ -201,5 +201,5 @@ func Logs(ctx context.Context, eng Engine, short, role string, tail int, follow 
 	if err := MissingPod(ctx, eng, short, err); err != nil {
 		return err
 	}
-	return fmt.Errorf("pod %s has no %s container (the proxy exists in network mode allowlist, the gator with --gator)", short, role)
+	return fmt.Errorf("pod %s has no %s container (the proxy exists in network mode allowlist, the gator when the pod has gator scopes)", short, role)
 }

@@ -58,7 +58,7 @@ pod's ask timeout, a minute unless configured, may end the wait sooner).
 
 Approved, devaipod copies PATH into the pod, and you see it at /host/PATH
 (/host/home/me/src/lib): a copy of PATH as it was when approved, read-only
-unless you asked with --rw. Rejected, not decided in time, or a path the
+unless the person approves it with --rw (--rw here only asks). Rejected, not decided in time, or a path the
 pod never shares (devaipod's own files, keys and the like), you get the
 reason, and nothing is shared. Ask for what the task needs, not more, and
 say why in --reason.

@@ -29,6 +29,6 @@ copy and the agent's HOME stay (and are removed by a later delete or gc).`,
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&keepVolumes, "keep-volumes", false, "keep the workspace and agent-home volumes")
+	cmd.Flags().BoolVar(&keepVolumes, "keep-volumes", false, "keep the pod's volumes (the repository's copy, the agent's HOME and git directory, the sidecars' state)")
 	return cmd
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/devaipod/devaipod/pod"
@@ -21,18 +23,30 @@ type check struct {
 	Detail string `json:"detail"`
 }
 
+// defaultDoctorPods is how many more pods doctor expects room for unless
+// --pods says otherwise.
+const defaultDoctorPods = 10
+
 func newDoctorCommand(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	pods := defaultDoctorPods
+	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check what this host can run and enforce",
 		Long: `Check the host: podman and its mode, storage driver, runtime, whether
 resource limits are enforced, the images devaipod needs (and whether the
 helper image is of this devaipod's version: 'make images' in devaipod's source
-tree rebuilds it), and host tools. It exits non-zero when something would stop
-'devaipod up' from working.`,
+tree rebuilds it), host tools, and how many more pods the kernel's key quota
+leaves room for (every running container holds a key; --pods says how many
+more pods you mean to run at once). It exits non-zero when something would
+stop 'devaipod up' from working.`,
+		Example: `  devaipod doctor
+  devaipod doctor --pods 100    # is there room for 100 more pods at once?`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			checks := doctor(cmd, g)
+			if pods < 1 {
+				return fmt.Errorf("--pods must be at least 1, not %d", pods)
+			}
+			checks := doctor(cmd, g, pods)
 			failed := false
 			for _, c := range checks {
 				failed = failed || c.Status == "fail"
@@ -55,9 +69,11 @@ tree rebuilds it), and host tools. It exits non-zero when something would stop
 			return nil
 		},
 	}
+	cmd.Flags().IntVar(&pods, "pods", pods, "how many more pods to expect room for (the kernel's key quota)")
+	return cmd
 }
 
-func doctor(cmd *cobra.Command, g *globalFlags) []check {
+func doctor(cmd *cobra.Command, g *globalFlags, pods int) []check {
 	ctx := cmd.Context()
 	var checks []check
 	add := func(name, status, format string, args ...any) {
@@ -108,6 +124,13 @@ func doctor(cmd *cobra.Command, g *globalFlags) []check {
 			add("slirp4netns", "ok", "/dev/net/tun is usable")
 		}
 	}
+	if uid, ok := serviceUID(p.URI, h.Rootless); ok {
+		if q, err := pod.ReadKeyQuota(uid); err != nil {
+			add("keys", "warn", "%v: cannot tell how many containers can run at once", err)
+		} else {
+			checks = append(checks, keyQuotaCheck(q, pods))
+		}
+	}
 	for _, img := range []string{config.DefaultHelperImage, config.DefaultImage} {
 		c, err := p.ImageConfig(ctx, img)
 		switch {
@@ -124,6 +147,45 @@ func doctor(cmd *cobra.Command, g *globalFlags) []check {
 		}
 	}
 	return checks
+}
+
+// serviceUID is the user whose key quota the podman service's containers
+// are charged to: the owner of its socket, when the service runs on this
+// host (for a rootless service, the user; for a rootful one, root). ok is
+// false for a service elsewhere (ssh, tcp), whose quota this host cannot see.
+func serviceUID(uri string, rootless bool) (uid int, ok bool) {
+	path, local := strings.CutPrefix(uri, "unix://")
+	if !local {
+		return 0, false
+	}
+	if st, err := os.Stat(path); err == nil {
+		if sys, isUnix := st.Sys().(*syscall.Stat_t); isUnix {
+			return int(sys.Uid), true
+		}
+	}
+	if rootless {
+		return os.Getuid(), true
+	}
+	return 0, true
+}
+
+// keyQuotaCheck says how many more pods the kernel's key quota has room
+// for: fail when not one (up would fail to start a container), warn when
+// fewer than pods.
+func keyQuotaCheck(q pod.KeyQuota, pods int) check {
+	use := fmt.Sprintf("%d of %d keys and %d of %d bytes of the kernel's key quota in use by uid %d",
+		q.Keys, q.MaxKeys, q.Bytes, q.MaxBytes, q.UID)
+	left := q.PodsLeft()
+	if left >= pods {
+		return check{"keys", "ok", fmt.Sprintf("%s: room for about %d more pods", use, left)}
+	}
+	why := fmt.Sprintf("each running container holds a key (runc's session keyring), up to %d per pod; "+
+		"when they run out, starting a container fails with \"unable to create session key: disk quota exceeded\"; "+
+		"to make room for %d more pods, as root: %s", pod.KeysPerPod, pods, q.Fix(pods))
+	if left == 0 {
+		return check{"keys", "fail", fmt.Sprintf("%s: no room for another pod: %s", use, why)}
+	}
+	return check{"keys", "warn", fmt.Sprintf("%s: room for only %d more pods, fewer than %d: %s", use, left, pods, why)}
 }
 
 // helperImageCheck compares the helper image's version with devaipod's, as

@@ -98,6 +98,10 @@ func printError(w io.Writer, err error) {
 		}
 	case errors.Is(err, pod.ErrExists):
 		fmt.Fprintln(w, "Hint: pick another --name, or `devaipod delete NAME` first")
+	case strings.Contains(err.Error(), "create session key: disk quota exceeded"):
+		// runc's session keyring: one key per running container, from the
+		// user's kernel key quota (docs/commands.md, doctor).
+		fmt.Fprintln(w, "Hint: this user's kernel key quota is spent (one key per running container): `devaipod doctor --pods N` shows the room left and the sysctl that raises it")
 	}
 }
 

@@ -217,8 +217,8 @@ type AgentConfig struct {
 	Health string `toml:"health"`
 	Limits Limits `toml:"limits"`
 	// Protect lists workspace paths (relative to the repository) that the
-	// agent sees read-only, in addition to .git/hooks, .git/config and
-	// .devcontainer. nil means DefaultProtect.
+	// agent sees read-only (.devcontainer always is; the agent's .git is
+	// a directory of its own). nil means DefaultProtect.
 	Protect []string `toml:"protect"`
 	// Mask lists file name patterns (path.Match syntax, matched against
 	// each file's base name) whose files the agent sees empty. nil means
@@ -571,6 +571,9 @@ func (c *Config) validate() error {
 		if err := m.check(); err != nil {
 			return bad(fmt.Sprintf("mounts[%d]", i), "%v", err)
 		}
+	}
+	if c.Workspace.Limits.TmpSize != "" {
+		return bad("workspace.limits.tmp_size", "the workspace's /tmp is its image's: tmp_size is for [agent.limits] only")
 	}
 	for key, l := range map[string]Limits{"agent.limits": c.Agent.Limits, "workspace.limits": c.Workspace.Limits} {
 		if err := l.check(key); err != nil {

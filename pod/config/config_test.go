@@ -81,6 +81,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"ask every host", "[network]\nask = [\"*\"]\n", 2, "network.ask", "every host"},
 		{"bad ask timeout", "[network]\nask_timeout = \"forever\"\n", 2, "network.ask_timeout", "duration"},
 		{"empty notify", "[approvals]\nnotify = [\"\"]\n", 2, "approvals.notify", "empty"},
+		{"workspace tmp_size", "[workspace.limits]\ntmp_size = \"1g\"\n", 2, "workspace.limits.tmp_size", "agent.limits"},
 		{"relative upstream CA", "[network]\nupstream_ca = [\"ca.pem\"]\n", 2, "network.upstream_ca", "absolute path"},
 	}
 	for _, tt := range tests {

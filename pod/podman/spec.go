@@ -45,6 +45,17 @@ func (h hostSide) bindSource(b plan.Bind) (string, error) {
 }
 
 // containerSpec translates a planned container into podman's spec.
+//
+// Every container it describes holds a kernel key while it runs: runc
+// gives it a session keyring of its own, charged to the rootless user's
+// key quota (pod.KeysPerPod; doctor's "keys" row). The spec cannot turn
+// that off for one container: specgen has no such field, and podman passes
+// runc --no-new-keyring only when the service's containers.conf says
+// [containers] keyring = false, for every container it runs. That setting
+// is left to the user: with it, each container shares the session keyring
+// of the rootless user namespace's root with every other container,
+// every pod's agent included. Room for many pods is the key quota's
+// sysctls (kernel.keys.maxkeys, maxbytes).
 func containerSpec(pod string, c plan.ContainerSpec, host hostSide) (*specgen.SpecGenerator, error) {
 	s := specgen.NewSpecGenerator(c.Image, false)
 	s.Name = c.Name
