@@ -70,11 +70,7 @@ func (s *Server) serveIntercept(req *http.Request, client net.Conn, _ *goproxy.P
 	}
 	ic, err := s.openInterception(x, client)
 	if err != nil {
-		s.upstreamFailed(x, err)
-		if err := s.refusal(req, x).Write(client); err != nil {
-			s.log.Debug("write CONNECT refusal", "host", x.host, "err", err)
-		}
-		client.Close()
+		s.refuseHijacked(req, client, x, err)
 		return
 	}
 	early := x.early

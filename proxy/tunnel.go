@@ -58,11 +58,7 @@ func (s *Server) serveTunnel(req *http.Request, client net.Conn, _ *goproxy.Prox
 		t, err = s.openTunnel(x, client, server)
 	}
 	if err != nil {
-		s.upstreamFailed(x, err)
-		if err := s.refusal(req, x).Write(client); err != nil {
-			s.log.Debug("write CONNECT refusal", "host", x.host, "err", err)
-		}
-		client.Close()
+		s.refuseHijacked(req, client, x, err)
 		return
 	}
 	// Answer now; the copying may start a moment later.
@@ -81,6 +77,18 @@ func (s *Server) serveTunnel(req *http.Request, client net.Conn, _ *goproxy.Prox
 	// A goroutine of its own, so that this one, with net/http's buffers
 	// and the request, goes now rather than when the tunnel ends.
 	go t.run()
+}
+
+// refuseHijacked answers a hijacked CONNECT that could not be served
+// (err: the guard refused the address, the upstream failed, the proxy is
+// stopping) with its refusal, and closes the connection; ServeHTTP audits
+// it.
+func (s *Server) refuseHijacked(req *http.Request, client net.Conn, x *exchange, err error) {
+	s.upstreamFailed(x, err)
+	if err := s.refusal(req, x).Write(client); err != nil {
+		s.log.Debug("write CONNECT refusal", "host", x.host, "err", err)
+	}
+	client.Close()
 }
 
 // connectEstablished is the answer to an accepted CONNECT, in the
