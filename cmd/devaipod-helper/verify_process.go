@@ -102,6 +102,12 @@ func (v *verifier) foreignProcess(pid int, ownMnt, ownCgroup string) (why string
 	if st.kthread {
 		return "a kernel thread: this is the host's process table", false
 	}
+	if st.ppid == v.pid {
+		// The battery's own child (the unshare probe runs
+		// devaipod-helper version): this container's, and non-dumpable
+		// once its main has run, so its namespaces cannot be read.
+		return "", false
+	}
 	dir := "/proc/" + strconv.Itoa(pid)
 	mnt, err := os.Readlink(v.path(dir + "/ns/mnt"))
 	switch {
