@@ -14,7 +14,11 @@
 # cost of the podman CLI and of the devaipod binary, and last a second hyperfine run (7 runs;
 # see DEVAIPOD_BENCH_OPENCODE):
 #   devaipod up / cli-pod up        with the real default agent (opencode serve)
-# Everything it creates is named devaipod-bench-* and removed on exit.
+# and last hack/bench-devcontainer.sh: devaipod against the devcontainer CLI (@devcontainers/cli,
+# pinned, installed with npm when missing), interleaved rounds of `up` with the stand-in agent,
+# time to a ready opencode, and `delete` (see that script); BENCH_DEVCONTAINER=0 skips it.
+# Everything it creates is named devaipod-bench-* (or is the devcontainer CLI's container of the
+# fixture) and removed on exit.
 #
 # Environment (DEVAIPOD_* variables pass through hack/as-test-user):
 #   DEVAIPOD_BENCH_RUNS       timed runs per variant (default 9, at least 7; the opencode rows: 7)
@@ -24,12 +28,17 @@
 #   DEVAIPOD_BENCH_DOC        where to write the report (default docs/benchmarks.md)
 #   DEVAIPOD_BENCH_BIN        the devaipod binary to measure (default bin/devaipod)
 #   DEVAIPOD_BENCH_KEEP       1 to keep the raw results directory (its path is printed)
+#   BENCH_DEVCONTAINER        0: skip the comparison with the devcontainer CLI (default 1; also
+#                             DEVAIPOD_BENCH_DEVCONTAINER)
+#   DEVAIPOD_BENCH_DC_RUNS    its interleaved rounds (default 5)
 set -euo pipefail
 
 SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)/$(basename "${BASH_SOURCE[0]}")
 REPO=$(cd "$(dirname "$SELF")/.." && pwd -P)
 BIN=${DEVAIPOD_BENCH_BIN:-$REPO/bin/devaipod}
 CLI=$REPO/hack/cli-pod.sh
+DCB=$REPO/hack/bench-devcontainer.sh
+DEVCONTAINER=${DEVAIPOD_BENCH_DEVCONTAINER:-${BENCH_DEVCONTAINER:-1}}
 TEST_USER=devaipod-test
 IMAGE=localhost/devaipod-default:latest
 HELPER_IMAGE=localhost/devaipod-helper:latest
@@ -526,6 +535,15 @@ measure() {
 		[ "$oc" = skipped ] && say "skipping the opencode rows: $((SECONDS - start)) s have passed (budget ${OPENCODE_BUDGET} s)"
 		cp "$out/hyperfine-main.json" "$out/hyperfine.json"
 	fi
+	if [ "$DEVCONTAINER" = 0 ]; then
+		say "skipping the comparison with the devcontainer CLI (BENCH_DEVCONTAINER=0)"
+		mkdir -p "$out/devcontainer"
+		: >"$out/devcontainer/skipped"
+	else
+		say "against the devcontainer CLI..."
+		timeout --foreground 900 "$DCB" measure "$out/devcontainer" "$BIN" "$fx" "$st" "$df" ||
+			die "the comparison with the devcontainer CLI failed (see above; BENCH_DEVCONTAINER=0 skips it)"
+	fi
 	printf 'load_after=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 	printf 'elapsed=%s\n' "$((SECONDS - start))" >>"$out/machine.txt"
 }
@@ -727,6 +745,8 @@ $oc_line
 
 Target: ${verdict}.
 
+$("$DCB" render "$DIR/devcontainer")
+
 All variants (milliseconds, wall clock; each variant had one warm-up run before the timed runs):
 
 | variant | median | min | max | runs |
@@ -842,10 +862,14 @@ docs/. Knobs:
 \`DEVAIPOD_BENCH_RUNS\` (default 9), \`DEVAIPOD_BENCH_OPENCODE\` (1: always measure the opencode
 rows, 0: never; by default only when the rest took under ${OPENCODE_BUDGET} s),
 \`DEVAIPOD_BENCH_FILES\` (fixture size), \`DEVAIPOD_BENCH_DOC\` (where this page goes),
-\`DEVAIPOD_BENCH_BIN\` (the devaipod binary to measure).
+\`DEVAIPOD_BENCH_BIN\` (the devaipod binary to measure), \`BENCH_DEVCONTAINER=0\` (skip the comparison
+with the devcontainer CLI; it installs \`@devcontainers/cli\` with npm, pinned, into the measuring
+user's \`~/.cache/devaipod-bench\` when missing), \`DEVAIPOD_BENCH_DC_RUNS\` (its rounds, default 5).
 EOF
 	say "wrote $doc"
 	say "up: devaipod $(ms "$up_dp") ms, cli-pod $(ms "$up_cli") ms, ratio ${up_ratio} (target <= ${TARGET}); delete ratio ${del_ratio}"
+	local l
+	"$DCB" summary "$DIR/devcontainer" | while IFS= read -r l; do say "against the devcontainer CLI: $l"; done
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -862,6 +886,8 @@ main() {
 	# Fail now rather than after minutes of measuring.
 	writable "$DOC" || die "$(id -un) cannot write $DOC: run hack/bench.sh as root (it measures as $TEST_USER and writes the page itself), or set DEVAIPOD_BENCH_DOC"
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/devaipod-bench-results.XXXXXX")
+	# as-test-user passes DEVAIPOD_* variables only.
+	export DEVAIPOD_BENCH_DEVCONTAINER=$DEVCONTAINER
 	if [ "$(id -u)" -eq 0 ]; then
 		getent passwd "$TEST_USER" >/dev/null ||
 			die "as root this measures as $TEST_USER, who does not exist: run hack/setup-host.sh"
