@@ -67,7 +67,7 @@ func TestE2EShare(t *testing.T) {
 		asked := filepath.Join(root, "asked")
 		os.MkdirAll(asked, 0o755)
 		os.WriteFile(filepath.Join(asked, "report.csv"), []byte("a,b\n1,2\n"), 0o644)
-		if r := agent("(/opt/devaipod/devaipod-helper request-path --reason 'need the report' --json " + asked + " > /tmp/req.part 2>&1; mv /tmp/req.part /tmp/req.json) >/dev/null 2>&1 &"); r.code != 0 {
+		if r := agent("(/opt/devaipod/devaipod-helper request-path --reason \"$(printf 'need the report\\033]0;pwned\\007\\342\\200\\256')\" --json " + asked + " > /tmp/req.part 2>&1; mv /tmp/req.part /tmp/req.json) >/dev/null 2>&1 &"); r.code != 0 {
 			t.Fatalf("%s", r)
 		}
 		var id string
@@ -85,6 +85,13 @@ func TestE2EShare(t *testing.T) {
 		}
 		if r := agent("cat /host" + asked + "/report.csv 2>&1"); strings.Contains(r.stdout, "1,2") {
 			t.Fatal("the path was there before the approval")
+		}
+		// The agent's reason, with a terminal title escape and a bidi
+		// override in it, reaches the person as text.
+		for _, args := range [][]string{{"approvals", name}, {"approvals", name, "-o", "json"}} {
+			if out := mustDevaipod(t, nil, args...).stdout; !strings.Contains(out, "need the report") || strings.ContainsAny(out, "\x1b\x07\u202e") {
+				t.Errorf("devaipod %s shows the agent's reason as %q", strings.Join(args, " "), out)
+			}
 		}
 		mustDevaipod(t, nil, "approve", id)
 		var answer struct {
