@@ -208,6 +208,9 @@ func copySecrets(c secretCopy) error {
 	if err := os.MkdirAll(c.dest, 0o700); err != nil {
 		return err
 	}
+	if err := os.Chmod(c.dest, 0o700); err != nil { // a rerun: 0500 from the last
+		return err
+	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			continue
