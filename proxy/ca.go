@@ -38,7 +38,16 @@ type authority struct {
 	pem  []byte
 
 	mu     sync.Mutex
-	leaves map[rule.Host]*tls.Certificate
+	leaves map[rule.Host]*leafCert
+}
+
+// leafCert is a host's certificate and the TLS configuration that serves
+// it, both made once: the same configuration for every connection to the
+// host, so that a session ticket from one connection resumes on the next
+// (each configuration has its own ticket keys).
+type leafCert struct {
+	cert *tls.Certificate
+	cfg  *tls.Config
 }
 
 // newAuthority makes the authority of the pod's proxy, constrained to the
@@ -81,7 +90,7 @@ func newAuthority(pod string, rules []rule.Rule) (*authority, error) {
 		cert:   cert,
 		key:    key,
 		pem:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		leaves: make(map[rule.Host]*tls.Certificate),
+		leaves: make(map[rule.Host]*leafCert),
 	}, nil
 }
 
@@ -121,10 +130,28 @@ func constrain(tmpl *x509.Certificate, rules []rule.Rule) {
 
 // leaf returns the certificate for host h, made on first use.
 func (a *authority) leaf(h rule.Host) (*tls.Certificate, error) {
+	l, err := a.leafFor(h)
+	if err != nil {
+		return nil, err
+	}
+	return l.cert, nil
+}
+
+// serverConfig returns the TLS configuration that serves host h's
+// certificate to the agent: HTTP/1.1 only.
+func (a *authority) serverConfig(h rule.Host) (*tls.Config, error) {
+	l, err := a.leafFor(h)
+	if err != nil {
+		return nil, err
+	}
+	return l.cfg, nil
+}
+
+func (a *authority) leafFor(h rule.Host) (*leafCert, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c, ok := a.leaves[h]; ok {
-		return c, nil
+	if l, ok := a.leaves[h]; ok {
+		return l, nil
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -165,8 +192,13 @@ func (a *authority) leaf(h rule.Host) (*tls.Certificate, error) {
 		}
 	}
 	c := &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
-	a.leaves[h] = c
-	return c, nil
+	l := &leafCert{cert: c, cfg: &tls.Config{
+		Certificates: []tls.Certificate{*c},
+		NextProtos:   []string{"http/1.1"},
+		MinVersion:   tls.VersionTLS12,
+	}}
+	a.leaves[h] = l
+	return l, nil
 }
 
 // newSerial returns a random 128-bit serial number.

@@ -252,22 +252,8 @@ func (cr *connectReader) readConnect() (*http.Request, []byte, error) {
 	if err != nil {
 		return nil, nil, &requestError{errorAnswer(http.StatusBadRequest, ""), err}
 	}
-	// What net/http's server checks beyond http.ReadRequest.
-	if req.ProtoMajor != 1 {
-		return nil, nil, &requestError{errorAnswer(http.StatusHTTPVersionNotSupported, "unsupported protocol version"), errors.New("not HTTP/1")}
-	}
-	if hosts := hostHeaders(head); len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]) {
-		return nil, nil, &requestError{errorAnswer(http.StatusBadRequest, "malformed Host header"), errors.New("malformed Host header")}
-	}
-	for k, vv := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return nil, nil, &requestError{errorAnswer(http.StatusBadRequest, "invalid header name"), errors.New("invalid header name")}
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return nil, nil, &requestError{errorAnswer(http.StatusBadRequest, "invalid header value"), errors.New("invalid header value")}
-			}
-		}
+	if err := checkHead(req, head); err != nil {
+		return nil, nil, err
 	}
 	// A CONNECT has no body: what follows the headers is for the tunnel
 	// (RFC 9110, 9.3.6), early data.
@@ -280,6 +266,32 @@ func (cr *connectReader) readConnect() (*http.Request, []byte, error) {
 	return req, early, nil
 }
 
+// checkHead checks what net/http's server checks beyond http.ReadRequest,
+// on req and head, its request line and headers as read.
+func checkHead(req *http.Request, head []byte) error {
+	if req.ProtoMajor != 1 {
+		return &requestError{errorAnswer(http.StatusHTTPVersionNotSupported, "unsupported protocol version"), errors.New("not HTTP/1")}
+	}
+	hosts := hostHeaders(head)
+	if len(hosts) == 0 && req.ProtoAtLeast(1, 1) && req.Method != http.MethodConnect {
+		return &requestError{errorAnswer(http.StatusBadRequest, "missing required Host header"), errors.New("no Host header")}
+	}
+	if len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]) {
+		return &requestError{errorAnswer(http.StatusBadRequest, "malformed Host header"), errors.New("malformed Host header")}
+	}
+	for k, vv := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return &requestError{errorAnswer(http.StatusBadRequest, "invalid header name"), errors.New("invalid header name")}
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return &requestError{errorAnswer(http.StatusBadRequest, "invalid header value"), errors.New("invalid header value")}
+			}
+		}
+	}
+	return nil
+}
+
 // hostHeaders returns the values of the Host header lines of a request's
 // head (which http.ReadRequest has accepted, and whose Host headers it
 // drops), as textproto reads them.
@@ -289,6 +301,9 @@ func hostHeaders(head []byte) []string {
 	for len(rest) > 0 {
 		var line []byte
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		if len(line) == 0 || len(line) == 1 && line[0] == '\r' {
+			break // the end of the headers (what follows is a body)
+		}
 		key, value, ok := bytes.Cut(line, []byte(":"))
 		if ok && len(key) == 4 && (key[0]|0x20) == 'h' && (key[1]|0x20) == 'o' && (key[2]|0x20) == 's' && (key[3]|0x20) == 't' {
 			hosts = append(hosts, string(bytes.Trim(value, " \t\r")))

@@ -92,6 +92,9 @@ type interceptSetup struct {
 	plain   int // a plain-HTTP upstream's
 	caPool  *x509.CertPool
 	release chan struct{} // the SSE handler waits for it between its events
+	// canceled gets the path of a /wait request whose context ended.
+	canceled chan string
+	srv      *httptest.Server // the TLS upstream
 }
 
 func startIntercepting(t *testing.T, opts Options) *interceptSetup {
@@ -103,7 +106,7 @@ func startIntercepting(t *testing.T, opts Options) *interceptSetup {
 // choice (nil for a TCP one).
 func startInterceptingOn(t *testing.T, ln net.Listener, opts Options) *interceptSetup {
 	t.Helper()
-	st := &interceptSetup{log: &syncBuffer{}, seen: &seen{}, release: make(chan struct{})}
+	st := &interceptSetup{log: &syncBuffer{}, seen: &seen{}, release: make(chan struct{}), canceled: make(chan string, 4)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h := sha256.New()
@@ -127,9 +130,59 @@ func startInterceptingOn(t *testing.T, ln net.Listener, opts Options) *intercept
 		time.Sleep(300 * time.Millisecond)
 		io.WriteString(w, "data: two\n\n")
 	})
+	mux.HandleFunc("/wait", func(w http.ResponseWriter, r *http.Request) {
+		// Answers after 5 s, or says that its request was canceled.
+		select {
+		case <-r.Context().Done():
+			st.canceled <- r.URL.Path
+		case <-time.After(5 * time.Second):
+			io.WriteString(w, "waited")
+		}
+	})
+	mux.HandleFunc("/upgrade", func(w http.ResponseWriter, r *http.Request) {
+		// Switches to a protocol that echoes lines.
+		st.seen.add(r.Clone(r.Context()))
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		for {
+			line, err := brw.ReadString('\n')
+			if err != nil {
+				return
+			}
+			brw.WriteString("echo " + line)
+			brw.Flush()
+		}
+	})
+	mux.HandleFunc("/trailer", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum")
+		io.WriteString(w, "part one, ")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "part two")
+		w.Header().Set("X-Sum", "42")
+	})
+	mux.HandleFunc("/empty", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		io.WriteString(w, "after the hints")
+	})
+	mux.HandleFunc("/last", func(w http.ResponseWriter, r *http.Request) {
+		// The server closes the connection after this answer.
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "last")
+	})
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
+	st.srv = srv
 	t.Cleanup(srv.Close)
 	st.port = portOf(t, srv.Listener.Addr().String())
 	st.ps = strconv.Itoa(st.port)

@@ -112,17 +112,6 @@ func (r *countingReader) count() int64 {
 	return r.n.Load()
 }
 
-// scrubbedDebug writes log lines (of a log.Logger) to the server's log at the
-// debug level, with credentials' values scrubbed.
-type scrubbedDebug struct{ s *Server }
-
-func (d scrubbedDebug) Write(p []byte) (int, error) {
-	if d.s.log.Enabled(context.Background(), slog.LevelDebug) {
-		d.s.log.Debug(d.s.creds.scrub(strings.TrimSpace(string(p))))
-	}
-	return len(p), nil
-}
-
 // goproxyLogger sends goproxy's messages (its warnings are mostly about
 // clients going away) to the debug level.
 type goproxyLogger struct{ log *slog.Logger }

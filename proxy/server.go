@@ -50,7 +50,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -187,9 +186,8 @@ type Server struct {
 	forbidden                     []string      // Options.ForbiddenPaths, clean
 	askRules                      *rule.Matcher // nil without ask rules
 	ca                            *authority    // nil without credentials
-	// errorLog is the debug log of the http.Servers and ReverseProxies of
-	// interceptions, with credentials' values scrubbed.
-	errorLog *log.Logger
+	// upstreams are the interceptions' connections to their hosts.
+	upstreams *upstreams
 
 	openTunnels atomic.Int64 // reserved tunnel slots
 	asking      atomic.Int64 // requests waiting for a decision
@@ -264,7 +262,7 @@ func New(opts Options) (*Server, error) {
 		if s.ca, err = newAuthority(opts.Pod, creds.rules()); err != nil {
 			return nil, fmt.Errorf("make the certificate authority: %w", err)
 		}
-		s.errorLog = log.New(scrubbedDebug{s}, "", 0)
+		s.upstreams = newUpstreams()
 	}
 	s.policy, err = newPolicySource(base, opts.PolicyFile, opts.PolicyCheckInterval, s.policyChanged)
 	if err != nil {
@@ -666,6 +664,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("requests still running after shutdown", "wait", shutdownWait)
 	}
 	s.gp.Tr.CloseIdleConnections()
+	if s.upstreams != nil {
+		s.upstreams.closeIdle()
+	}
 	if acceptDone != nil {
 		<-acceptDone
 	}

@@ -164,6 +164,27 @@ func peerClosed(fd uintptr) bool {
 	return err == nil && n == 1 && fds[0].Revents&unix.POLLRDHUP != 0
 }
 
+// connAlive reports whether the idle connection c (a socket of this
+// process; anything else counts as alive) has nothing to read and is not
+// closed: an idle HTTP/1.1 connection whose server sent anything (its FIN,
+// a TLS close_notify, a 408) is done. One recvfrom(2), MSG_PEEK and
+// MSG_DONTWAIT, that takes nothing from the socket.
+func connAlive(c net.Conn) bool {
+	rc := rawConnOf(c)
+	if rc == nil {
+		return true
+	}
+	alive := false
+	var b [1]byte
+	err := rc.Read(func(fd uintptr) bool {
+		_, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		alive = errno == syscall.EAGAIN
+		return true
+	})
+	return err == nil && alive
+}
+
 // connectPrefix is how a CONNECT request starts.
 const connectPrefix = "CONNECT "
 

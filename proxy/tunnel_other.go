@@ -14,3 +14,6 @@ func closeWrite(c net.Conn) { c.(interface{ CloseWrite() error }).CloseWrite() }
 
 // peekConnect: elsewhere every connection goes to the http.Server.
 func peekConnect(c net.Conn) (bool, error) { return false, nil }
+
+// connAlive: elsewhere an idle connection is taken as open.
+func connAlive(c net.Conn) bool { return true }
