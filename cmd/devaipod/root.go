@@ -182,6 +182,7 @@ in the workspace. 'devaipod doctor' says what this host can enforce.`,
 		newVerifyCommand(g),
 		newDoctorCommand(g),
 		newVersionCommand(g),
+		newKubeCommand(g),
 	)
 	for _, c := range extraCommands {
 		root.AddCommand(c())

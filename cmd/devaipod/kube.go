@@ -1,0 +1,150 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/kube"
+	"github.com/spf13/cobra"
+)
+
+func newKubeCommand(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kube",
+		Short: "Kubernetes: the manifests of a pod (see docs/kubernetes.md)",
+		Long: `Work with Kubernetes. 'devaipod kube render' prints the manifests of the pod
+'devaipod up' would make, for a cluster or for 'podman kube play'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newKubeRenderCommand(g))
+	return cmd
+}
+
+type kubeRenderFlags struct {
+	name, image, ref, forgeURL, workspaceAccess, devcontainer string
+	allow, gator                                              []string
+	force, allowHostCommands, noVerify                        bool
+	opts                                                      kube.Options
+}
+
+func newKubeRenderCommand(g *globalFlags) *cobra.Command {
+	f := &kubeRenderFlags{}
+	cmd := &cobra.Command{
+		Use:   "render PATH|GIT-URL|PR-URL [TASK]",
+		Short: "Print the Kubernetes manifests of a pod for a repository",
+		Long: `Print the Kubernetes objects of the pod that 'devaipod up' would make for the
+repository, with the same flags and configuration, and create nothing: the
+plan is built as 'up --dry-run' builds it (the source is cloned to read it, and
+removed again), then rendered as Kubernetes objects (k8s.io/api types).
+
+The agent runs in a Pod of its own that meets Pod Security "restricted"
+(non-root, every capability dropped, read-only root, no privilege
+escalation, a seccomp profile, no service-account token), with a
+NetworkPolicy that lets nothing in or out: a CNI plugin that enforces
+NetworkPolicy is required. The workspace, the proxy and the gator share the
+other Pod; the volumes are PersistentVolumeClaims; the trusted values and
+credentials are Secrets, mounted only into the containers that need them.
+An engine applies the objects and copies the repository in through the
+workspace Pod's init container (docs/kubernetes.md: the handshake).
+
+--output yaml (the default) prints one YAML stream for kubectl apply -f and
+podman kube play; --output json a v1 List. Secret values are in the output
+(base64): treat it as a secret. What Kubernetes cannot express (host paths,
+devices, published ports) is said in warnings on standard error.`,
+		Example: `  devaipod kube render . > pod.yaml
+  devaipod kube render https://github.com/org/repo --name repo -o json
+  devaipod kube render . --namespace agents --storage-class fast | kubectl apply -f -`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return errors.New("kube render takes a local git checkout, a git URL or a pull request URL, and optionally a task in quotes")
+			}
+			if len(args) == 2 && strings.TrimSpace(args[1]) == "" {
+				return errors.New("the task is empty")
+			}
+			return nil
+		},
+		// --output takes yaml here, which the root's check refuses.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			switch g.output {
+			case "text", "yaml", "json":
+				return nil
+			}
+			return fmt.Errorf("--output must be yaml or json, not %q", g.output)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			task := ""
+			if len(args) == 2 {
+				task = args[1]
+			}
+			return runKubeRender(cmd, g, f, args[0], task)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.name, "name", "", "pod name (default: the repository's name plus a random suffix)")
+	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+config.DefaultImage+")")
+	fl.StringVar(&f.ref, "ref", "", "branch or tag to clone (git URLs only)")
+	fl.StringVar(&f.devcontainer, "devcontainer", "", "the devcontainer.json to use, as a path in the repository")
+	fl.StringVar(&f.forgeURL, "forge-url", "", "web address of the forge whose pull request URLs are accepted (default: [forge] url, else https://github.com)")
+	fl.StringArrayVar(&f.gator, "gator", nil, "grant the agent scoped GitHub access through the gator (repeatable; as up --gator)")
+	fl.BoolVar(&f.noVerify, "no-verify", false, "as up --no-verify: the plan leaves the fast verify battery out of its checks")
+	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
+	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
+	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
+	fl.BoolVar(&f.force, "force", false, "accept an --allow rule that opens a whole public suffix")
+	fl.StringVar(&f.opts.Namespace, "namespace", "", "namespace of every object (default: none, kubectl's context decides)")
+	fl.StringVar(&f.opts.AgentSeccomp, "agent-seccomp", kube.SeccompLocalhost,
+		"the agent's seccomp profile: localhost ("+kube.AgentSeccompProfile+" on every node: refuses new namespaces and ptrace, as on podman) or runtime-default")
+	fl.StringVar(&f.opts.StorageClass, "storage-class", "", "storage class of the volume claims (default: the cluster's)")
+	fl.StringVar(&f.opts.WorkspaceSize, "workspace-size", "10Gi", "size of the workspace volume claim")
+	fl.StringVar(&f.opts.VolumeSize, "volume-size", "1Gi", "size of every other volume claim")
+	fl.StringVar(&f.opts.HelperImage, "helper-image", "", "the helper image, from a registry the nodes pull from (default: "+config.DefaultHelperImage+", local to this host)")
+	fl.BoolVar(&f.opts.NoLimits, "no-limits", false, "leave memory and CPU limits out (podman kube play of rootless podman on cgroup v1 refuses them)")
+	cmd.RegisterFlagCompletionFunc("agent-seccomp", cobra.FixedCompletions([]string{kube.SeccompLocalhost, kube.SeccompRuntimeDefault}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func runKubeRender(cmd *cobra.Command, g *globalFlags, f *kubeRenderFlags, input, task string) error {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	// The plan as up --dry-run builds it, with no engine: nothing is
+	// created, and no podman is needed.
+	req := pod.Request{Source: input, Task: task, Name: f.name, Image: f.image, Ref: f.ref, ForgeURL: f.forgeURL,
+		Allow: f.allow, Force: f.force, WorkspaceAccess: f.workspaceAccess, Devcontainer: f.devcontainer,
+		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, DryRun: true,
+		Config: cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
+		Warn:     func(s string) { g.warnf(cmd, "%s", s) },
+		Progress: func(s string) { g.infof(cmd, "%s", s) },
+		Output:   cmd.ErrOrStderr()}
+	res, err := pod.Create(cmd.Context(), nil, req)
+	if err != nil {
+		return err
+	}
+	for _, w := range res.Plan.Warnings {
+		g.warnf(cmd, "%s", w)
+	}
+	m, err := kube.Render(res.Plan, f.opts)
+	if err != nil {
+		return fmt.Errorf("render pod %s: %w", res.Plan.Name, err)
+	}
+	for _, w := range m.Warnings {
+		g.warnf(cmd, "%s", w)
+	}
+	var out []byte
+	if g.json() {
+		out, err = m.JSON()
+	} else {
+		out, err = m.YAML()
+	}
+	if err != nil {
+		return err
+	}
+	_, err = cmd.OutOrStdout().Write(out)
+	return err
+}
