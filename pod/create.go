@@ -62,6 +62,13 @@ type Request struct {
 	KeepOnFailure bool
 	// DryRun plans and creates nothing; no engine is needed.
 	DryRun bool
+	// NoPool makes a pod even when the warm pool has one for the request.
+	// An up with a Name never claims one (a pool pod's name is its own).
+	NoPool bool
+	// PoolFill makes a pod for the pool (see FillPool) when it holds fewer
+	// than PoolSize idle pods for the request, and nothing otherwise.
+	PoolFill bool
+	PoolSize int
 
 	// Config is the user's configuration, read from ConfigFile (which no
 	// mount may expose).
@@ -91,6 +98,11 @@ type Result struct {
 	Existing *Existing
 	// Steps are what up does (a dry run: would do), in order.
 	Steps []Step
+	// Claimed says the pod was taken from the warm pool, made before.
+	Claimed bool
+	// PoolKey is the fingerprint of the request's pod when the pool was
+	// asked (see FillPool).
+	PoolKey string
 }
 
 // creation is one Create call: the request and its reporting.
@@ -214,6 +226,18 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 		return nil, err
 	}
 	in.ResolveImage = func(img string) (plan.ImageConfig, error) { return images.ensure(ctx, img) }
+	var key string
+	if req.PoolFill || (!req.NoPool && req.Name == "") {
+		if key, err = fingerprint(in); err != nil {
+			return nil, err
+		}
+		if res, err := c.usePool(ctx, eng, in, key); res != nil || err != nil {
+			return res, err
+		}
+	}
+	if req.PoolFill {
+		in.Pool = key
+	}
 	pl, err := plan.Build(in)
 	if err != nil {
 		return nil, err
@@ -234,7 +258,47 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 		}
 		return nil, err
 	}
-	return &Result{Plan: pl, Source: src}, nil
+	return &Result{Plan: pl, Source: src, PoolKey: key}, nil
+}
+
+// usePool claims an idle pool pod for the request whose pod's fingerprint
+// is key and hands it the task; when filling the pool, it says whether the
+// pool is full. A nil Result means a pod is to be made.
+func (c *creation) usePool(ctx context.Context, eng Engine, in plan.PlanInput, key string) (*Result, error) {
+	if c.req.PoolFill {
+		objs, err := eng.Objects(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		if len(idlePods(objs, key)) >= c.req.PoolSize {
+			return &Result{Source: in.Source, PoolKey: key}, nil
+		}
+		return nil, nil
+	}
+	short, err := claimIdle(ctx, eng, key, in.Task)
+	if err != nil || short == "" {
+		return nil, err
+	}
+	c.progress("claimed pod " + plan.PodName(short) + " from the pool...")
+	in.Name, in.Pool = short, key
+	pl, err := plan.Build(in)
+	if err != nil {
+		return nil, err
+	}
+	if in.Task != "" && pl.AgentKind != config.AgentOpencode {
+		// A custom agent reads its task from its environment at start: a
+		// pool pod started without one cannot get it. Give the pod back
+		// by deleting it (the claim is spent) and make one.
+		c.warn(fmt.Sprintf("the pool's pod %s cannot take a task (a custom agent reads it at start): making a pod", short))
+		if _, err := Delete(ctx, eng, short, false); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	if err := handTask(ctx, eng, pl, func(s string) { c.progress(s + "...") }); err != nil {
+		return nil, err
+	}
+	return &Result{Plan: pl, Source: in.Source, Claimed: true, PoolKey: key}, nil
 }
 
 // identity is what names the pod: the resolved source and the pod's name.

@@ -251,16 +251,22 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 			return err // readiness first: a dead agent explains failed checks
 		}
 	}
-	if pl.Task != "" && pl.AgentKind == config.AgentOpencode {
-		progress("handing the task to the agent")
-		cmd := pl.TaskCommand()
-		code, out, err := eng.Exec(ctx, plan.ContainerName(pl.Name, plan.RoleWorkspace), AsRoot(cmd))
-		if err == nil && code != 0 {
-			err = errors.New(strings.TrimSpace(out))
-		}
-		if err != nil {
-			return fmt.Errorf("hand the task to the agent: %w", err)
-		}
+	return handTask(ctx, eng, pl, progress)
+}
+
+// handTask gives an opencode agent the plan's task, the first message of a
+// new session (a custom agent has it in $DEVAIPOD_TASK from its start).
+func handTask(ctx context.Context, eng Engine, pl *plan.Plan, progress func(string)) error {
+	if pl.Task == "" || pl.AgentKind != config.AgentOpencode {
+		return nil
+	}
+	progress("handing the task to the agent")
+	code, out, err := eng.Exec(ctx, plan.ContainerName(pl.Name, plan.RoleWorkspace), AsRoot(pl.TaskCommand()))
+	if err == nil && code != 0 {
+		err = errors.New(strings.TrimSpace(out))
+	}
+	if err != nil {
+		return fmt.Errorf("hand the task to the agent: %w", err)
 	}
 	return nil
 }

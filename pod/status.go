@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -24,6 +25,9 @@ type Summary struct {
 	Containers []ContainerSummary `json:"containers"`
 	Volumes    []string           `json:"volumes"`
 	Secrets    []string           `json:"secrets,omitempty"`
+	// Pool says whether a pod of the warm pool waits for a task (idle) or
+	// was taken by an up (claimed); "" for a pod made for its task.
+	Pool string `json:"pool,omitempty"`
 	// AgentReady is set by Status: whether the agent's server answers
 	// through the workspace's bridge (nil when not checked).
 	AgentReady *bool `json:"agent_ready,omitempty"`
@@ -86,6 +90,9 @@ func summarise(objs []Object) []Summary {
 		}
 		byName[o.Pod] = &Summary{Name: o.Pod, Pod: o.Name, State: o.State, Repo: o.Labels[plan.LabelRepo],
 			Commit: o.Labels[plan.LabelCommit], Task: o.Labels[plan.LabelTask], Created: o.Created, Containers: []ContainerSummary{}, Volumes: []string{}}
+		if o.Labels[plan.LabelPool] != "" {
+			byName[o.Pod].Pool = PoolIdle
+		}
 	}
 	for _, o := range objs {
 		s := byName[o.Pod]
@@ -97,6 +104,10 @@ func summarise(objs []Object) []Summary {
 			s.Containers = append(s.Containers, ContainerSummary{Name: o.Name, Role: o.Labels[plan.LabelRole], State: o.State})
 		case KindVolume:
 			s.Volumes = append(s.Volumes, o.Name)
+			if o.Name == plan.ObjectName(o.Pod, plan.VolumeClaim) {
+				// A pool pod's task is on its claim.
+				s.Pool, s.Task = PoolClaimed, cmp.Or(s.Task, o.Labels[plan.LabelTask])
+			}
 		case KindSecret:
 			s.Secrets = append(s.Secrets, o.Name)
 		}

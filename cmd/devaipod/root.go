@@ -159,6 +159,7 @@ in the workspace. 'devaipod doctor' says what this host can enforce.`,
 	}
 	root.AddCommand(
 		newUpCommand(g),
+		newPoolCommand(g),
 		newListCommand(g),
 		newStatusCommand(g),
 		newExecCommand(g),

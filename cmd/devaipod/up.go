@@ -35,6 +35,7 @@ type upFlags struct {
 	forgeURL          string
 	gator             []string
 	pull              string
+	noPool            bool
 }
 
 func newUpCommand(g *globalFlags) *cobra.Command {
@@ -89,11 +90,21 @@ that name from another source is refused, and left as it is.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.name, "name", "", "pod name (default: the repository's name plus a random suffix)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing; with --name of an existing pod, say what up would do with it")
+	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
+	fl.BoolVar(&f.timings, "timings", false, "print how long each step took (with --output json: a \"timings\" list)")
+	fl.BoolVar(&f.noPool, "no-pool", false, "make a pod even when the warm pool (devaipod pool) has one for this request")
+	addPodFlags(cmd, f)
+	return cmd
+}
+
+// addPodFlags adds the flags that shape the pod: up and pool take the same
+// ones, so that a pool's pods are what an up would make.
+func addPodFlags(cmd *cobra.Command, f *upFlags) {
+	fl := cmd.Flags()
 	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+config.DefaultImage+")")
 	fl.StringVar(&f.pull, "pull", pod.PullMissing, "pull the pod's images from their registries: missing, always or never (images under localhost/ are never pulled)")
 	fl.StringVar(&f.ref, "ref", "", "branch or tag to clone (git URLs only)")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing; with --name of an existing pod, say what up would do with it")
-	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for the agent's server")
 	fl.StringVar(&f.devcontainer, "devcontainer", "", "the devcontainer.json to use, as a path in the repository (default: .devcontainer/devcontainer.json, .devcontainer.json, or the only .devcontainer/*/devcontainer.json)")
 	fl.StringVar(&f.forgeURL, "forge-url", "", "web address of the GitHub Enterprise (or other) server whose pull request URLs up accepts (default: [forge] url, else https://github.com)")
@@ -102,10 +113,8 @@ that name from another source is refused, and left as it is.`,
 	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
-	fl.BoolVar(&f.timings, "timings", false, "print how long each step took (with --output json: a \"timings\" list)")
 	fl.BoolVar(&f.force, "force", false, "accept an --allow rule that opens a whole public suffix, such as '*.com' (refused without it)")
 	cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions(pod.PullPolicies, cobra.ShellCompDirectiveNoFileComp))
-	return cmd
 }
 
 func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) error {
@@ -115,13 +124,8 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	if err != nil {
 		return err
 	}
-	req := pod.Request{Source: input, Task: task, Name: f.name, Image: f.image, Ref: f.ref, ForgeURL: f.forgeURL,
-		Allow: f.allow, Force: f.force, WorkspaceAccess: f.workspaceAccess, Devcontainer: f.devcontainer,
-		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, Pull: f.pull,
-		ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure, DryRun: f.dryRun,
-		Config: cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
-		Warn:   func(s string) { g.warnf(cmd, "%s", s) },
-		Output: cmd.ErrOrStderr()}
+	req := f.request(cmd, g, cfg, input)
+	req.Task, req.Name, req.KeepOnFailure, req.DryRun, req.NoPool = task, f.name, f.keepOnFailure, f.dryRun, f.noPool
 	steps := &stepClock{start: start}
 	req.Progress = func(s string) {
 		steps.mark(s)
@@ -176,7 +180,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		out := map[string]any{
 			"name": pl.Name, "pod": pl.Pod.Name, "workdir": pl.Workdir,
 			"agent_url": pl.AgentURL, "commit": res.Source.Commit, "seconds": time.Since(start).Seconds(),
-			"credentials": pl.Credentials, "existing": false}
+			"credentials": pl.Credentials, "existing": false, "claimed": res.Claimed}
 		if f.timings {
 			out["timings"] = steps.list
 		}
@@ -193,7 +197,11 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		rootless = host.Rootless
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman).\n", pl.Name, time.Since(start).Seconds(), podmanMode(rootless))
+	from := ""
+	if res.Claimed {
+		from = ", taken from the pool"
+	}
+	fmt.Fprintf(out, "Pod %s is ready (%.1fs, %s podman%s).\n", pl.Name, time.Since(start).Seconds(), podmanMode(rootless), from)
 	if f.timings {
 		steps.print(out)
 	}
@@ -204,6 +212,17 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		printGetIn(out, pl.Name)
 	}
 	return nil
+}
+
+// request is what up and pool ask pod for: the pod's flags and the host.
+func (f *upFlags) request(cmd *cobra.Command, g *globalFlags, cfg *config.Config, input string) pod.Request {
+	return pod.Request{Source: input, Image: f.image, Ref: f.ref, ForgeURL: f.forgeURL,
+		Allow: f.allow, Force: f.force, WorkspaceAccess: f.workspaceAccess, Devcontainer: f.devcontainer,
+		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, Pull: f.pull,
+		ReadyTimeout: f.timeout,
+		Config:       cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
+		Warn:   func(s string) { g.warnf(cmd, "%s", s) },
+		Output: cmd.ErrOrStderr()}
 }
 
 // printGetIn says how to use a pod that is up.

@@ -83,7 +83,9 @@
 //
 // Every object carries the plan's labels whose values Kubernetes accepts
 // as label values (io.devaipod.pod, role, version, commit, pr, pool...), so
-// that label selection works as with the podman engine; values it refuses
-// (the repository URL, the task, the verify arguments as JSON) are
-// annotations of the same key.
+// that label selection works as with the podman engine. The pod's labels
+// whose values it refuses (the repository URL, the task, the verify
+// arguments as JSON) are the data of the ConfigMap MetaConfigMap(NAME),
+// keyed by label: not annotations, which podman 4.3's kube play refuses
+// longer than 63 characters.
 package kube

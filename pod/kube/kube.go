@@ -243,6 +243,7 @@ func Render(p *plan.Plan, o Options) (*Manifests, error) {
 	for _, v := range p.Volumes {
 		m.Claims = append(m.Claims, r.claim(v))
 	}
+	m.ConfigMaps = append(m.ConfigMaps, r.metaConfigMap())
 	if len(r.maskedFiles()) > 0 {
 		// What masked files are bound to in the agent: an empty file (a
 		// host's /dev/null cannot be mounted under Pod Security).
@@ -307,31 +308,40 @@ func (r *renderer) marker() string {
 	return r.volumeDir(plan.VolumeHostShare) + "/" + SeedMarker
 }
 
-// meta is an object's metadata: the labels Kubernetes accepts as labels,
-// the rest as annotations (see the package doc).
+// meta is an object's metadata: the labels whose values Kubernetes
+// accepts as label values. The others (URLs, the task, JSON) are in the
+// pod's ConfigMap (see metaConfigMap), not in annotations: podman 4.3's
+// kube play refuses an annotation value longer than 63 characters.
 func (r *renderer) meta(name string, labels map[string]string, extra ...string) metav1.ObjectMeta {
-	m := metav1.ObjectMeta{Name: name, Namespace: r.o.Namespace}
-	all := maps.Clone(labels)
-	if all == nil {
-		all = map[string]string{}
+	m := metav1.ObjectMeta{Name: name, Namespace: r.o.Namespace, Labels: map[string]string{}}
+	for k, v := range labels {
+		if validLabel(k, v) {
+			m.Labels[k] = v
+		}
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
-		all[extra[i]] = extra[i+1]
-	}
-	for k, v := range all {
-		if len(validation.IsQualifiedName(k)) == 0 && len(validation.IsValidLabelValue(v)) == 0 {
-			if m.Labels == nil {
-				m.Labels = map[string]string{}
-			}
-			m.Labels[k] = v
-			continue
-		}
-		if m.Annotations == nil {
-			m.Annotations = map[string]string{}
-		}
-		m.Annotations[k] = v
+		m.Labels[extra[i]] = extra[i+1]
 	}
 	return m
+}
+
+func validLabel(k, v string) bool {
+	return len(validation.IsQualifiedName(k)) == 0 && len(validation.IsValidLabelValue(v)) == 0
+}
+
+// MetaConfigMap names the ConfigMap that holds the plan's labels whose
+// values are not label values (io.devaipod.repo, io.devaipod.task,
+// io.devaipod.verify, ...), keyed by label.
+func MetaConfigMap(short string) string { return plan.ObjectName(short, "meta") }
+
+func (r *renderer) metaConfigMap() *corev1.ConfigMap {
+	data := map[string]string{}
+	for k, v := range r.p.Pod.Labels {
+		if !validLabel(k, v) {
+			data[k] = v
+		}
+	}
+	return &corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: r.meta(MetaConfigMap(r.short), r.labels), Data: data}
 }
 
 // secretObjects makes one Secret per container with secret variables,
@@ -830,10 +840,7 @@ func (r *renderer) agentPod() (*corev1.Pod, error) {
 		return nil, err
 	}
 	pod := &corev1.Pod{TypeMeta: typeMeta("v1", "Pod"), ObjectMeta: r.meta(plan.ContainerName(r.short, plan.RoleAgent), r.p.Pod.Labels, plan.LabelRole, plan.RoleAgent)}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pod.Annotations[corev1.SeccompPodAnnotationKey] = r.seccompAnnotation()
+	pod.Annotations = map[string]string{corev1.SeccompPodAnnotationKey: r.seccompAnnotation()}
 	yes, no := true, false
 	install := corev1.Container{Name: InstallContainer, Image: r.helper, Command: []string{helperBin},
 		Args:            helperargs.KubeInit{Install: InstallDir, Wait: r.marker()}.Args(),

@@ -225,9 +225,12 @@ func checkMeta(t *testing.T, kind string, obj metav1.Object) {
 			t.Errorf("%s %s label %s=%q: %v", kind, obj.GetName(), k, v, errs)
 		}
 	}
-	for k := range obj.GetAnnotations() {
+	for k, v := range obj.GetAnnotations() {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			t.Errorf("%s %s annotation %s: %v", kind, obj.GetName(), k, errs)
+		}
+		if len(v) > validation.LabelValueMaxLength {
+			t.Errorf("%s %s annotation %s is %d characters long: podman 4.3's kube play refuses more than 63", kind, obj.GetName(), k, len(v))
 		}
 	}
 }

@@ -75,8 +75,9 @@ const PasswordVar = "DEVAIPOD_AGENT_PASSWORD"
 // all of it.
 const MaxTaskLabel = 1024
 
-// taskLabel shortens a task for the pod's label at a character boundary.
-func taskLabel(task string) string {
+// TaskLabel is the task as the io.devaipod.task label keeps it: cut at
+// MaxTaskLabel bytes, on a character boundary.
+func TaskLabel(task string) string {
 	if len(task) <= MaxTaskLabel {
 		return task
 	}

@@ -123,7 +123,10 @@ func (b *builder) build() (*Plan, error) {
 
 	podLabels := b.labels(LabelAgentURL, agentURL)
 	if b.in.Task != "" {
-		podLabels[LabelTask] = taskLabel(b.in.Task)
+		podLabels[LabelTask] = TaskLabel(b.in.Task)
+	}
+	if b.in.Pool != "" {
+		podLabels[LabelPool] = b.in.Pool
 	}
 	preset := presetOf(cfg.Agent)
 	p := &Plan{

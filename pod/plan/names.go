@@ -36,6 +36,13 @@ const (
 	LabelVerify = "io.devaipod.verify"
 	// LabelPR is the number of the pull request the pod works on.
 	LabelPR = "io.devaipod.pr"
+	// LabelPool marks a pod made for the warm pool (devaipod pool): its
+	// value is the fingerprint of the plan it was made from, which an up
+	// must match to claim it.
+	LabelPool = "io.devaipod.pool"
+	// LabelClaimed is on the claim volume (VolumeClaim) an up creates to
+	// take a pool pod: when it was claimed (RFC 3339).
+	LabelClaimed = "io.devaipod.claimed"
 )
 
 // The pod's volumes, by what they hold; a volume is named with ObjectName.
@@ -58,6 +65,10 @@ const (
 	// and audit logs.
 	VolumeProxyState = "proxy-state"
 	VolumeGatorState = "gator-state"
+	// VolumeClaim is the token of a pool pod that an up took: creating
+	// it is the claim (podman refuses a second volume of the name), so
+	// a pool pod serves one task only. It holds nothing.
+	VolumeClaim = "claim"
 	// VolumeHostShare holds the copies of host paths a person shared with
 	// the agent (devaipod share, or an approved request), at HostShareDir.
 	// Its root is root's: the agent writes only what was shared with it

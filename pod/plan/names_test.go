@@ -95,11 +95,11 @@ func TestDeriveNameFor(t *testing.T) {
 
 func TestTaskLabel(t *testing.T) {
 	long := strings.Repeat("é", MaxTaskLabel)
-	got := taskLabel(long)
+	got := TaskLabel(long)
 	if len(got) > MaxTaskLabel || !strings.HasSuffix(got, "…") || !strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
-		t.Errorf("taskLabel cut badly: %d bytes", len(got))
+		t.Errorf("TaskLabel cut badly: %d bytes", len(got))
 	}
-	if taskLabel("short") != "short" {
+	if TaskLabel("short") != "short" {
 		t.Error("short tasks must stay as they are")
 	}
 }

@@ -314,6 +314,9 @@ type PlanInput struct {
 	ForbiddenPaths []string
 	// Task is the first message for the agent.
 	Task string
+	// Pool is the fingerprint of a pool pod's plan (LabelPool); "" for a
+	// pod made for one task.
+	Pool string
 	// NoVerify leaves the fast verify battery out of up's checks.
 	NoVerify bool
 	// GatorScopes are the gator's scopes in canonical form

@@ -271,7 +271,9 @@ func mapErr(err error) error {
 // taken (another up won the race).
 func mapCreateErr(err error) error {
 	var em *errorhandling.ErrorModel
-	if errors.As(err, &em) && em.ResponseCode == http.StatusConflict {
+	// Podman 4.3 answers a taken volume name with a 500 whose cause says
+	// so.
+	if errors.As(err, &em) && (em.ResponseCode == http.StatusConflict || strings.HasSuffix(em.Because, "already exists")) {
 		return fmt.Errorf("%s: %w", em.Error(), pod.ErrExists)
 	}
 	return mapErr(err)
