@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -169,7 +170,7 @@ func copyTree(src, dest string) error {
 		return err
 	}
 	if st.IsDir() {
-		if err := os.MkdirAll(dest, 0o755); err != nil {
+		if err := os.MkdirAll(dest, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
 		entries, err := os.ReadDir(src)
@@ -186,6 +187,15 @@ func copyTree(src, dest string) error {
 	data, err := os.ReadFile(src)
 	if err != nil {
 		return err
+	}
+	// The same file in place is left alone: a rerun, or under podman
+	// 4.3's kube play, where the agent's Pod's emptyDir is the named
+	// volume the workspace's Pod filled (it names the volume after the
+	// Pod's volume), which the agent's uid cannot write.
+	if st2, err := os.Stat(dest); err == nil && st2.Mode().Perm() == st.Mode().Perm() && st2.Size() == st.Size() {
+		if have, err := os.ReadFile(dest); err == nil && bytes.Equal(have, data) {
+			return nil
+		}
 	}
 	tmp := dest + ".tmp"
 	if err := os.WriteFile(tmp, data, st.Mode().Perm()); err != nil {

@@ -163,6 +163,14 @@ func TestKubeInit(t *testing.T) {
 		t.Errorf("secret copy mode %v, want 0400", st.Mode())
 	}
 
+	// In place already and not writable (the agent's uid, under podman
+	// 4.3's kube play): left alone.
+	os.Chmod(install, 0o555)
+	if err := kubeInit(context.Background(), kubeInitOptions{install: install}, &log); err != nil && os.Getuid() != 0 {
+		t.Errorf("an install in place, unwritable: %v", err)
+	}
+	os.Chmod(install, 0o755)
+
 	os.Remove(marker)
 	o = kubeInitOptions{wait: marker, timeout: 300 * time.Millisecond}
 	if err := kubeInit(context.Background(), o, &log); err == nil || !strings.Contains(err.Error(), "did not appear") {
