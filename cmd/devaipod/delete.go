@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -16,12 +15,17 @@ func newDeleteCommand(g *globalFlags) *cobra.Command {
 		Short:   "Remove a pod and everything labelled for it",
 		Long: `Remove a pod: its containers, volumes and secrets, found by the
 io.devaipod.pod label, and nothing else. With --keep-volumes the workspace
-copy and the agent's HOME stay (and are removed by a later delete or gc).`,
+copy and the agent's HOME stay (and are removed by a later delete or gc).
+
+With --engine kube: the pod's Pods, then (once they are gone, so that the
+agent never runs without its deny-all NetworkPolicy) its NetworkPolicies
+and ConfigMaps, its PersistentVolumeClaims (the volumes) and Secrets, all
+found by the io.devaipod.pod label in the namespace.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
-				removed, err := pod.Delete(cmd.Context(), p, short, keepVolumes)
+			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {
+				removed, err := pod.Delete(cmd.Context(), eng, short, keepVolumes)
 				if err != nil {
 					return err
 				}

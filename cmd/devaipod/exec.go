@@ -7,7 +7,6 @@ import (
 
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/plan"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -35,7 +34,10 @@ agent's files in the repository and the agent its files.
 The command starts at the first argument after NAME that is not one of
 exec's flags, and its own flags are its own: "devaipod exec NAME ls -la"
 runs ls -la. exec's flags go before NAME or right after it; "--" ends
-them, for a command that starts with "-".`,
+them, for a command that starts with "-".
+
+With --engine kube the command runs through the cluster's exec, as the
+container's user: --user can only name that user.`,
 		Example: `  devaipod exec myproject
   devaipod exec myproject git status
   devaipod exec myproject ls -la
@@ -70,16 +72,16 @@ them, for a command that starts with "-".`,
 			if len(argv) == 0 {
 				argv = defaultShell
 			}
-			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {
 				var as plan.ExecAs
 				if container == plan.RoleWorkspace {
 					var err error
-					if as, err = pod.WorkspaceExecAs(cmd.Context(), p, short); err != nil {
+					if as, err = pod.WorkspaceExecAs(cmd.Context(), eng, short); err != nil {
 						return err
 					}
 				}
 				as.User = cmp.Or(user, as.User)
-				return attach(cmd, p, short, container, as, argv)
+				return attach(cmd, eng, short, container, as, argv)
 			})
 		},
 	}
@@ -92,8 +94,8 @@ them, for a command that starts with "-".`,
 
 // attach runs argv in the pod's container of role with the command's
 // streams and passes on its exit status.
-func attach(cmd *cobra.Command, p *podman.Podman, short, role string, as plan.ExecAs, argv []string) error {
-	code, err := pod.Attach(cmd.Context(), p, short, role, as, argv,
+func attach(cmd *cobra.Command, eng pod.Engine, short, role string, as plan.ExecAs, argv []string) error {
+	code, err := pod.Attach(cmd.Context(), eng, short, role, as, argv,
 		cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), isTerminal(cmd.InOrStdin()))
 	if err == nil && code != 0 {
 		return &exitError{code: code}

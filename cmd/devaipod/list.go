@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -18,11 +17,16 @@ func newListCommand(g *globalFlags) *cobra.Command {
 		Long: `List devaipod pods: name, state, repository and age.
 
 With --quiet (-q), only the names, one per line (for scripts:
-devaipod list -q | xargs -n1 devaipod stop); -o json gives every field.`,
+devaipod list -q | xargs -n1 devaipod stop); -o json gives every field.
+
+With --engine kube: the pods in the namespace (--namespace, else the
+context's). A pod's state sums up its Pods: running, degraded (some
+containers do not run), pending (scheduling, pulling images, or waiting
+for up's copy), exited, terminating.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withEngine(cmd, g, func(p *podman.Podman) error {
-				sums, err := pod.List(cmd.Context(), p)
+			return withAnyEngine(cmd, g, func(eng pod.Engine) error {
+				sums, err := pod.List(cmd.Context(), eng)
 				if err != nil {
 					return err
 				}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/plan"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -16,20 +15,22 @@ func newLogsCommand(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
 		Short: "Show a container's logs (the agent's by default)",
+		Long: `Show a container's logs (the agent's by default). With --engine kube,
+the log the cluster keeps of the container (as kubectl logs).`,
 		Example: `  devaipod logs myproject
   devaipod logs myproject -c workspace --tail 50
   devaipod logs myproject -f`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {
 				// The agent's lines may carry escape sequences: on a
 				// terminal they are shown, not obeyed.
 				if !isTerminal(cmd.OutOrStdout()) {
-					return pod.Logs(cmd.Context(), p, short, container, tail, follow, cmd.OutOrStdout())
+					return pod.Logs(cmd.Context(), eng, short, container, tail, follow, cmd.OutOrStdout())
 				}
 				w := &printableWriter{w: cmd.OutOrStdout()}
-				err := pod.Logs(cmd.Context(), p, short, container, tail, follow, w)
+				err := pod.Logs(cmd.Context(), eng, short, container, tail, follow, w)
 				return errors.Join(err, w.flush())
 			})
 		},

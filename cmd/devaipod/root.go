@@ -28,6 +28,9 @@ type globalFlags struct {
 	connection string
 	output     string
 	quiet      bool
+	// engine is podman or kube (--engine, $DEVAIPOD_ENGINE); kubeContext
+	// and namespace choose the cluster's (engine.go).
+	engine, kubeContext, namespace string
 }
 
 // exitError carries an exit code chosen by a command (e.g. exec passes on
@@ -54,6 +57,10 @@ func run(ctx context.Context, args []string, s streams) int {
 // printError is the one place that turns errors into advice.
 func printError(w io.Writer, err error) {
 	fmt.Fprintf(w, "Error: %v\n", err)
+	if hint := kubeHint(err); hint != "" {
+		fmt.Fprintf(w, "Hint: %s\n", hint)
+		return
+	}
 	var ce *podman.ConnectError
 	var re *pod.ReadyError
 	var he *hintError
@@ -135,7 +142,12 @@ no network interface but loopback, a read-only root filesystem and its own
 HOME. Both share one cloned copy of the repository.
 
 Start with 'devaipod up PATH-OR-URL', then 'devaipod exec NAME' to get a shell
-in the workspace. 'devaipod doctor' says what this host can enforce.`,
+in the workspace. 'devaipod doctor' says what this host can enforce.
+
+With --engine kube (or DEVAIPOD_ENGINE=kube), up, list, status, logs, exec,
+delete and verify work on the cluster of your kubeconfig instead
+(--context, --namespace): the agent in a Pod of its own behind a deny-all
+NetworkPolicy, the workspace, proxy and gator in another (docs/kubernetes.md).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// --version prints what `devaipod version` prints.
@@ -150,12 +162,17 @@ in the workspace. 'devaipod doctor' says what this host can enforce.`,
 	pf.StringVar(&g.connection, "connection", "", "podman service: a URI (unix:///run/user/1000/podman/podman.sock, tcp://, ssh://) or the name of a podman connection (default $CONTAINER_CONNECTION, then $CONTAINER_HOST, then the user's socket)")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only results and errors")
+	pf.StringVar(&g.engine, "engine", defaultEngine(), "where pods run: podman (this host) or kube (the cluster of your kubeconfig; up, list, status, logs, exec, delete and verify); default $DEVAIPOD_ENGINE, else podman")
+	pf.StringVar(&g.kubeContext, "context", "", "with --engine kube: the kubeconfig context (default: its current context; the kubeconfig is $KUBECONFIG, else ~/.kube/config)")
+	pf.StringVar(&g.namespace, "namespace", "", "with --engine kube: the namespace (default: the context's, else default)")
 	root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	root.RegisterFlagCompletionFunc("engine", cobra.FixedCompletions(engines, cobra.ShellCompDirectiveNoFileComp))
+	root.RegisterFlagCompletionFunc("context", completeKubeContexts)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if g.output != "text" && g.output != "json" {
 			return fmt.Errorf("--output must be text or json, not %q", g.output)
 		}
-		return nil
+		return g.checkEngine(cmd)
 	}
 	root.AddCommand(
 		newUpCommand(g),
@@ -246,12 +263,12 @@ func completePods(g *globalFlags) func(*cobra.Command, []string, string) ([]stri
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		p, err := podman.Connect(cmd.Context(), g.connection)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		defer p.Close()
-		sums, err := pod.List(cmd.Context(), p)
+		var sums []pod.Summary
+		err := withAnyEngine(cmd, &globalFlags{connection: g.connection, engine: g.engine, kubeContext: g.kubeContext,
+			namespace: g.namespace, quiet: true}, func(eng pod.Engine) (err error) {
+			sums, err = pod.List(cmd.Context(), eng)
+			return err
+		})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

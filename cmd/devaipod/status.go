@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -16,15 +15,15 @@ func newStatusCommand(g *globalFlags) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
-				return printStatus(cmd, g, p, short)
+			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {
+				return printStatus(cmd, g, eng, short)
 			})
 		},
 	}
 }
 
-func printStatus(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string) error {
-	s, err := pod.Status(cmd.Context(), p, short)
+func printStatus(cmd *cobra.Command, g *globalFlags, eng pod.Engine, short string) error {
+	s, err := pod.Status(cmd.Context(), eng, short)
 	if err != nil {
 		return err
 	}

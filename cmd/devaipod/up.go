@@ -35,6 +35,7 @@ type upFlags struct {
 	forgeURL          string
 	gator             []string
 	pull              string
+	kube              kubeUpFlags // --engine kube's (up_kube.go)
 	noPool            bool
 }
 
@@ -90,6 +91,7 @@ that name from another source is refused, and left as it is.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.name, "name", "", "pod name (default: the repository's name plus a random suffix)")
+	addKubeUpFlags(cmd, &f.kube)
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing; with --name of an existing pod, say what up would do with it")
 	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
 	fl.BoolVar(&f.timings, "timings", false, "print how long each step took (with --output json: a \"timings\" list)")
@@ -118,6 +120,9 @@ func addPodFlags(cmd *cobra.Command, f *upFlags) {
 }
 
 func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) error {
+	if g.engine == engineKube {
+		return runUpKube(cmd, g, f, input, task)
+	}
 	start := time.Now()
 	ctx := cmd.Context()
 	cfg, err := g.loadConfig()

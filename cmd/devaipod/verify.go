@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -29,8 +28,8 @@ Exit status: 0 when nothing FAILs, 1 when something does.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
-				return runVerify(cmd, g, p, short, fast)
+			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {
+				return runVerify(cmd, g, eng, short, fast)
 			})
 		},
 	}
@@ -38,8 +37,8 @@ Exit status: 0 when nothing FAILs, 1 when something does.`,
 	return cmd
 }
 
-func runVerify(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, fast bool) error {
-	err := pod.Verify(cmd.Context(), p, short, fast, g.output, cmd.OutOrStdout())
+func runVerify(cmd *cobra.Command, g *globalFlags, eng pod.Engine, short string, fast bool) error {
+	err := pod.Verify(cmd.Context(), eng, short, fast, g.output, cmd.OutOrStdout())
 	if errors.Is(err, pod.ErrVerifyFailed) {
 		return &exitError{code: 1} // rows FAILed; the report says which
 	}

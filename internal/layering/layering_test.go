@@ -19,7 +19,7 @@ const module = "github.com/devaipod/devaipod/"
 // a new package, or a new arrow, is added to both.
 var mayImport = map[string][]string{
 	// The CLI: flags, output, exit codes, over the library.
-	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "pod/kube", "gator/policy", "proxy", "internal/approval"},
+	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "pod/kube", "pod/kubeclient", "gator/policy", "proxy", "internal/approval"},
 	"cmd/devaipod/internal/fakellm": {},
 	// The binaries of the helper image: never the library, nor podman.
 	"cmd/devaipod-helper": {"proxy", "proxy/rule", "internal/approval", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs", "internal/size"},
@@ -27,7 +27,7 @@ var mayImport = map[string][]string{
 	// The library: orchestration over the Engine interface.
 	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "internal/approval", "internal/helperargs"},
 	"pod/podman":       {"pod", "pod/plan", "internal/size"},
-	"pod/kubeclient":   {"pod", "pod/plan"},
+	"pod/kubeclient":   {"pod", "pod/plan", "pod/kube", "pod/config", "pod/source"},
 	"pod/kube":         {"pod/config", "pod/plan", "internal/helperargs", "internal/size"},
 	"pod/plan":         {"pod/config", "pod/devcontainer", "pod/source", "proxy/rule", "internal/helperargs", "internal/size"},
 	"pod/config":       {"pod/source", "proxy/rule", "gator/policy", "internal/size"},

@@ -91,6 +91,16 @@ func (c *Client) Apply(ctx context.Context, objs []runtime.Object, progress func
 	return applied, nil
 }
 
+// Refs names objs in the order Apply applies them (for a dry run).
+func Refs(objs []runtime.Object) ([]Ref, error) {
+	ms, err := (&Client{}).manifests(objs)
+	var refs []Ref
+	for _, m := range ms {
+		refs = append(refs, m.ref)
+	}
+	return refs, err
+}
+
 // manifests checks objs and turns them into JSON in apply order.
 func (c *Client) manifests(objs []runtime.Object) ([]manifest, error) {
 	var ms []manifest
@@ -119,10 +129,10 @@ func (c *Client) manifests(objs []runtime.Object) ([]manifest, error) {
 		if acc.GetLabels()[plan.LabelPod] == "" {
 			return nil, fmt.Errorf("%s has no %s label: delete could not find it", ref, plan.LabelPod)
 		}
-		switch ns := acc.GetNamespace(); ns {
-		case "":
+		switch ns := acc.GetNamespace(); {
+		case ns == "":
 			acc.SetNamespace(c.Namespace)
-		case c.Namespace:
+		case c.Namespace == "" || ns == c.Namespace: // "": Refs
 		default:
 			return nil, fmt.Errorf("%s is for namespace %s, not %s", ref, ns, c.Namespace)
 		}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"net/url"
 	"time"
 
@@ -95,6 +97,18 @@ func Connect(o Options) (*Client, error) {
 	c := New(cs, ns)
 	c.config, c.Context, c.Host = config, ctxName, config.Host
 	return c, nil
+}
+
+// Contexts lists the contexts of the kubeconfig (kubeconfig "" reads
+// $KUBECONFIG, else ~/.kube/config), sorted, for shell completion.
+func Contexts(kubeconfig string) ([]string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	raw, err := rules.Load()
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(raw.Contexts)), nil
 }
 
 // New is a client over a clientset (a fake one in tests) for namespace

@@ -111,7 +111,11 @@ type listed struct {
 	secrets  []corev1.Secret
 	podLevel map[string][]Ref // by short name: NetworkPolicies, ConfigMaps, Services
 	created  map[string]time.Time
-	labels   map[string]map[string]string // the NetworkPolicies' labels, by short name
+	// labels are, by short name, the io.devaipod.* labels of the
+	// pod-level objects and the data of its ConfigMaps (pod/kube keeps
+	// there the labels whose values are not label values: the repository,
+	// the task, the verify arguments).
+	labels map[string]map[string]string
 }
 
 // list lists devaipod's objects in the namespace, at once.
@@ -120,7 +124,7 @@ func (c *Client) list(ctx context.Context, short string) (*listed, error) {
 	ns := c.Namespace
 	l := &listed{podLevel: map[string][]Ref{}, created: map[string]time.Time{}, labels: map[string]map[string]string{}}
 	var mu sync.Mutex
-	podLevel := func(kind string, m metav1.ObjectMeta) {
+	podLevel := func(kind string, m metav1.ObjectMeta, data map[string]string) {
 		mu.Lock()
 		defer mu.Unlock()
 		s := m.Labels[plan.LabelPod]
@@ -129,7 +133,13 @@ func (c *Client) list(ctx context.Context, short string) (*listed, error) {
 			l.created[s] = t
 		}
 		if l.labels[s] == nil {
-			l.labels[s] = devaipodLabels(m)
+			l.labels[s] = map[string]string{}
+		}
+		maps.Copy(l.labels[s], devaipodLabels(m))
+		for k, v := range data {
+			if strings.HasPrefix(k, "io.devaipod.") {
+				l.labels[s][k] = v
+			}
 		}
 	}
 	calls := []func() error{
@@ -158,7 +168,7 @@ func (c *Client) list(ctx context.Context, short string) (*listed, error) {
 			r, err := c.cs.NetworkingV1().NetworkPolicies(ns).List(ctx, opts)
 			if err == nil {
 				for _, o := range r.Items {
-					podLevel("NetworkPolicy", o.ObjectMeta)
+					podLevel("NetworkPolicy", o.ObjectMeta, nil)
 				}
 			}
 			return err
@@ -167,7 +177,7 @@ func (c *Client) list(ctx context.Context, short string) (*listed, error) {
 			r, err := c.cs.CoreV1().ConfigMaps(ns).List(ctx, opts)
 			if err == nil {
 				for _, o := range r.Items {
-					podLevel("ConfigMap", o.ObjectMeta)
+					podLevel("ConfigMap", o.ObjectMeta, o.Data)
 				}
 			}
 			return err
@@ -176,7 +186,7 @@ func (c *Client) list(ctx context.Context, short string) (*listed, error) {
 			r, err := c.cs.CoreV1().Services(ns).List(ctx, opts)
 			if err == nil {
 				for _, o := range r.Items {
-					podLevel("Service", o.ObjectMeta)
+					podLevel("Service", o.ObjectMeta, nil)
 				}
 			}
 			return err
@@ -214,8 +224,9 @@ func devaipodLabels(m metav1.ObjectMeta) map[string]string {
 
 // Objects implements pod.Engine. The Pods (with the NetworkPolicies,
 // ConfigMaps and Services) of one devaipod pod are one pod.KindPod object,
-// whose labels are the io.devaipod.* labels and annotations of its Pods
-// and whose state sums theirs up (see podState); each of their containers
+// whose labels are the io.devaipod.* labels and annotations of them all
+// and the io.devaipod.* keys of the ConfigMaps' data (pod/kube's
+// devaipod-NAME-meta), and whose state sums up the Pods' (see podState); each of their containers
 // is a pod.KindContainer, named as on podman. PersistentVolumeClaims are
 // pod.KindVolume, Secrets pod.KindSecret.
 func (c *Client) Objects(ctx context.Context, short string) ([]pod.Object, error) {

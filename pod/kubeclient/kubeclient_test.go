@@ -51,8 +51,7 @@ func manifestsFor(short string) []runtime.Object {
 	agentMeta := meta(plan.ContainerName(short, plan.RoleAgent), plan.LabelRole, plan.RoleAgent)
 	agentMeta.Annotations = map[string]string{plan.LabelRepo: "https://example.test/org/repo.git"}
 	mainMeta := meta(plan.PodName(short))
-	mainMeta.Annotations = map[string]string{plan.LabelRepo: "https://example.test/org/repo.git",
-		plan.LabelVerify: `["--workspace","/workspaces/repo"]`, "unrelated": "x"}
+	mainMeta.Annotations = map[string]string{plan.LabelRepo: "https://example.test/org/repo.git", "unrelated": "x"}
 	return []runtime.Object{
 		// Out of order on purpose: Apply orders them.
 		&corev1.Pod{ObjectMeta: agentMeta, Spec: corev1.PodSpec{
@@ -69,6 +68,9 @@ func manifestsFor(short string) []runtime.Object {
 			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}},
 		&corev1.Secret{ObjectMeta: meta(plan.ObjectName(short, "trusted-env")), StringData: map[string]string{"GH_TOKEN": "x"}},
+		// pod/kube's: the labels that are no label values.
+		&corev1.ConfigMap{ObjectMeta: meta(plan.ObjectName(short, "meta")), Data: map[string]string{
+			plan.LabelVerify: `["--workspace","/workspaces/repo"]`, "other": "x"}},
 	}
 }
 
@@ -107,12 +109,12 @@ func TestApplyOrderLabelsAndIdempotence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"secrets/devaipod-demo-trusted-env", "persistentvolumeclaims/devaipod-demo-workspace",
+	want := []string{"secrets/devaipod-demo-trusted-env", "configmaps/devaipod-demo-meta", "persistentvolumeclaims/devaipod-demo-workspace",
 		"networkpolicies/devaipod-demo-agent-deny-all", "pods/devaipod-demo-agent", "pods/devaipod-demo"}
 	if got := actions(cs, "patch"); !slices.Equal(got, want) {
 		t.Fatalf("applied %v, want %v (secrets and volumes, then the policy, then the Pods)", got, want)
 	}
-	if len(refs) != 5 || len(progress) != 5 || !strings.Contains(progress[2], "NetworkPolicy/") {
+	if len(refs) != 6 || len(progress) != 6 || !strings.Contains(progress[3], "NetworkPolicy/") {
 		t.Errorf("refs %v, progress %v", refs, progress)
 	}
 	for _, a := range cs.Actions() {
@@ -363,7 +365,7 @@ func TestObjectsMapping(t *testing.T) {
 		t.Errorf("objects\n%q, want\n%q", got, want)
 	}
 	podObj := objs[0]
-	if podObj.Labels[plan.LabelVerify] == "" || podObj.Labels[plan.LabelRepo] == "" || podObj.Labels["unrelated"] != "" {
+	if podObj.Labels[plan.LabelVerify] == "" || podObj.Labels[plan.LabelRepo] == "" || podObj.Labels["unrelated"] != "" || podObj.Labels["other"] != "" {
 		t.Errorf("pod labels %v: want the io.devaipod.* labels and annotations", podObj.Labels)
 	}
 	if !podObj.Started {

@@ -1,0 +1,268 @@
+package kubeclient
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/kube"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/source"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/remotecommand"
+)
+
+// UpOptions tune Up. Zero values mean the defaults.
+type UpOptions struct {
+	// Render says how the plan becomes objects (the namespace is the
+	// client's).
+	Render kube.Options
+	// PodTimeout bounds each wait for the Pods: until the handshake's
+	// init container runs, and until they are ready (scheduling and
+	// image pulls included). Default 5 minutes.
+	PodTimeout time.Duration
+	// ReadyTimeout bounds the wait for the agent's server (default 60s).
+	ReadyTimeout time.Duration
+	// KeepOnFailure leaves what was applied for inspection.
+	KeepOnFailure bool
+	// Progress hears each step, Warn what the user should know, Output
+	// the lifecycle commands' output; each may be nil.
+	Progress func(string)
+	Warn     func(string)
+	Output   io.Writer
+}
+
+// Up makes the plan's pod on the cluster, the way pod.Up does on podman:
+// it renders the plan (pod/kube), applies the objects (Apply), waits for
+// the handshake's init container, streams the repository (checked out
+// again from src at the plan's commit) and the agent's git directory into
+// it, waits for the Pods to be ready, then runs what pod.Up runs after it
+// starts a pod: the readiness probe and the lifecycle commands in the
+// workspace, the plan's checks (verify --fast in the agent), the task.
+//
+// It is all or nothing: on any failure, including cancellation of ctx,
+// it deletes what it applied (unless opts.KeepOnFailure), Pods first and
+// their NetworkPolicies once they are gone.
+func (c *Client) Up(ctx context.Context, pl *plan.Plan, src *source.Source, opts UpOptions) (err error) {
+	progress := func(s string) {
+		if opts.Progress != nil {
+			opts.Progress(s)
+		}
+	}
+	warn := func(s string) {
+		if opts.Warn != nil {
+			opts.Warn(s)
+		}
+	}
+	opts.PodTimeout = cmp.Or(opts.PodTimeout, 5*time.Minute)
+	opts.ReadyTimeout = cmp.Or(opts.ReadyTimeout, 60*time.Second)
+
+	ro := opts.Render
+	ro.Namespace = c.Namespace
+	m, err := kube.Render(pl, ro)
+	if err != nil {
+		return fmt.Errorf("render pod %s: %w", pl.Name, err)
+	}
+	for _, w := range m.Warnings {
+		warn(w)
+	}
+	if local := localImages(m); len(local) > 0 {
+		warn(fmt.Sprintf("the nodes pull every image themselves; %s exist(s) only on this host unless loaded onto the nodes (kind load, minikube image load) or pushed to a registry they reach (--image, --helper-image)",
+			strings.Join(local, ", ")))
+	}
+	if exists, err := c.PodExists(ctx, pl.Pod.Name); err != nil {
+		return err
+	} else if exists {
+		return fmt.Errorf("pod %s: %w", pl.Name, pod.ErrExists)
+	}
+
+	// The copy needs the clone: check it out again, at the plan's commit.
+	tmp, err := os.MkdirTemp("", "devaipod-kube-src-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	tree := filepath.Join(tmp, "repo")
+	commit := src.Commit
+	progress("checking out " + src.Display + " for the copy")
+	again := *src
+	if err := again.Checkout(ctx, tree); err != nil {
+		return err
+	}
+	if commit != "" && again.Commit != commit {
+		return fmt.Errorf("%s moved from %s to %s while up ran: run up again", src.Display, commit, again.Commit)
+	}
+
+	progress(fmt.Sprintf("applying %d objects in namespace %s", len(m.Objects()), c.Namespace))
+	refs, err := c.Apply(ctx, m.Objects(), progress)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err == nil || opts.KeepOnFailure {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if cerr := c.deleteRefs(cctx, refs); cerr != nil {
+			err = fmt.Errorf("%w (and removing what was applied failed: %v)", err, cerr)
+		}
+	}()
+	pods := 1
+	if m.Agent != nil {
+		pods = 2
+	}
+	waitLine := func(s string) { progress("waiting: " + s) }
+	progress("waiting for the Pods to be scheduled and their images pulled")
+	if err := c.Wait(ctx, pl.Name, pods, "ready for the copy", InitRunning(m.Seed.Container), opts.PodTimeout, waitLine); err != nil {
+		return err
+	}
+	progress("copying the repository into the workspace volume")
+	if err := c.seed(ctx, m.Seed, pl, tree); err != nil {
+		return err
+	}
+	progress("waiting for the Pods to be ready")
+	if err := c.Wait(ctx, pl.Name, pods, "ready", Ready, opts.PodTimeout, waitLine); err != nil {
+		return err
+	}
+	return c.afterStart(ctx, pl, opts, progress)
+}
+
+// localImages are the images of m's Pods under localhost/: podman's name
+// for images built on this host.
+func localImages(m *kube.Manifests) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range []*corev1.Pod{m.Workspace, m.Agent} {
+		if p == nil {
+			continue
+		}
+		for _, ct := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+			if strings.HasPrefix(ct.Image, "localhost/") && !seen[ct.Image] {
+				seen[ct.Image] = true
+				out = append(out, ct.Image)
+			}
+		}
+	}
+	return out
+}
+
+// seed is the engine's side of the handshake (pod/kube's package doc):
+// the repository's files, then the agent's git directory, which ends with
+// the marker that lets the Pods go on.
+func (c *Client) seed(ctx context.Context, s kube.Seed, pl *plan.Plan, tree string) error {
+	p, err := c.cs.CoreV1().Pods(c.Namespace).Get(ctx, s.Pod, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("copy the repository: %w", err)
+	}
+	project := filepath.Base(pl.Workdir)
+	err = c.pipe(ctx, p, s.Container, s.Workspace, func(w io.Writer) error {
+		return source.TarTree(ctx, w, tree, project, plan.AgentUID, plan.AgentGID, pl.Placeholders)
+	})
+	if err != nil {
+		return fmt.Errorf("copy the repository into %s/%s: %w", s.Pod, s.Container, err)
+	}
+	gitDir, err := os.MkdirTemp("", "devaipod-agent-git-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(gitDir)
+	if err := source.AgentGitDir(ctx, tree, gitDir, pl.MaskPatterns); err != nil {
+		return fmt.Errorf("make the agent's git directory: %w", err)
+	}
+	// The tar's root entry is the volume's root: MkdirTemp's 0700 would
+	// shut out the gator, another uid, which pushes the agent's commits.
+	if err := os.Chmod(gitDir, 0o755); err != nil {
+		return err
+	}
+	err = c.pipe(ctx, p, s.Container, s.AgentGit, func(w io.Writer) error {
+		return source.TarGitDir(w, gitDir, plan.AgentUID, plan.AgentGID)
+	})
+	if err != nil {
+		return fmt.Errorf("copy the agent's git directory into %s/%s: %w", s.Pod, s.Container, err)
+	}
+	return nil
+}
+
+// pipe runs argv in a container of p with what write writes on its
+// standard input.
+func (c *Client) pipe(ctx context.Context, p *corev1.Pod, container string, argv []string, write func(io.Writer) error) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(write(pw)) }()
+	var out syncBuffer
+	code, err := c.stream(ctx, p, container, argv, remotecommand.StreamOptions{Stdin: pr, Stdout: &out, Stderr: &out})
+	pr.CloseWithError(errors.New("the copy ended")) // unblocks the writer if the exec stopped early
+	if err == nil && code != 0 {
+		err = fmt.Errorf("%s exited %d: %s", strings.Join(argv, " "), code, strings.TrimSpace(out.String()))
+	}
+	return err
+}
+
+// afterStart is what pod.Up does once the pod runs: the agent's
+// readiness, the lifecycle commands and the containment checks, at once;
+// then the task.
+func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, progress func(string)) error {
+	progress("waiting for the agent's server and checking its containment")
+	if pl.Lifecycle != nil {
+		progress("running the devcontainer's lifecycle commands in the workspace")
+	}
+	ws := plan.ContainerName(pl.Name, plan.RoleWorkspace)
+	errs := make([]error, 2+len(pl.Checks))
+	var wg sync.WaitGroup
+	wg.Add(len(errs))
+	go func() {
+		defer wg.Done()
+		code, out, err := c.Exec(ctx, ws, pod.AsRoot(pl.ReadyProbe(opts.ReadyTimeout)))
+		switch {
+		case err != nil:
+			errs[0] = fmt.Errorf("wait for agent: %w", err)
+		case code != 0:
+			var logs strings.Builder
+			_ = c.Logs(ctx, plan.ContainerName(pl.Name, plan.RoleAgent), 20, false, &logs)
+			errs[0] = &pod.ReadyError{Detail: strings.TrimSpace(out), Logs: logs.String()}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		errs[1] = pod.RunLifecycle(ctx, c, pl.Name, pl.Lifecycle, plan.StageCreate, opts.Output)
+	}()
+	for i, ch := range pl.Checks {
+		go func() {
+			defer wg.Done()
+			code, out, err := c.Exec(ctx, ch.Container, pod.ExecSpec{Cmd: ch.Command})
+			switch {
+			case err != nil:
+				errs[i+2] = fmt.Errorf("containment check in %s: %w", ch.Container, err)
+			case code != 0:
+				errs[i+2] = &pod.CheckError{Check: ch, Output: strings.TrimSpace(out)}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err // readiness first: a dead agent explains failed checks
+		}
+	}
+	if pl.Task != "" && pl.AgentKind == config.AgentOpencode {
+		progress("handing the task to the agent")
+		code, out, err := c.Exec(ctx, ws, pod.AsRoot(pl.TaskCommand()))
+		if err == nil && code != 0 {
+			err = errors.New(strings.TrimSpace(out))
+		}
+		if err != nil {
+			return fmt.Errorf("hand the task to the agent: %w", err)
+		}
+	}
+	return nil
+}
