@@ -27,7 +27,7 @@ var mayImport = map[string][]string{
 	// The library: orchestration over the Engine interface.
 	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "internal/approval", "internal/helperargs"},
 	"pod/podman":       {"pod", "pod/plan", "internal/size"},
-	"pod/kubeclient":   {"pod", "pod/plan", "pod/kube", "pod/config", "pod/source"},
+	"pod/kubeclient":   {"pod", "pod/plan", "pod/kube", "pod/config", "pod/source", "internal/helperargs"},
 	"pod/kube":         {"pod/config", "pod/plan", "internal/helperargs", "internal/size"},
 	"pod/plan":         {"pod/config", "pod/devcontainer", "pod/source", "proxy/rule", "internal/helperargs", "internal/size"},
 	"pod/config":       {"pod/source", "proxy/rule", "gator/policy", "internal/size"},

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"net/url"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/httpstream"

@@ -14,7 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/plan"
 	"golang.org/x/term"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -22,12 +24,11 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 )
 
-// UntarCommand extracts a tar stream from standard input into the
-// directory appended to it, keeping the archive's owners and modes (tar
-// run as root does). CopyInto runs it in the target container, which must
-// have it: the handshake's copy containers of pod/kube run an image with
-// tar in it.
-var UntarCommand = []string{"tar", "-x", "-p", "-f", "-", "-C"}
+// untarCommand extracts a tar stream from standard input into dir: the
+// helper's untar (at plan.HelperMount, where pod/kube's Pods mount it),
+// so that nothing is asked of the image. It keeps the archive's owners
+// where the container's user may (root).
+func untarCommand(dir string) []string { return plan.HelperCommand(helperargs.Untar{Dir: dir}) }
 
 // execURL is the URL of an exec request for container ct of Pod p.
 func (c *Client) execURL(p *corev1.Pod, o *corev1.PodExecOptions) *url.URL {
@@ -220,17 +221,17 @@ func (t *terminalSizes) Next() *remotecommand.TerminalSize {
 	}
 }
 
-// CopyInto implements pod.Engine: the tar stream goes to UntarCommand
-// through exec, in a container that runs (on a cluster a container cannot
-// be written to before it starts: pod/kube's handshake holds the Pods in
-// init containers that wait for the copy).
+// CopyInto implements pod.Engine: the tar stream goes to the helper's
+// untar through exec, in a container that runs, as the container's user
+// (on a cluster a container cannot be written to before it starts: up's
+// copy goes through pod/kube's handshake instead, see Up).
 func (c *Client) CopyInto(ctx context.Context, container, dir string, tar io.Reader) error {
 	p, ct, err := c.locate(ctx, container)
 	if err != nil {
 		return err
 	}
 	var out bytes.Buffer
-	argv := append(append([]string(nil), UntarCommand...), dir)
+	argv := untarCommand(dir)
 	code, err := c.stream(ctx, p, ct, argv, remotecommand.StreamOptions{Stdin: tar, Stdout: &out, Stderr: &out})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("%s exited %d: %s", strings.Join(argv, " "), code, strings.TrimSpace(out.String()))

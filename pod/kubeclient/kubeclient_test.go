@@ -596,7 +596,7 @@ func TestCopyInto(t *testing.T) {
 	if q.Get("container") != "copy" || !strings.Contains(f.url.Path, "/pods/devaipod-demo/") || string(f.in) != "TAR" {
 		t.Errorf("url %s, stdin %q", f.url, f.in)
 	}
-	if got := q["command"]; !slices.Equal(got, append(slices.Clone(UntarCommand), "/workspaces")) {
+	if got := q["command"]; !slices.Equal(got, []string{plan.HelperBin, "untar", "--dir", "/workspaces"}) {
 		t.Errorf("command %q", got)
 	}
 	withExecutor(c, func(so remotecommand.StreamOptions) error {
@@ -660,7 +660,7 @@ func TestConnect(t *testing.T) {
 	}
 	t.Setenv("KUBECONFIG", file)
 	for _, tc := range []struct {
-		o                   Options
+		o                 Options
 		host, ns, context string
 	}{
 		{Options{}, "https://one.example.test:6443", "team", "one"},

@@ -227,4 +227,3 @@ func TestUpKeepOnFailure(t *testing.T) {
 		t.Error("--keep-on-failure removed the pod")
 	}
 }
-
