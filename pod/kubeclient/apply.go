@@ -1,6 +1,7 @@
 package kubeclient
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -222,7 +223,11 @@ func (c *Client) deleteRefs(ctx context.Context, refs []Ref) error {
 			}
 		}
 	}
-	podsGone := c.waitPodsGone(ctx, pods)
+	// Bounded: a Pod on a node that is gone stays Terminating until the
+	// node controller gives up on it; the error then says the policy stays.
+	wctx, cancel := context.WithTimeout(ctx, cmp.Or(c.goneTimeout, 2*time.Minute))
+	podsGone := c.waitPodsGone(wctx, pods)
+	cancel()
 	for _, kind := range slices.Backward(applyOrder) {
 		if kind == "Pod" {
 			continue

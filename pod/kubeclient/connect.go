@@ -39,8 +39,10 @@ type Client struct {
 	// which cluster (for messages).
 	Namespace, Context, Host string
 
-	// poll is how often Wait and Remove look again.
-	poll time.Duration
+	// poll is how often Wait and Remove look again; goneTimeout how long
+	// a delete waits for Pods to be gone before it keeps their
+	// NetworkPolicies (default 2 minutes).
+	poll, goneTimeout time.Duration
 	// newExecutor makes the stream of one exec request (tests replace it).
 	newExecutor func(method string, u *url.URL) (remotecommand.Executor, error)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/source"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/remotecommand"
 )
@@ -103,9 +105,21 @@ func (c *Client) Up(ctx context.Context, pl *plan.Plan, src *source.Source, opts
 		return fmt.Errorf("%s moved from %s to %s while up ran: run up again", src.Display, commit, again.Commit)
 	}
 
+	// The name is claimed with a create, which the API server does once:
+	// of two ups of one name (from any host), one gets ErrExists and
+	// touches nothing. Apply then takes the claim over with the rest.
+	claim, err := c.claim(ctx, m, pl.Name)
+	if err != nil {
+		return err
+	}
 	progress(fmt.Sprintf("applying %d objects in namespace %s", len(m.Objects()), c.Namespace))
 	refs, err := c.Apply(ctx, m.Objects(), progress)
 	if err != nil {
+		// Apply removed what it applied; the claim too, unless it failed
+		// before it came to it.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = c.deleteOne(cctx, claim)
 		return err
 	}
 	defer func() {
@@ -136,6 +150,26 @@ func (c *Client) Up(ctx context.Context, pl *plan.Plan, src *source.Source, opts
 		return err
 	}
 	return c.afterStart(ctx, pl, opts, progress)
+}
+
+// claim creates the pod's meta ConfigMap (pod/kube's, which every
+// rendered pod has): ErrExists when it exists.
+func (c *Client) claim(ctx context.Context, m *kube.Manifests, short string) (Ref, error) {
+	name := kube.MetaConfigMap(short)
+	i := slices.IndexFunc(m.ConfigMaps, func(cm *corev1.ConfigMap) bool { return cm.Name == name })
+	if i < 0 {
+		return Ref{}, fmt.Errorf("render pod %s: no ConfigMap %s", short, name)
+	}
+	cm := m.ConfigMaps[i].DeepCopy()
+	cm.Namespace = c.Namespace
+	_, err := c.cs.CoreV1().ConfigMaps(c.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		return Ref{}, fmt.Errorf("pod %s: %w", short, pod.ErrExists)
+	}
+	if err != nil {
+		return Ref{}, fmt.Errorf("create ConfigMap %s: %w", name, err)
+	}
+	return Ref{Kind: "ConfigMap", Name: name}, nil
 }
 
 // localImages are the images of m's Pods under localhost/: podman's name

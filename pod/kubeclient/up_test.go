@@ -227,3 +227,27 @@ func TestUpKeepOnFailure(t *testing.T) {
 		t.Error("--keep-on-failure removed the pod")
 	}
 }
+
+// TestUpClaimsTheName: the name is claimed by a create, so that an up that
+// lost a race for it (another host's, between the existence check and the
+// apply) touches nothing of the winner's.
+func TestUpClaimsTheName(t *testing.T) {
+	k, c, pl, src := upFixture(t, func(string, []string) int { return 0 })
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: kube.MetaConfigMap("demo"), Namespace: ns,
+		Labels: map[string]string{"other": "up"}}}
+	if _, err := k.cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Up(ctx, pl, src, UpOptions{}); !errors.Is(err, pod.ErrExists) {
+		t.Fatalf("err %v, want ErrExists", err)
+	}
+	if _, err := k.cs.CoreV1().ConfigMaps(ns).Get(ctx, cm.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the winner's claim is gone: %v", err)
+	}
+	for _, a := range k.cs.Actions() {
+		if a.GetVerb() == "patch" || a.GetVerb() == "delete" {
+			t.Errorf("the loser did %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+}
