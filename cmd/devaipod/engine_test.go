@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/devaipod/devaipod/internal/gittest"
+	"github.com/devaipod/devaipod/pod/kube"
 	"github.com/devaipod/devaipod/pod/kubeclient"
 	"github.com/devaipod/devaipod/pod/plan"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/remotecommand"
 )
 
 // fakeCluster makes --engine kube reach a fake cluster holding pods names,
@@ -145,5 +152,116 @@ func TestKubeHints(t *testing.T) {
 		if !strings.Contains(b.String(), "Hint: ") || !strings.Contains(b.String(), tt.want) {
 			t.Errorf("%v: printed %q, want %q", tt.err, b.String(), tt.want)
 		}
+	}
+}
+
+// kubelet plays the cluster for up --engine kube: the handshake's init
+// container runs once the Pods exist; every container runs once the seed's
+// last command (the one that writes the marker) came through exec.
+func kubelet(t *testing.T, cs *fake.Clientset) func(method string, u *url.URL) (remotecommand.Executor, error) {
+	var seeded atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+			pods, _ := cs.CoreV1().Pods("agents").List(ctx, metav1.ListOptions{})
+			for _, p := range pods.Items {
+				p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+				for _, c := range p.Spec.InitContainers {
+					p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, corev1.ContainerStatus{Name: c.Name,
+						State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+				}
+				if seeded.Load() {
+					p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+					for _, c := range p.Spec.Containers {
+						p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Ready: true,
+							State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+					}
+				}
+				cs.CoreV1().Pods("agents").UpdateStatus(ctx, &p, metav1.UpdateOptions{})
+			}
+		}
+	}()
+	return func(method string, u *url.URL) (remotecommand.Executor, error) {
+		return execFunc(func(so remotecommand.StreamOptions) error {
+			if so.Stdin != nil {
+				io.Copy(io.Discard, so.Stdin)
+			}
+			if strings.Contains(u.RawQuery, url.QueryEscape(kube.SeedMarker)) {
+				seeded.Store(true)
+			}
+			return nil
+		}), nil
+	}
+}
+
+type execFunc func(so remotecommand.StreamOptions) error
+
+func (f execFunc) Stream(so remotecommand.StreamOptions) error { return f(so) }
+func (f execFunc) StreamWithContext(_ context.Context, so remotecommand.StreamOptions) error {
+	return f(so)
+}
+
+func TestKubeUp(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	repo := gittest.Repo(t)
+	cs := fakeCluster(t)
+	exec := kubelet(t, cs)
+	old := connectKube
+	connectKube = func(o kubeclient.Options) (*kubeclient.Client, error) {
+		c, err := old(o)
+		if err == nil {
+			c.SetExecutor(exec)
+			c.SetPollInterval(10 * time.Millisecond)
+		}
+		return c, err
+	}
+	// The dry run: the plan and what would be applied; nothing is.
+	code, out, errOut := cli(t, "--engine", "kube", "--namespace", "agents", "up", repo, "--name", "k", "--dry-run", "-o", "json")
+	if code != 0 {
+		t.Fatalf("dry run: %d %s", code, errOut)
+	}
+	var dry struct {
+		Engine, Namespace string
+		Objects           []kubeclient.Ref
+	}
+	if err := json.Unmarshal([]byte(out), &dry); err != nil {
+		t.Fatal(err)
+	}
+	if dry.Engine != "kube" || dry.Namespace != "agents" || len(dry.Objects) < 5 || dry.Objects[len(dry.Objects)-1].Kind != "Pod" {
+		t.Errorf("dry run: %+v", dry)
+	}
+	for _, a := range cs.Actions() {
+		if v := a.GetVerb(); v != "list" && v != "get" {
+			t.Errorf("the dry run did %s %s", v, a.GetResource().Resource)
+		}
+	}
+	code, out, errOut = cli(t, "--engine", "kube", "--namespace", "agents", "up", repo, "--name", "k", "--helper-image", "registry.test/helper:1")
+	if code != 0 {
+		t.Fatalf("up: %d %s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"Pod k is ready", "namespace agents", "devaipod --engine kube --namespace agents exec k"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up's output %q lacks %q", out, want)
+		}
+	}
+	for _, want := range []string{"applying Pod/devaipod-k-agent", "copying the repository", "waiting: "} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("up's progress lacks %q:\n%s", want, errOut)
+		}
+	}
+	p, err := cs.CoreV1().Pods("agents").Get(context.Background(), "devaipod-k-agent", metav1.GetOptions{})
+	if err != nil || p.Spec.InitContainers[0].Image != "registry.test/helper:1" {
+		t.Errorf("the agent's Pod: %v", err)
+	}
+	// Up again: it is there, and running.
+	code, out, errOut = cli(t, "--engine", "kube", "--namespace", "agents", "up", repo, "--name", "k")
+	if code != 0 || !strings.Contains(out, "Pod k is already running") {
+		t.Errorf("up again: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = cli(t, "--engine", "kube", "--namespace", "agents", "list", "-q")
+	if code != 0 || out != "k\n" {
+		t.Errorf("list: %q", out)
 	}
 }

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devaipod/devaipod/pod/kube"
+	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/source"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestE2EKubePlay renders the example repository with `devaipod kube
+// render`, plays the manifests with `podman kube play` as the rootless test
+// user, does the engine's side of the handshake (the repository and the
+// agent's git directory streamed into the workspace Pod's init container),
+// and runs the whole verify battery in the agent: no row may FAIL. Then it
+// takes everything down and checks that nothing is left.
+//
+// podman kube play ignores NetworkPolicy: the agent's Pod is played on its
+// own with --network none, which stands in for the policy (docs/kubernetes.md).
+// Podman 4.3 (Debian 12, CI) ignores subPath, which the agent's binds of
+// protected paths are: there the example is rendered with
+// --workspace-access ro (no subPath at all); podman 4.4 and later play the
+// default. Before 5.0 it also ignores an emptyDir's medium and size: the
+// agent's /tmp is a volume on disk, so the limit-tmp row cannot pass there
+// and is the one FAIL allowed (docs/kubernetes.md lists these limits).
+func TestE2EKubePlay(t *testing.T) {
+	bin := e2e(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	major, minor := podmanVersion(t)
+	subPath := major > 4 || (major == 4 && minor >= 4)
+	memoryEmptyDir := major >= 5 // podman 5.0 plays a memory emptyDir as a tmpfs
+
+	repo := exampleRepo(t)
+	cfg := standInConfig(t, "")
+	name := uniqueName("kube")
+	env := []string{"ANTHROPIC_API_KEY=sk-e2e-kube-key"}
+	args := []string{"--config", cfg, "kube", "render", repo, "--name", name, "--no-limits"}
+	dryRun := []string{"--config", cfg, "up", repo, "--name", name, "--dry-run", "-o", "json"}
+	if !subPath {
+		args = append(args, "--workspace-access", "ro")
+		dryRun = append(dryRun, "--workspace-access", "ro")
+	}
+	profiles := seccompProfileDir(t, bin, repo, cfg)
+
+	render := mustDevaipod(t, env, args...)
+	docs := splitYAML(render.stdout)
+	var ws, agent []string
+	var meta corev1.ConfigMap
+	var claims, emptyDirs, secrets []string
+	for _, doc := range docs {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name   string            `json:"name"`
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("%v\n%s", err, doc)
+		}
+		if obj.Metadata.Labels[plan.LabelPod] != name {
+			t.Errorf("%s %s lacks the label %s=%s", obj.Kind, obj.Metadata.Name, plan.LabelPod, name)
+		}
+		switch {
+		case obj.Kind == "NetworkPolicy":
+			continue // cluster-only: --network none stands in for the agent's
+		case obj.Kind == "Pod" && obj.Metadata.Labels[plan.LabelRole] == plan.RoleAgent:
+			agent = append(agent, doc)
+		default:
+			ws = append(ws, doc)
+		}
+		switch obj.Kind {
+		case "PersistentVolumeClaim":
+			claims = append(claims, obj.Metadata.Name)
+		case "Secret":
+			secrets = append(secrets, obj.Metadata.Name)
+		case "ConfigMap":
+			if obj.Metadata.Name == kube.MetaConfigMap(name) {
+				if err := yaml.UnmarshalStrict([]byte(doc), &meta); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case "Pod":
+			var pod corev1.Pod
+			if err := yaml.UnmarshalStrict([]byte(doc), &pod); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range pod.Spec.Volumes {
+				if v.EmptyDir != nil {
+					emptyDirs = append(emptyDirs, v.Name) // podman 4.3 names their volumes so
+				}
+			}
+		}
+	}
+	if len(agent) != 1 || len(ws) == 0 || meta.Data[plan.LabelVerify] == "" {
+		t.Fatalf("want one agent Pod, the rest, and the verify arguments in %s:\n%s", kube.MetaConfigMap(name), render.stdout)
+	}
+	dir := t.TempDir()
+	wsFile, agentFile := filepath.Join(dir, "workspace.yaml"), filepath.Join(dir, "agent.yaml")
+	os.WriteFile(wsFile, []byte(strings.Join(ws, "\n---\n")), 0o644)
+	os.WriteFile(agentFile, []byte(strings.Join(agent, "\n---\n")), 0o644)
+
+	podName, agentPod := plan.PodName(name), plan.ContainerName(name, plan.RoleAgent)
+	t.Cleanup(func() {
+		// kube down, then what podman 4.3's kube down leaves: the claims'
+		// and emptyDirs' volumes, the Secrets.
+		for _, f := range []string{agentFile, wsFile} {
+			podmanOut(t, "kube", "down", f)
+		}
+		podmanOut(t, "pod", "rm", "-f", "--ignore", podName, agentPod)
+		for _, v := range append(append([]string{}, claims...), emptyDirs...) {
+			podmanOut(t, "volume", "rm", "-f", v)
+		}
+		for _, s := range secrets {
+			podmanOut(t, "secret", "rm", s)
+			podmanOut(t, "volume", "rm", "-f", s) // podman 4.3's Secret volume
+		}
+		if left := labelled(t, name); len(left) > 0 {
+			t.Errorf("objects left after kube down: %v", left)
+		}
+		out, _ := exec.Command("podman", "volume", "ls", "-q").Output()
+		for _, v := range strings.Fields(string(out)) {
+			if strings.HasPrefix(v, plan.Prefix+name+"-") || strings.HasPrefix(v, name+"-") {
+				t.Errorf("volume %s left after kube down", v)
+			}
+		}
+	})
+
+	// What up would copy (placeholders, masked blobs), from the same plan.
+	// Before the play: podman holds the pod's lock while prepare waits.
+	var pl struct {
+		Workdir      string   `json:"workdir"`
+		Placeholders []string `json:"placeholders"`
+		MaskPatterns []string `json:"mask_patterns"`
+	}
+	if err := json.Unmarshal([]byte(mustDevaipod(t, env, dryRun...).stdout), &pl); err != nil {
+		t.Fatal(err)
+	}
+
+	// The workspace Pod: its play ends only once "prepare" has (podman
+	// runs init containers to completion first), and prepare waits for the
+	// handshake's marker.
+	play := exec.CommandContext(ctx, "podman", "kube", "play", wsFile)
+	var playOut bytes.Buffer
+	play.Stdout, play.Stderr = &playOut, &playOut
+	if err := play.Start(); err != nil {
+		t.Fatal(err)
+	}
+	played := make(chan error, 1)
+	go func() { played <- play.Wait() }()
+	prepare := podName + "-" + kube.PrepareContainer
+	waitFor(t, 90*time.Second, "the prepare container to run", func() bool {
+		out, _ := exec.Command("podman", "inspect", "--format", "{{.State.Status}}", prepare).Output()
+		return strings.TrimSpace(string(out)) == "running"
+	})
+
+	// The handshake, as the engine does it (pod/kube's doc): the
+	// repository as up's copy makes it, then the agent's git directory,
+	// whose untar creates the marker.
+	seed := func(cmd []string, tar func(io.Writer) error) {
+		t.Helper()
+		c := exec.CommandContext(ctx, "podman", append([]string{"exec", "-i", prepare}, cmd...)...)
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(tar(pw)) }()
+		c.Stdin = pr
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", cmd, err, out)
+		}
+	}
+	var m kube.Seed
+	m.Workspace = []string{"/devaipod-helper", "untar", "--dir", kube.VolumesDir + "/" + plan.VolumeWorkspace}
+	m.Marker = kube.VolumesDir + "/" + plan.VolumeHostShare + "/" + kube.SeedMarker
+	m.AgentGit = []string{"/devaipod-helper", "untar", "--dir", kube.VolumesDir + "/" + plan.VolumeAgentGit, "--done", m.Marker}
+	seed(m.Workspace, func(w io.Writer) error {
+		return source.TarTree(ctx, w, repo, filepath.Base(pl.Workdir), plan.AgentUID, plan.AgentGID, pl.Placeholders)
+	})
+	gitDir := t.TempDir()
+	if err := source.AgentGitDir(ctx, repo, gitDir, pl.MaskPatterns); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(gitDir, 0o755)
+	seed(m.AgentGit, func(w io.Writer) error { return source.TarGitDir(w, gitDir, plan.AgentUID, plan.AgentGID) })
+	select {
+	case err := <-played:
+		if err != nil {
+			t.Fatalf("podman kube play of the workspace Pod: %v\n%s", err, playOut.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("podman kube play of the workspace Pod did not end after the handshake:\n%s", playOut.String())
+	}
+
+	// The agent's Pod: no network but lo, and devaipod's seccomp profile.
+	if out, err := exec.CommandContext(ctx, "podman", "kube", "play", "--network", "none", "--seccomp-profile-root", profiles, agentFile).CombinedOutput(); err != nil {
+		t.Fatalf("podman kube play of the agent Pod: %v\n%s", err, out)
+	}
+	agentCtr := agentPod + "-" + plan.RoleAgent
+	wsCtr := podName + "-" + plan.RoleWorkspace
+
+	t.Run("the workspace reaches the agent's server through the socket bridge", func(t *testing.T) {
+		out, err := exec.CommandContext(ctx, "podman", "exec", wsCtr, plan.HelperBin, "wait-http", "--timeout", "60s", "http://127.0.0.1:4096/").CombinedOutput()
+		if err != nil {
+			t.Errorf("wait-http: %v %s", err, out)
+		}
+	})
+	t.Run("the repository is in both, the agent's git its own", func(t *testing.T) {
+		r, err := exec.CommandContext(ctx, "podman", "exec", agentCtr, "sh", "-c", "cd "+pl.Workdir+" && cat greet.sh >/dev/null && git log --oneline | wc -l && id -u").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(r)) != "1\n1000" {
+			t.Errorf("agent: %v %q", err, r)
+		}
+		r, err = exec.CommandContext(ctx, "podman", "exec", wsCtr, "sh", "-c", "cd "+pl.Workdir+" && git status --porcelain && echo clean").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(r)) != "clean" {
+			t.Errorf("workspace: %v %q", err, r)
+		}
+	})
+	t.Run("the LLM key is the proxy's: a placeholder in the agent", func(t *testing.T) {
+		r, _ := exec.CommandContext(ctx, "podman", "exec", agentCtr, "printenv", "ANTHROPIC_API_KEY").CombinedOutput()
+		if !strings.HasPrefix(string(r), "devaipod-ANTHROPIC_API_KEY-") {
+			t.Errorf("agent ANTHROPIC_API_KEY = %q", r)
+		}
+	})
+
+	t.Run("verify passes in the agent", func(t *testing.T) {
+		var verifyArgs []string
+		if err := json.Unmarshal([]byte(meta.Data[plan.LabelVerify]), &verifyArgs); err != nil {
+			t.Fatal(err)
+		}
+		cmd := append([]string{"exec", agentCtr, plan.HelperBin, "verify"}, verifyArgs...)
+		out, _ := exec.CommandContext(ctx, "podman", append(cmd, "--output", "json")...).Output()
+		var report struct {
+			Rows []struct{ ID, Result, Detail string } `json:"rows"`
+			Pass int                                    `json:"pass"`
+		}
+		if err := json.Unmarshal(out, &report); err != nil || report.Pass == 0 {
+			t.Fatalf("verify: %v\n%s", err, out)
+		}
+		var rows []string
+		for _, r := range report.Rows {
+			rows = append(rows, r.Result+" "+r.ID+": "+r.Detail)
+			if r.Result != "FAIL" {
+				continue
+			}
+			if r.ID == "limit-tmp" && !memoryEmptyDir {
+				// podman before 5.0 plays the agent's memory emptyDir
+				// as a volume on disk, without its size
+				// (docs/kubernetes.md); a cluster gives a tmpfs.
+				continue
+			}
+			t.Errorf("verify row FAILs: %s: %s", r.ID, r.Detail)
+		}
+		sort.Strings(rows)
+		t.Logf("verify in the agent of the kube-played pod:\n%s", strings.Join(rows, "\n"))
+	})
+}
+
+// podmanVersion is the podman client's major and minor version.
+func podmanVersion(t *testing.T) (int, int) {
+	t.Helper()
+	out, err := exec.Command("podman", "version", "--format", "{{.Client.Version}}").Output()
+	if err != nil {
+		t.Fatalf("podman version: %v", err)
+	}
+	parts := strings.SplitN(strings.TrimSpace(string(out)), ".", 3)
+	if len(parts) < 2 {
+		t.Fatalf("podman version %q", out)
+	}
+	major, _ := strconv.Atoi(parts[0])
+	minor, _ := strconv.Atoi(parts[1])
+	return major, minor
+}
+
+// exampleRepo is examples/hello as a repository of its own, as make demo
+// makes it.
+func exampleRepo(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "hello")
+	if out, err := exec.Command("cp", "-r", filepath.Join("..", "..", "examples", "hello"), dir).CombinedOutput(); err != nil {
+		t.Fatalf("copy the example: %v %s", err, out)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"commit", "-q", "-m", "hello example"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// seccompProfileDir is a directory holding the agent's seccomp profile as
+// kube.AgentSeccompProfile, for kube play's --seccomp-profile-root. The
+// podman engine writes the profile to the user's cache when it creates an
+// agent; when no up has run as this user yet, one up makes it.
+func seccompProfileDir(t *testing.T, bin, repo, cfg string) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func() string {
+		matches, _ := filepath.Glob(filepath.Join(cache, "devaipod", "seccomp-"+plan.SeccompAgent+"-*.json"))
+		newest, when := "", time.Time{}
+		for _, m := range matches {
+			if st, err := os.Stat(m); err == nil && st.ModTime().After(when) {
+				newest, when = m, st.ModTime()
+			}
+		}
+		return newest
+	}
+	profile := find()
+	if profile == "" {
+		name := uniqueName("kube-profile")
+		cleanup(t, name)
+		mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name, "--no-verify")
+		devaipod(t, nil, "delete", name)
+		if profile = find(); profile == "" {
+			t.Fatal("up wrote no seccomp profile to the cache")
+		}
+	}
+	data, err := os.ReadFile(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, kube.AgentSeccompProfile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func splitYAML(s string) []string {
+	var docs []string
+	for _, d := range strings.Split(s, "\n---\n") {
+		if strings.TrimSpace(d) != "" {
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
+
+// podmanOut runs podman for a cleanup step; failures are logged only.
+func podmanOut(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("podman", args...).CombinedOutput(); err != nil {
+		t.Logf("podman %s: %v %s", strings.Join(args, " "), err, out)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
