@@ -257,7 +257,7 @@ func TestKubeUp(t *testing.T) {
 	}
 	// Up again: it is there, and running.
 	code, out, errOut = cli(t, "--engine", "kube", "--namespace", "agents", "up", repo, "--name", "k")
-	if code != 0 || !strings.Contains(out, "Pod k is already running") {
+	if code != 0 || !strings.Contains(out, "Pod k is already running") || !strings.Contains(out, "--engine kube --namespace agents verify k") {
 		t.Errorf("up again: %d %s %s", code, out, errOut)
 	}
 	code, out, _ = cli(t, "--engine", "kube", "--namespace", "agents", "list", "-q")

@@ -79,7 +79,14 @@ func runUpKube(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task strin
 			return &hintError{err: fmt.Errorf("pod %s exists and is %s", ex.Name, ex.State),
 				hint: fmt.Sprintf("a Pod on a cluster does not start again: `devaipod --engine kube delete %s`, then up", ex.Name)}
 		}
-		return reportExisting(cmd, g, f.dryRun, ex, start)
+		if f.dryRun || g.json() {
+			return reportExisting(cmd, g, f.dryRun, ex, start)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "Pod %s is already running (from %s).\n", ex.Name, ex.Source())
+		if !g.quiet {
+			printKubeGetIn(cmd.OutOrStdout(), g, kc, ex.Name)
+		}
+		return nil
 	}
 	pl := res.Plan
 	opts := kube.Options{HelperImage: f.kube.helperImage, StorageClass: f.kube.storageClass, AgentSeccomp: f.kube.agentSeccomp, Namespace: kc.Namespace}
@@ -119,19 +126,25 @@ func runUpKube(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task strin
 		for _, c := range pl.Credentials {
 			fmt.Fprintf(out, "  credential %s: the agent holds a placeholder; the proxy puts in %s on %s\n", c.Name, c.From, c.Hosts)
 		}
-		e := "devaipod --engine kube"
-		if kc.Context != "" && g.kubeContext != "" {
-			e += " --context " + kc.Context
-		}
-		if g.namespace != "" {
-			e += " --namespace " + kc.Namespace
-		}
-		fmt.Fprintf(out, "  shell in the workspace:  %s exec %s\n", e, pl.Name)
-		fmt.Fprintf(out, "  the agent's log:         %s logs %s\n", e, pl.Name)
-		fmt.Fprintf(out, "  check its containment:   %s verify %s\n", e, pl.Name)
-		fmt.Fprintf(out, "  remove it:               %s delete %s\n", e, pl.Name)
+		printKubeGetIn(out, g, kc, pl.Name)
 	}
 	return nil
+}
+
+// printKubeGetIn says how to use a pod that is up on a cluster: the
+// commands with the flags that chose it.
+func printKubeGetIn(out io.Writer, g *globalFlags, kc *kubeclient.Client, name string) {
+	e := "devaipod --engine kube"
+	if g.kubeContext != "" {
+		e += " --context " + kc.Context
+	}
+	if g.namespace != "" {
+		e += " --namespace " + kc.Namespace
+	}
+	fmt.Fprintf(out, "  shell in the workspace:  %s exec %s\n", e, name)
+	fmt.Fprintf(out, "  the agent's log:         %s logs %s\n", e, name)
+	fmt.Fprintf(out, "  check its containment:   %s verify %s\n", e, name)
+	fmt.Fprintf(out, "  remove it:               %s delete %s\n", e, name)
 }
 
 // printKubeDryRun shows the plan and the objects up would apply.
