@@ -246,7 +246,7 @@ func TestKubeUp(t *testing.T) {
 			t.Errorf("up's output %q lacks %q", out, want)
 		}
 	}
-	for _, want := range []string{"applying Pod/devaipod-k-agent", "copying the repository", "waiting: "} {
+	for _, want := range []string{"applying Pod/devaipod-k-agent", "copying the repository", "waiting for the Pods to be ready"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("up's progress lacks %q:\n%s", want, errOut)
 		}
