@@ -701,3 +701,24 @@ func TestConnect(t *testing.T) {
 		t.Errorf("explicit file: %v", err)
 	}
 }
+
+func TestAttachRequest(t *testing.T) {
+	_, c := applied(t, "demo")
+	f := withExecutor(c, func(so remotecommand.StreamOptions) error {
+		if so.Stderr != nil || !so.Tty {
+			return errors.New("a terminal has one output")
+		}
+		io.WriteString(so.Stdout, "$ ")
+		return utilexec.CodeExitError{Err: errors.New("exit"), Code: 130}
+	})
+	var out bytes.Buffer
+	code, err := c.Attach(context.Background(), plan.ContainerName("demo", plan.RoleWorkspace),
+		pod.ExecSpec{Cmd: []string{"bash"}, Stdin: strings.NewReader(""), Output: &out, Stderr: io.Discard}, true)
+	if err != nil || code != 130 || out.String() != "$ " {
+		t.Fatalf("Attach = %d, %v, %q", code, err, out.String())
+	}
+	q := f.url.Query()
+	if q.Get("tty") != "true" || q.Get("stdin") != "true" || q.Get("stderr") != "" || q.Get("container") != "workspace" {
+		t.Errorf("query %v", q)
+	}
+}
