@@ -62,6 +62,7 @@ type interception struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends dialling an upstream
 
+	cc  *clientConn
 	tc  *tls.Conn
 	lim limitedReader // under br: bounds a request's head, keeps a copy of it
 	br  *bufio.Reader
@@ -157,6 +158,10 @@ func (ic *interception) run(early []byte) {
 			s.log.Error("panic in an interception", "host", ic.x.host, "panic", s.creds.scrub(fmt.Sprint(v)))
 		}
 		ic.end("")
+		if ic.cc != nil && ic.cc.cork != nil {
+			putBuffer(ic.cc.cork)
+			ic.cc.cork = nil
+		}
 		if ic.br != nil {
 			ic.br.Reset(nil)
 			clientReaders.Put(ic.br)
@@ -165,7 +170,8 @@ func (ic *interception) run(early []byte) {
 		}
 		ic.finish()
 	}()
-	ic.tc = tls.Server(&clientConn{Conn: ic.client, ic: ic, early: early}, ic.cfg)
+	ic.cc = &clientConn{Conn: ic.client, ic: ic, early: early}
+	ic.tc = tls.Server(ic.cc, ic.cfg)
 	// The http.Server's bound on the handshake.
 	ic.client.SetDeadline(time.Now().Add(s.opts.ReadHeaderTimeout))
 	if err := ic.tc.HandshakeContext(ic.ctx); err != nil {
@@ -617,13 +623,21 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 	var werr error
 	for {
 		// Never wait for the upstream with bytes for the client held
-		// back: that is what streams server-sent events.
+		// back: that is what streams server-sent events. While more
+		// is already waiting in the upstream's socket, the TLS records
+		// for the client pile up under the TLS (corked) and go in one
+		// write: a 16 KiB record per write(2) cost about a fifth of
+		// the proxy's time on large answers.
 		watched := false
 		if uc.br.Buffered() == 0 {
-			if werr = ic.bw.Flush(); werr != nil {
-				break
+			if connReadable(uc.raw) {
+				ic.cork()
+			} else {
+				if werr = ic.flush(); werr != nil {
+					break
+				}
+				watched = ic.watchIfWaiting(uc)
 			}
-			watched = ic.watchIfWaiting(uc)
 		}
 		n, err := resp.Body.Read(buf)
 		if watched {
@@ -652,13 +666,14 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 			// The upstream failed in the middle: the client sees the
 			// answer cut off, with the connection.
 			ic.s.log.Debug("intercepted answer cut off", "host", ic.x.host, "err", ic.s.creds.scrub(err.Error()))
-			ic.bw.Flush()
+			ic.flush()
 			return down, false, false
 		}
 	}
 	if werr != nil {
 		// The client went away. (Not resp.Body.Close, which would read
 		// the rest of the body first.)
+		ic.uncork()
 		return down, false, false
 	}
 	if chunked {
@@ -668,7 +683,38 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 		}
 		ic.bw.WriteString("\r\n")
 	}
-	return down, ic.bw.Flush() == nil && keep, upstreamOK
+	return down, ic.flush() == nil && keep, upstreamOK
+}
+
+// cork makes the client connection keep what TLS writes to it, up to a
+// bulk buffer's worth, until flush.
+func (ic *interception) cork() {
+	if ic.cc.cork == nil {
+		ic.cc.cork = getBuffer(true)
+		ic.cc.corked = (*ic.cc.cork)[:0]
+	}
+}
+
+// flush sends what the client's buffered writer holds, and what the
+// corked connection kept.
+func (ic *interception) flush() error {
+	err := ic.bw.Flush()
+	if uerr := ic.uncork(); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// uncork sends what the corked client connection kept and stops keeping.
+func (ic *interception) uncork() error {
+	cc := ic.cc
+	if cc.cork == nil {
+		return nil
+	}
+	err := cc.writeOut()
+	putBuffer(cc.cork)
+	cc.cork, cc.corked = nil, nil
+	return err
 }
 
 // upgrade relays a 101 answer, then joins the client and uc both ways
@@ -889,11 +935,14 @@ func (ic *interception) moved(count *atomic.Int64, n int) {
 
 // clientConn is the client's side of an interception, under its TLS: it
 // reads the bytes the client sent with the CONNECT (early) first, and
-// counts the bytes each way.
+// counts the bytes each way. Corked (cork set), it keeps what is written
+// in cork until it is full or uncorked; only the relay's goroutine writes.
 type clientConn struct {
 	net.Conn
-	ic    *interception
-	early []byte
+	ic     *interception
+	early  []byte
+	cork   *[]byte // a buffer from getBuffer
+	corked []byte  // what it keeps, in *cork
 }
 
 func (c *clientConn) Read(p []byte) (int, error) {
@@ -909,7 +958,29 @@ func (c *clientConn) Read(p []byte) (int, error) {
 }
 
 func (c *clientConn) Write(p []byte) (int, error) {
+	if c.cork != nil {
+		if len(c.corked)+len(p) > cap(c.corked) {
+			if err := c.writeOut(); err != nil {
+				return 0, err
+			}
+		}
+		if len(p) <= cap(c.corked) {
+			c.corked = append(c.corked, p...)
+			return len(p), nil
+		}
+	}
 	n, err := c.Conn.Write(p)
 	c.ic.moved(&c.ic.down, n)
 	return n, err
+}
+
+// writeOut writes what the corked connection keeps.
+func (c *clientConn) writeOut() error {
+	if len(c.corked) == 0 {
+		return nil
+	}
+	n, err := c.Conn.Write(c.corked)
+	c.ic.moved(&c.ic.down, n)
+	c.corked = c.corked[:0]
+	return err
 }

@@ -165,6 +165,18 @@ func startInterceptingOn(t *testing.T, ln net.Listener, opts Options) *intercept
 		io.WriteString(w, "part two")
 		w.Header().Set("X-Sum", "42")
 	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		// 8 MiB, of a known length or (?chunked) not.
+		b := pattern(8 << 20)
+		if r.URL.RawQuery != "chunked" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		}
+		for len(b) > 0 {
+			n := min(len(b), 100_000)
+			w.Write(b[:n])
+			b = b[n:]
+		}
+	})
 	mux.HandleFunc("/empty", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
@@ -93,10 +94,20 @@ func TestInterceptAnswers(t *testing.T) {
 			t.Errorf("GET %s = %d %q, close %v", path, resp.StatusCode, body, resp.Close)
 		}
 	}
-	st.srv.CloseClientConnections()
-	time.Sleep(50 * time.Millisecond)
+	// Just after an answer the pool does not look (a GET without a body
+	// is sent again on a new connection); later it does, and a POST goes
+	// on a new connection at once.
 	for _, method := range []string{"GET", "POST"} {
-		io.WriteString(tc, method+" /again HTTP/1.1\r\nHost: "+host+"\r\nContent-Length: 2\r\n\r\nhi")
+		if method == "POST" {
+			time.Sleep(upstreamFresh + 50*time.Millisecond)
+		}
+		st.srv.CloseClientConnections()
+		time.Sleep(20 * time.Millisecond)
+		request := method + " /again HTTP/1.1\r\nHost: " + host + "\r\n\r\n"
+		if method == "POST" {
+			request = method + " /again HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 2\r\n\r\nhi"
+		}
+		io.WriteString(tc, request)
 		if resp, body = readAnswer(t, br, method); resp.StatusCode != 200 || body != "ok "+method+" /again" {
 			t.Errorf("%s after the server closed its connections = %d %q", method, resp.StatusCode, body)
 		}
@@ -224,5 +235,25 @@ func TestInterceptUpgrade(t *testing.T) {
 	rec := st.p.audit.waitRecord(t, "for the upgrade", func(r Record) bool { return r.Method == http.MethodGet })
 	if rec.Status != http.StatusSwitchingProtocols || rec.Decision != DecisionAllow {
 		t.Errorf("audit record %+v", rec)
+	}
+}
+
+// TestInterceptLargeAnswers: large bodies arrive whole, of known length or
+// chunked, on one connection.
+func TestInterceptLargeAnswers(t *testing.T) {
+	t.Parallel()
+	st := startIntercepting(t, Options{})
+	c := st.client(true)
+	want := pattern(8 << 20)
+	for _, path := range []string{"/big", "/big?chunked", "/big"} {
+		resp, body := do(t, c, newRequest(t, http.MethodGet, st.url("api.example.com", path), nil))
+		if resp.StatusCode != 200 || !bytes.Equal([]byte(body), want) {
+			t.Errorf("GET %s = %d, %d bytes, equal %v", path, resp.StatusCode, len(body), bytes.Equal([]byte(body), want))
+		}
+	}
+	c.CloseIdleConnections()
+	rec := st.p.audit.waitRecord(t, "for the CONNECT", func(r Record) bool { return r.Method == http.MethodConnect })
+	if rec.BytesDown < 3*int64(len(want)) {
+		t.Errorf("CONNECT audit record %+v", rec)
 	}
 }

@@ -167,22 +167,42 @@ func peerClosed(fd uintptr) bool {
 // connAlive reports whether the idle connection c (a socket of this
 // process; anything else counts as alive) has nothing to read and is not
 // closed: an idle HTTP/1.1 connection whose server sent anything (its FIN,
-// a TLS close_notify, a 408) is done. One recvfrom(2), MSG_PEEK and
-// MSG_DONTWAIT, that takes nothing from the socket.
+// a TLS close_notify, a 408) is done.
 func connAlive(c net.Conn) bool {
+	n, ok := peekSocket(c)
+	return !ok || n < 0
+}
+
+// connReadable reports whether a read of c (a socket of this process)
+// would find bytes waiting, or its end.
+func connReadable(c net.Conn) bool {
+	n, ok := peekSocket(c)
+	return ok && n >= 0
+}
+
+// peekSocket looks at what socket c has to read without taking it and
+// without waiting: one recvfrom(2), MSG_PEEK and MSG_DONTWAIT. n is 1 if
+// there are bytes, 0 at the end or on an error, -1 if there is nothing
+// yet; ok is false if c is not a socket of this process.
+func peekSocket(c net.Conn) (n int, ok bool) {
 	rc := rawConnOf(c)
 	if rc == nil {
-		return true
+		return 0, false
 	}
-	alive := false
 	var b [1]byte
+	n = 0
 	err := rc.Read(func(fd uintptr) bool {
-		_, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+		r, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
 			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-		alive = errno == syscall.EAGAIN
+		switch {
+		case errno == syscall.EAGAIN:
+			n = -1
+		case errno == 0 && r > 0:
+			n = 1
+		}
 		return true
 	})
-	return err == nil && alive
+	return n, err == nil
 }
 
 // connectPrefix is how a CONNECT request starts.

@@ -17,3 +17,6 @@ func peekConnect(c net.Conn) (bool, error) { return false, nil }
 
 // connAlive: elsewhere an idle connection is taken as open.
 func connAlive(c net.Conn) bool { return true }
+
+// connReadable: elsewhere a connection is taken as having nothing to read.
+func connReadable(c net.Conn) bool { return false }

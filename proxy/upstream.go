@@ -28,6 +28,7 @@ const (
 	maxIdleUpstream        = 256
 	upstreamIdleTimeout    = 90 * time.Second
 	upstreamHandshake      = 10 * time.Second
+	upstreamFresh          = 250 * time.Millisecond
 	// maxResponseHeaderBytes bounds an answer's status line and headers
 	// (the Transport's default).
 	maxResponseHeaderBytes = 10 << 20
@@ -89,8 +90,13 @@ func (p *upstreams) get(key string) *upstreamConn {
 		p.mu.Unlock()
 		// A server closes idle connections when it likes; one that did
 		// (its FIN, a close_notify or a 408 waits in the socket) would
-		// fail the request sent on it, maybe after its body was gone.
-		if time.Since(uc.idle) < upstreamIdleTimeout && uc.br.Buffered() == 0 && connAlive(uc.raw) {
+		// fail the request sent on it, maybe after its body was gone. Not
+		// looked at when it was idle for less than upstreamFresh: no
+		// server closes a connection that soon after an answer without
+		// saying so (Connection: close), and the look is a system call
+		// per request on a busy host.
+		idle := time.Since(uc.idle)
+		if idle < upstreamIdleTimeout && uc.br.Buffered() == 0 && (idle < upstreamFresh || connAlive(uc.raw)) {
 			return uc
 		}
 		uc.close()
