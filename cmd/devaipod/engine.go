@@ -20,10 +20,12 @@ const (
 
 var engines = []string{enginePodman, engineKube}
 
-// kubeVerbs are the commands that work with --engine kube; the others are
-// podman's for now, and say so.
-var kubeVerbs = []string{"up", "list", "status", "logs", "exec", "delete", "verify",
-	"kube", "render", "version", "help", "completion", "__complete", "__completeNoDesc"}
+// podmanVerbs are the commands that talk to podman only: with --engine
+// kube they say so rather than reach this host's podman. (up, list,
+// status, logs, exec, delete and verify take either engine; the rest,
+// such as version, revoke or kube render, talk to neither.)
+var podmanVerbs = []string{"attach", "code", "diff", "fetch", "share", "audit", "allow", "deny",
+	"approvals", "approve", "reject", "stop", "start", "gc", "pool", "doctor"}
 
 // defaultEngine is $DEVAIPOD_ENGINE, else podman.
 func defaultEngine() string {
@@ -40,7 +42,7 @@ func (g *globalFlags) checkEngine(cmd *cobra.Command) error {
 		return &hintError{err: fmt.Errorf("--engine must be podman or kube, not %q", g.engine),
 			hint: "--engine kube runs pods on the cluster of your kubeconfig; podman (the default) on this host"}
 	}
-	if g.engine == engineKube && !slices.Contains(kubeVerbs, cmd.Name()) {
+	if g.engine == engineKube && slices.Contains(podmanVerbs, cmd.Name()) {
 		hint := "with --engine kube: up, list, status, logs, exec, delete and verify; run this one with --engine podman"
 		switch cmd.Name() {
 		case "stop", "start":

@@ -133,6 +133,15 @@ func TestKubeEngineRefusals(t *testing.T) {
 	}
 }
 
+// TestKubeEngineNeitherEngine: what talks to neither engine works with
+// DEVAIPOD_ENGINE=kube set.
+func TestKubeEngineNeitherEngine(t *testing.T) {
+	t.Setenv("DEVAIPOD_ENGINE", "kube")
+	if code, out, errOut := cli(t, "version"); code != 0 || out == "" {
+		t.Errorf("version: %d %q %s", code, out, errOut)
+	}
+}
+
 func TestKubeHints(t *testing.T) {
 	for _, tt := range []struct {
 		err  error
