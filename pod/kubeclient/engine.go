@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -200,7 +201,7 @@ func (c *Client) list(ctx context.Context, short string) (*listed, error) {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("list devaipod's objects in namespace %s: %w", ns, err)
+		return nil, c.unreachable(fmt.Errorf("list devaipod's objects in namespace %s: %w", ns, err))
 	}
 	slices.SortFunc(l.pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return l, nil
@@ -393,7 +394,7 @@ func (c *Client) PodExists(ctx context.Context, name string) (bool, error) {
 	opts := metav1.ListOptions{LabelSelector: selector(shortOf(name)), Limit: 1}
 	pods, err := c.cs.CoreV1().Pods(c.Namespace).List(ctx, opts)
 	if err != nil {
-		return false, err
+		return false, c.unreachable(err)
 	}
 	if len(pods.Items) > 0 {
 		return true, nil
@@ -441,6 +442,22 @@ func (c *Client) Remove(ctx context.Context, o pod.Object) error {
 		return notFound(c.cs.CoreV1().Secrets(c.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{}))
 	}
 	return fmt.Errorf("unknown object kind %q", o.Kind)
+}
+
+// unreachable turns an error of a cluster that does not answer (no
+// route, refused, a name that does not resolve, TLS) into a
+// *ConnectError that says which cluster; other errors pass.
+func (c *Client) unreachable(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	where := c.Host
+	if c.Context != "" {
+		where = "context " + c.Context + " (" + c.Host + ")"
+	}
+	return &ConnectError{Err: fmt.Errorf("the cluster of %s does not answer: %w", where, err),
+		Hint: "`kubectl cluster-info` checks the same kubeconfig; --context picks another cluster"}
 }
 
 // notFound maps the API's NotFound to pod.ErrNotFound.

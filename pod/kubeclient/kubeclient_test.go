@@ -722,3 +722,22 @@ func TestAttachRequest(t *testing.T) {
 		t.Errorf("query %v", q)
 	}
 }
+
+func TestUnreachable(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config")
+	// Port 1 on loopback: nothing listens.
+	cfg := strings.Replace(kubeconfig, "https://one.example.test:6443", "https://127.0.0.1:1", 1)
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Connect(Options{Kubeconfig: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Objects(context.Background(), "")
+	var ce *ConnectError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "the cluster of context one (https://127.0.0.1:1) does not answer") || ce.Hint == "" {
+		t.Errorf("err %v", err)
+	}
+}

@@ -156,7 +156,7 @@ func (c *Client) Wait(ctx context.Context, short string, want int, what string, 
 	for {
 		list, err := c.cs.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector(short)})
 		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("wait for pod %s: %w", short, err)
+			return c.unreachable(fmt.Errorf("wait for pod %s: %w", short, err))
 		}
 		if err == nil {
 			pending = pending[:0]
