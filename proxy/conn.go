@@ -272,11 +272,11 @@ func checkHead(req *http.Request, head []byte) error {
 	if req.ProtoMajor != 1 {
 		return &requestError{errorAnswer(http.StatusHTTPVersionNotSupported, "unsupported protocol version"), errors.New("not HTTP/1")}
 	}
-	hosts := hostHeaders(head)
-	if len(hosts) == 0 && req.ProtoAtLeast(1, 1) && req.Method != http.MethodConnect {
+	hosts, host := hostHeaders(head)
+	if hosts == 0 && req.ProtoAtLeast(1, 1) && req.Method != http.MethodConnect {
 		return &requestError{errorAnswer(http.StatusBadRequest, "missing required Host header"), errors.New("no Host header")}
 	}
-	if len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]) {
+	if hosts == 1 && !httpguts.ValidHostHeader(string(host)) {
 		return &requestError{errorAnswer(http.StatusBadRequest, "malformed Host header"), errors.New("malformed Host header")}
 	}
 	for k, vv := range req.Header {
@@ -292,11 +292,10 @@ func checkHead(req *http.Request, head []byte) error {
 	return nil
 }
 
-// hostHeaders returns the values of the Host header lines of a request's
-// head (which http.ReadRequest has accepted, and whose Host headers it
-// drops), as textproto reads them.
-func hostHeaders(head []byte) []string {
-	var hosts []string
+// hostHeaders counts the Host header lines of a request's head (which
+// http.ReadRequest has accepted, and whose Host headers it drops), and
+// returns the first one's value, as textproto reads them.
+func hostHeaders(head []byte) (n int, first []byte) {
 	_, rest, _ := bytes.Cut(head, []byte("\n")) // the request line
 	for len(rest) > 0 {
 		var line []byte
@@ -306,10 +305,13 @@ func hostHeaders(head []byte) []string {
 		}
 		key, value, ok := bytes.Cut(line, []byte(":"))
 		if ok && len(key) == 4 && (key[0]|0x20) == 'h' && (key[1]|0x20) == 'o' && (key[2]|0x20) == 's' && (key[3]|0x20) == 't' {
-			hosts = append(hosts, string(bytes.Trim(value, " \t\r")))
+			if n == 0 {
+				first = bytes.Trim(value, " \t\r")
+			}
+			n++
 		}
 	}
-	return hosts
+	return n, first
 }
 
 // writeRequestError answers a refused request as the http.Server does,

@@ -410,7 +410,7 @@ func (ic *interception) forward(x *exchange, req *http.Request, body *countingRe
 		delete(req.Header, k)
 	}
 	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header["User-Agent"] = []string{""} // not Go's own
+		req.Header["User-Agent"] = noUserAgent // not Go's own
 	}
 	// The CONNECT's host and port, whatever the request names (admit
 	// checked its Host header, which is kept).
@@ -481,6 +481,10 @@ func replayable(req *http.Request) bool {
 	_, b := req.Header["X-Idempotency-Key"]
 	return a || b
 }
+
+// noUserAgent is the User-Agent of a request without one: Request.Write
+// then writes none (rather than Go's). Shared: nothing changes it.
+var noUserAgent = []string{""}
 
 // keepOpen is a request body that Request.Write cannot close.
 type keepOpen struct{ io.ReadCloser }
