@@ -261,6 +261,10 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 	return &Result{Plan: pl, Source: src, PoolKey: key}, nil
 }
 
+// claimReadyTimeout bounds the wait for a claimed pool pod's agent, which
+// was ready when the pod was made.
+const claimReadyTimeout = 10 * time.Second
+
 // usePool claims an idle pool pod for the request whose pod's fingerprint
 // is key and hands it the task; when filling the pool, it says whether the
 // pool is full. A nil Result means a pod is to be made.
@@ -285,15 +289,22 @@ func (c *creation) usePool(ctx context.Context, eng Engine, in plan.PlanInput, k
 	if err != nil {
 		return nil, err
 	}
-	if in.Task != "" && pl.AgentKind != config.AgentOpencode {
-		// A custom agent reads its task from its environment at start: a
-		// pool pod started without one cannot get it. Give the pod back
-		// by deleting it (the claim is spent) and make one.
-		c.warn(fmt.Sprintf("the pool's pod %s cannot take a task (a custom agent reads it at start): making a pod", short))
+	// The claim is spent whatever happens next: a pod that cannot serve
+	// is deleted, and one is made.
+	unusable := func(why string) (*Result, error) {
+		c.warn(fmt.Sprintf("the pool's pod %s %s: deleting it and making a pod", short, why))
 		if _, err := Delete(ctx, eng, short, false); err != nil {
 			return nil, err
 		}
 		return nil, nil
+	}
+	if in.Task != "" && pl.AgentKind != config.AgentOpencode {
+		// A custom agent reads its task from its environment at start.
+		return unusable("cannot take a task (a custom agent reads it at start)")
+	}
+	// Checked when it was made; its agent must answer now too.
+	if err := waitReady(ctx, eng, pl, claimReadyTimeout); err != nil {
+		return unusable(fmt.Sprintf("does not answer (%v)", err))
 	}
 	if err := handTask(ctx, eng, pl, func(s string) { c.progress(s + "...") }); err != nil {
 		return nil, err

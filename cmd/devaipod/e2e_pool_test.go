@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,14 +11,18 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/devaipod/devaipod/cmd/devaipod/internal/fakellm"
 )
 
 // TestE2EPool fills the warm pool and claims its pods: a claim is ready at
 // once; a task planted in one claimed pod is invisible to the next claim;
 // a claimed pod's agent is set up exactly as a fresh pod's and passes the
 // whole verify battery; two ups at once never share a pod; a new commit
-// makes up build a pod and pool replace the stale ones; --name and
-// --no-pool never claim; --size 0 empties the pool and nothing is left.
+// makes up build a pod and pool replace the stale ones, and so does a
+// pool pod whose agent stopped; --name and --no-pool never claim; --size 0
+// empties the pool and nothing is left.
 func TestE2EPool(t *testing.T) {
 	e2e(t)
 	repo := fixtureRepo(t)
@@ -201,6 +207,22 @@ func TestE2EPool(t *testing.T) {
 		}
 	})
 
+	t.Run("a pool pod whose agent stopped is not claimed", func(t *testing.T) {
+		dead := pool("1").Idle
+		if len(dead) != 1 {
+			t.Fatalf("pool --size 1: idle %v", dead)
+		}
+		if out, err := exec.Command("podman", "stop", "-t", "0", "devaipod-"+dead[0]+"-agent").CombinedOutput(); err != nil {
+			t.Fatalf("stop the agent: %v %s", err, out)
+		}
+		if u := up(); u.Claimed || u.Name == dead[0] {
+			t.Errorf("up claimed a pool pod whose agent does not run: %+v", u)
+		}
+		if rep := pool("1"); !slices.Equal(rep.Removed, dead) || len(rep.Made) != 1 {
+			t.Errorf("pool did not replace the broken pod %v: %+v", dead, rep)
+		}
+	})
+
 	t.Run("a new commit: up makes a pod, pool replaces the stale one", func(t *testing.T) {
 		stale := pool("1").Idle
 		commit("next.txt", "next\n")
@@ -221,5 +243,97 @@ func TestE2EPool(t *testing.T) {
 		if left := labelled(t, n); len(left) > 0 {
 			t.Errorf("pool --size 0 left objects of %s: %v", n, left)
 		}
+	}
+}
+
+// TestE2EPoolTask claims a pool pod of opencode with a task: the claimed
+// agent gets the task as a fresh pod's does (the model sees it), status
+// shows the task and the claim, and the placeholder and the real key stay
+// where they belong.
+func TestE2EPoolTask(t *testing.T) {
+	e2e(t)
+	const (
+		llmHost = "llm.test"
+		task    = "say hello from the pool"
+		llmKey  = "sk-e2e-pool-llm-key-0a7c"
+	)
+	llm := fakellm.New(fakellm.Turn{Name: "done", Text: "hello from the pool"})
+	ca := newTestCA(t)
+	llmServer := httptest.NewUnstartedServer(llm)
+	llmServer.TLS = ca.serverTLS(t, llmHost)
+	llmServer.StartTLS()
+	t.Cleanup(llmServer.Close)
+	llmPort := port(t, llmServer.URL)
+	cfg := opencodeConfig(t, fmt.Sprintf(`[network]
+host_loopback = true
+no_default_allow = true
+allow = ["%[1]s:%[2]d", "10.0.2.2:%[2]d"]
+extra_hosts = ["%[1]s:10.0.2.2"]
+upstream_ca = [%[3]q]
+[credentials.OPENAI_API_KEY]
+hosts = ["%[1]s:%[2]d"]
+`, llmHost, llmPort, ca.file(t)))
+	env := []string{"DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT=" + fakellm.OpencodeConfig(fmt.Sprintf("https://%s:%d/v1", llmHost, llmPort), "", "{env:OPENAI_API_KEY}"),
+		"OPENAI_API_KEY=" + llmKey}
+	repo := fixtureRepo(t)
+	// A commit of this test's own: no other test's up can match its pods.
+	if err := os.WriteFile(filepath.Join(repo, "pool-task.txt"), []byte(uniqueName("pool-task")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "."}, {"commit", "-q", "-m", "pool task"}} {
+		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { devaipod(t, env, "--config", cfg, "pool", repo, "--size", "0") })
+
+	var rep struct {
+		Idle []string `json:"idle"`
+	}
+	r := mustDevaipod(t, env, "--config", cfg, "-o", "json", "pool", repo, "--size", "1", "--timeout", "150s")
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Idle) != 1 {
+		t.Fatalf("pool --size 1: %v\n%s", err, r)
+	}
+	cleanup(t, rep.Idle[0])
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", devaipod(t, nil, "logs", rep.Idle[0], "-c", "agent", "--tail", "100"))
+			t.Logf("audit:\n%s", devaipod(t, nil, "audit", rep.Idle[0]))
+			t.Logf("opencode's log:\n%s", devaipod(t, nil, "exec", rep.Idle[0], "-c", "agent", "--", "sh", "-c",
+				"tail -n 60 $HOME/.local/share/opencode/log/*.log"))
+		}
+	})
+	if n := len(llm.RequestsOf(fakellm.KindScript)); n != 0 {
+		t.Fatalf("the idle pool pod's agent asked the model %d time(s) before it had a task", n)
+	}
+
+	up := mustDevaipod(t, env, "--config", cfg, "up", repo, task)
+	if !strings.Contains(up.stdout, "Pod "+rep.Idle[0]+" is ready") || !strings.Contains(up.stdout, "taken from the pool") ||
+		!strings.Contains(up.stderr, "handing the task to the agent") {
+		t.Fatalf("up did not take the pool's pod %s and hand it the task:\n%s", rep.Idle[0], up)
+	}
+	select {
+	case <-llm.Finished():
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the claimed agent did not ask the model: %v", llm.Check())
+	}
+	steps := llm.RequestsOf(fakellm.KindScript)
+	if !strings.Contains(steps[0].LastUser(), task) {
+		t.Errorf("the model's first user message is %q; want the task %q", steps[0].LastUser(), task)
+	}
+	if got := steps[0].Header.Get("Authorization"); got != "Bearer "+llmKey {
+		t.Errorf("the model got Authorization %q; want the real key, put in by the proxy", got)
+	}
+	var st struct {
+		Task string `json:"task"`
+		Pool string `json:"pool"`
+	}
+	if err := json.Unmarshal([]byte(mustDevaipod(t, nil, "-o", "json", "status", rep.Idle[0]).stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Task != task || st.Pool != "claimed" {
+		t.Errorf("status of the claimed pod: task %q, pool %q; want %q, claimed", st.Task, st.Pool, task)
 	}
 }
