@@ -55,6 +55,12 @@ type UpOptions struct {
 // It is all or nothing: on any failure, including cancellation of ctx,
 // it deletes what it applied (unless opts.KeepOnFailure), Pods first and
 // their NetworkPolicies once they are gone.
+//
+// The checks are judged as on podman but for the battery's rows that
+// need podman's agent without an interface, which FAIL on a cluster by
+// design (see byDesignOnACluster): those pass when a deny-all
+// NetworkPolicy selects the agent's Pod, and opts.Warn hears that only a
+// CNI plugin that enforces it keeps the agent in.
 func (c *Client) Up(ctx context.Context, pl *plan.Plan, src *source.Source, opts UpOptions) (err error) {
 	progress := func(s string) {
 		if opts.Progress != nil {
@@ -270,22 +276,22 @@ func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, 
 		defer wg.Done()
 		errs[1] = pod.RunLifecycle(ctx, c, pl.Name, pl.Lifecycle, plan.StageCreate, opts.Output)
 	}()
+	notes := make([]*ClusterNote, len(pl.Checks))
 	for i, ch := range pl.Checks {
 		go func() {
 			defer wg.Done()
-			code, out, err := c.Exec(ctx, ch.Container, pod.ExecSpec{Cmd: ch.Command})
-			switch {
-			case err != nil:
-				errs[i+2] = fmt.Errorf("containment check in %s: %w", ch.Container, err)
-			case code != 0:
-				errs[i+2] = &pod.CheckError{Check: ch, Output: strings.TrimSpace(out)}
-			}
+			notes[i], errs[i+2] = c.runClusterCheck(ctx, pl.Name, ch)
 		}()
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return err // readiness first: a dead agent explains failed checks
+		}
+	}
+	for _, n := range notes {
+		if n != nil && opts.Warn != nil {
+			opts.Warn(n.String())
 		}
 	}
 	if pl.Task != "" && pl.AgentKind == config.AgentOpencode {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/internal/gittest"
+	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/kube"
@@ -249,5 +250,62 @@ func TestUpClaimsTheName(t *testing.T) {
 		if a.GetVerb() == "patch" || a.GetVerb() == "delete" {
 			t.Errorf("the loser did %s %s", a.GetVerb(), a.GetResource().Resource)
 		}
+	}
+}
+
+// TestClusterChecks: the battery's rows that need podman's agent without
+// an interface FAIL on a cluster by design and pass there when a deny-all
+// policy selects the agent; nothing else does.
+func TestClusterChecks(t *testing.T) {
+	row := func(id, result, detail string) string {
+		return `{"id":"` + id + `","attack":"a","expected":"e","result":"` + result + `","detail":"` + detail + `"}`
+	}
+	byDesign := []string{row("net-interfaces", "FAIL", "up besides loopback: eth0"), row("net-routes", "FAIL", "routes: 0.0.0.0/0 via 10.0.0.1"),
+		row("tcp-direct", "FAIL", "not tried: this network namespace has a route (x), so a packet would leave"), row("trusted-env", "PASS", "none")}
+	verify := plan.Check{Container: plan.ContainerName("demo", plan.RoleAgent), What: "the fast verify battery",
+		Command: plan.HelperCommand(helperargs.Verify{Fast: true})}
+	egress := plan.Check{Container: plan.ContainerName("demo", plan.RoleAgent), What: "the agent has no direct way out",
+		Command: plan.HelperCommand(helperargs.EgressCheck{Canary: "127.0.0.1:1"})}
+	for _, tt := range []struct {
+		name  string
+		check plan.Check
+		out   string
+		drop  bool   // the policy is gone
+		want  string // "" passes with a note; else in the CheckError
+	}{
+		{"by design", verify, `{"rows":[` + strings.Join(byDesign, ",") + `]}`, false, ""},
+		{"another row fails", verify, `{"rows":[` + strings.Join(append(byDesign, row("proc-mem", "FAIL", "read it")), ",") + `]}`, false, "FAIL proc-mem (a): read it"},
+		{"a direct probe got out", verify, `{"rows":[` + row("tcp-direct", "FAIL", "reached 192.0.2.1:9") + `]}`, false, "FAIL tcp-direct"},
+		{"no policy", verify, `{"rows":[` + strings.Join(byDesign, ",") + `]}`, true, "no NetworkPolicy denies"},
+		{"not json", verify, "garbage", false, "garbage"},
+		{"egress by design", egress, "FAIL no interface but loopback: eth0 is up\nok   no direct connection to 127.0.0.1:1", false, ""},
+		{"egress reached the canary", egress, "FAIL no interface but loopback: eth0\nFAIL no direct connection to 127.0.0.1:1: reached", false, "reached"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cs, c := applied(t, "demo")
+			if tt.drop {
+				cs.NetworkingV1().NetworkPolicies(ns).Delete(context.Background(), "devaipod-demo-agent-deny-all", metav1.DeleteOptions{})
+			}
+			f := withExecutor(c, func(so remotecommand.StreamOptions) error {
+				io.WriteString(so.Stdout, tt.out)
+				return utilexec.CodeExitError{Err: errors.New("exit"), Code: 1}
+			})
+			note, err := c.runClusterCheck(context.Background(), "demo", tt.check)
+			if tt.check.What == verify.What {
+				if q := f.url.Query()["command"]; !slices.Equal(q[len(q)-2:], []string{"--output", "json"}) {
+					t.Errorf("the battery ran as %q: want JSON", q)
+				}
+			}
+			if tt.want == "" {
+				if err != nil || note == nil || !strings.Contains(note.String(), "NetworkPolicy") {
+					t.Errorf("note %v, err %v: want a pass with a note", note, err)
+				}
+				return
+			}
+			var ce *pod.CheckError
+			if !errors.As(err, &ce) || !strings.Contains(ce.Output, tt.want) || note != nil {
+				t.Errorf("err %v: want a CheckError with %q", err, tt.want)
+			}
+		})
 	}
 }
