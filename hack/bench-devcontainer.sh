@@ -76,7 +76,10 @@ dc_reset() {
 }
 
 reset_all() {
-	local fx=$1 bin=$2
+	local fx=$1 bin=$2 cfg
+	for cfg in "${STANDIN:-}" "${DEFAULT:-}"; do
+		[ -z "$cfg" ] || "$bin" --config "$cfg" pool -q "$fx" --size 0 >/dev/null 2>&1 || true
+	done
 	"$bin" delete -q "$DP" >/dev/null 2>&1 || true
 	"$bin" delete -q "$DP_OC" >/dev/null 2>&1 || true
 	dc_reset "$fx"
@@ -109,6 +112,26 @@ dc_rm() {
 	podman rm -f $id
 }
 
+# dp_claim CONFIG: devaipod up without --name, which must take the pool's pod; CLAIMED is its name.
+dp_claim() {
+	local json
+	json=$("$BIN" --config "$1" -o json up "$FX") || return 1
+	printf '%s\n' "$json"
+	[ "$(printf '%s' "$json" | jq -r .claimed)" = true ] || { echo "up did not take a pod from the pool" >&2; return 1; }
+	CLAIMED=$(printf '%s' "$json" | jq -r .name)
+}
+
+# pool CONFIG: one idle pod in the pool (untimed: it is made before a task needs it).
+fill_pool() {
+	"$BIN" --config "$1" pool -q "$FX" --size 1 >>"$LOG" 2>&1 || die "devaipod pool failed (round $ROUND): see $LOG"
+}
+
+# podman_rm_pod: remove devaipod's pod $DP as a script would, with the podman CLI.
+podman_rm_pod() {
+	# shellcheck disable=SC2046 # one volume a word
+	podman pod rm -f -t 0 "devaipod-$DP" && podman volume rm -f $(podman volume ls -q --filter "label=io.devaipod.pod=$DP")
+}
+
 # round: one of each; the tool that goes first alternates between rounds.
 round() {
 	local first=dp second=dc
@@ -127,6 +150,16 @@ round() {
 		dc) timed "podman rm -f (devcontainer)" dc_rm ;;
 		esac
 	done
+	# (c0) the floor of (c): the same pod removed by hand with podman (pod, then its volumes).
+	"$BIN" --config "$STANDIN" up -q --name "$DP" "$FX" >>"$LOG" 2>&1 || die "devaipod up failed (round $ROUND): see $LOG"
+	timed "podman pod rm + volume rm (devaipod's pod)" podman_rm_pod
+	# (a') and (b') claimed from the warm pool, against the same round's devcontainer CLI runs.
+	fill_pool "$STANDIN"
+	timed "devaipod up (pool)" dp_claim "$STANDIN"
+	"$BIN" delete -q "$CLAIMED" >/dev/null
+	fill_pool "$DEFAULT"
+	timed "devaipod up (opencode, pool)" dp_claim "$DEFAULT"
+	"$BIN" delete -q "$CLAIMED" >/dev/null
 	# (b) a ready agent.
 	for t in $first $second; do
 		case $t in
@@ -180,6 +213,12 @@ measure() {
 	"$BIN" --config "$DEFAULT" -o json up --timings --name "$DP_OC" "$FX" >"$OUT/timings.json" 2>>"$LOG" ||
 		die "devaipod up --timings failed: see $LOG"
 	"$BIN" delete -q "$DP_OC" >/dev/null
+	say "one claim from the pool, devaipod up --timings -o json with opencode..."
+	fill_pool "$DEFAULT"
+	"$BIN" --config "$DEFAULT" -o json up --timings "$FX" >"$OUT/timings-pool.json" 2>>"$LOG" ||
+		die "devaipod up --timings (pool) failed: see $LOG"
+	[ "$(jq -r .claimed "$OUT/timings-pool.json")" = true ] || die "the timed claim did not take a pod from the pool"
+	"$BIN" delete -q "$(jq -r .name "$OUT/timings-pool.json")" >/dev/null
 	printf 'elapsed=%s\n' "$((SECONDS - start))" >>"$OUT/facts.txt"
 }
 
@@ -224,7 +263,9 @@ summary() {
 	local v
 	for v in "up (stand-in agent)|devaipod up|devcontainer up" \
 		"ready agent (opencode)|devaipod up (opencode)|devcontainer up + opencode serve" \
-		"delete|devaipod delete|podman rm -f (devcontainer)"; do
+		"delete|devaipod delete|podman rm -f (devcontainer)" \
+		"up claimed from the pool (stand-in agent)|devaipod up (pool)|devcontainer up" \
+		"ready agent claimed from the pool (opencode)|devaipod up (opencode, pool)|devcontainer up + opencode serve"; do
 		IFS='|' read -r l a b <<<"$v"
 		row "$l" "$a" "$b" | awk -F' [|] ' -v l="$l" '{ gsub(/[*]/, ""); gsub(/ [|]$/, "", $5); print l ": devaipod " $2 " ms, devcontainer CLI " $3 " ms: " $4 ", target " $5 }'
 	done
@@ -260,6 +301,9 @@ per-round ratios.
 $(row '(b) time to a ready agent (opencode)' 'devaipod up (opencode)' 'devcontainer up + opencode serve')
 $(row '(a) `up`, stand-in agent' 'devaipod up' 'devcontainer up')
 $(row '(c) `delete`' 'devaipod delete' 'podman rm -f (devcontainer)')
+$(row "(c0) the same pod removed by hand: \`podman pod rm\`, \`podman volume rm\`" "podman pod rm + volume rm (devaipod's pod)" 'podman rm -f (devcontainer)')
+$(row "(b′) time to a ready agent, taken from the pool" 'devaipod up (opencode, pool)' 'devcontainer up + opencode serve')
+$(row "(a′) \`up\` taken from the pool, stand-in agent" 'devaipod up (pool)' 'devcontainer up')
 
 - **(a)** \`devaipod up\` with the stand-in agent of the tables above, until it answers, against
   \`$(fact devcontainer_cmd)\` until it
@@ -271,6 +315,15 @@ $(row '(c) `delete`' 'devaipod delete' 'podman rm -f (devcontainer)')
   \`curl http://127.0.0.1:$PORT/global/health\` inside the container every 100 ms until it answers.
 - **(c)** \`devaipod delete\` of the pod (a) has just built (containers, pod and volumes) against
   \`podman rm -f\` of the container \`devcontainer up\` has just started (it has no volumes).
+- **(c0)** not devaipod: the pod (a) builds, removed by hand with the podman CLI (\`podman pod rm -f
+  -t 0\`, then \`podman volume rm\` of its volumes): the floor under (c), what podman itself takes
+  to stop and remove the pod's containers (workspace, agent, proxy and the pod's infra container)
+  and volumes, against one container for the devcontainer CLI.
+- **(a′), (b′)** the same \`devaipod up\` (without \`--name\`) when the warm pool holds a pod for it:
+  before each, untimed, \`devaipod pool FIXTURE --size 1\` made one (a pod is made before a task
+  needs it: that is the pool's point); the timed \`up\` takes it (the bench fails if it does not),
+  waits until its agent answers through the workspace's bridge, and returns. Compared with the
+  same round's devcontainer CLI runs of (a) and (b), which have no such step ahead of time.
 - devaipod uses the configuration of the tables above$( [ -n "$(sed -n 's/^dp_network=//p' "$(dirname "$OUT")/machine.txt" 2>/dev/null)" ] && printf ' (`[network] mode = "none"`)'); the devcontainer's container
   gets podman's default network. Each round runs every variant once, from nothing, the two tools
   in alternating order; one untimed warm-up round comes first. Measured with bash's
@@ -282,6 +335,13 @@ configuration, right after the rounds; $(jq -r '.seconds * 1000 | round' "$OUT/t
 | step | ms |
 |---|---:|
 $(jq -r '.timings[] | "| \(.step | sub("^cloning .*"; "cloning the repository on the host")) | \(.ms) |"' "$OUT/timings.json")
+
+Where the time of one \`devaipod up\` that took an opencode pod from the pool went (the same
+configuration; $(jq -r '.seconds * 1000 | round' "$OUT/timings-pool.json") ms in all):
+
+| step | ms |
+|---|---:|
+$(jq -r '.timings[] | "| \(.step | sub("^cloning .*"; "cloning the repository on the host") | sub("^took pod .*"; "taking the pool pod, checking that its agent answers")) | \(.ms) |"' "$OUT/timings-pool.json")
 
 These rounds took $(fact elapsed) s.
 EOF

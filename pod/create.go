@@ -283,7 +283,7 @@ func (c *creation) usePool(ctx context.Context, eng Engine, in plan.PlanInput, k
 	if err != nil || short == "" {
 		return nil, err
 	}
-	c.progress("claimed pod " + plan.PodName(short) + " from the pool...")
+	c.progress("took pod " + plan.PodName(short) + " from the pool; checking that its agent answers...")
 	in.Name, in.Pool = short, key
 	pl, err := plan.Build(in)
 	if err != nil {

@@ -383,11 +383,12 @@ func removeAll(ctx context.Context, eng Engine, objs []Object) error {
 	for _, o := range pods {
 		remove(o)
 	}
-	// Containers before the volumes they mount.
-	for _, kind := range []string{KindContainer, KindVolume, KindSecret} {
+	// Containers before the volumes and secrets they use, which go
+	// together.
+	for _, kinds := range [][]string{{KindContainer}, {KindVolume, KindSecret}} {
 		var wg sync.WaitGroup
 		for _, o := range rest {
-			if o.Kind == kind {
+			if slices.Contains(kinds, o.Kind) {
 				wg.Add(1)
 				go func() { defer wg.Done(); remove(o) }()
 			}
