@@ -22,6 +22,16 @@
 //   - StartPod and StopPod, and what only podman does (images, builds,
 //     creating objects one by one), return a *NotSupportedError.
 //
+// Up is the cluster's side of `devaipod up --engine kube`: render the plan
+// (pod/kube), claim the name (a create of the pod's meta ConfigMap),
+// apply, wait for the workspace Pod's init container, stream the
+// repository and the agent's git directory into it (pod/kube's handshake),
+// wait for the Pods, then run what pod.Up runs after it starts a pod: the
+// readiness probe, the lifecycle commands, the plan's checks and the task.
+// The checks are judged as on podman, but for the verify battery's rows
+// that need an agent without an interface (see byDesignOnACluster), which
+// pass when a deny-all NetworkPolicy selects the agent's Pod.
+//
 // Connect reads the kubeconfig as kubectl does (KUBECONFIG, else
 // ~/.kube/config), with a context and a namespace that override its own.
 package kubeclient
