@@ -439,7 +439,7 @@ func (ic *interception) forward(x *exchange, req *http.Request, body *countingRe
 			}
 		}
 		if !ic.setUpstream(uc) {
-			uc.close()
+			uc.discard()
 			return 0, ic.failed(x, req, errShuttingDown, false)
 		}
 		resp, err = ic.roundTrip(uc, req)
@@ -447,7 +447,7 @@ func (ic *interception) forward(x *exchange, req *http.Request, body *countingRe
 			break
 		}
 		ic.setUpstream(nil)
-		uc.close()
+		uc.discard()
 		// A connection from the pool that the server closed meanwhile:
 		// again on a new one, as the Transport does, if the server got
 		// nothing of it and no byte of the body was taken.
@@ -465,7 +465,7 @@ func (ic *interception) forward(x *exchange, req *http.Request, body *countingRe
 	if upstreamOK && !resp.Close {
 		ic.s.upstreams.put(uc)
 	} else {
-		uc.close()
+		uc.discard()
 	}
 	return down, keep && clientOK
 }
@@ -634,7 +634,7 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 		// the proxy's time on large answers.
 		watched := false
 		if uc.br.Buffered() == 0 {
-			if connReadable(uc.raw) {
+			if uc.pending() {
 				ic.cork()
 			} else {
 				if werr = ic.flush(); werr != nil {
@@ -728,7 +728,7 @@ func (ic *interception) upgrade(x *exchange, req *http.Request, resp *http.Respo
 	reqType, respType := upgradeType(req.Header), upgradeType(resp.Header)
 	if !printableASCII(respType) || !strings.EqualFold(reqType, respType) {
 		ic.setUpstream(nil)
-		uc.close()
+		uc.discard()
 		ic.failed(x, req, fmt.Errorf("%w: switched to protocol %q when %q was asked for", errUpstreamProtocol, respType, reqType), false)
 		return
 	}
@@ -747,6 +747,7 @@ func (ic *interception) upgrade(x *exchange, req *http.Request, resp *http.Respo
 	io.Copy(ic.tc, uc.br)
 	ic.end("")
 	<-done
+	uc.sr.release()
 }
 
 // setUpstream sets the upstream connection of the request in progress,

@@ -38,6 +38,7 @@ const (
 type upstreamConn struct {
 	key  string // host:port
 	raw  net.Conn
+	sr   *sockReader // under tls: reads raw
 	tls  *tls.Conn
 	lim  limitedReader // under br: bounds the answer's head
 	br   *bufio.Reader
@@ -47,8 +48,88 @@ type upstreamConn struct {
 }
 
 // close closes the connection without a close_notify: nothing waits for
-// one, and the Transport sends none either.
+// one, and the Transport sends none either. Any goroutine may close it;
+// only its reader (the relay using it, or the pool) calls release.
 func (uc *upstreamConn) close() { uc.raw.Close() }
+
+// discard closes the connection and gives back its read buffer.
+func (uc *upstreamConn) discard() {
+	uc.raw.Close()
+	uc.sr.release()
+}
+
+// pending reports whether reading the connection would find bytes at
+// once: in its buffers, or in its socket.
+func (uc *upstreamConn) pending() bool {
+	return uc.br.Buffered() > 0 || uc.sr.buffered() > 0 || connReadable(uc.raw)
+}
+
+// sockReader reads a connection through the tunnels' pooled copy buffers
+// (readReady): one that it takes only once bytes have arrived and gives
+// back once they are read, a bulk one after a read that filled a small
+// one. Under the TLS of an upstream connection, a large answer then takes
+// a read(2) per up to 512 KiB rather than per TLS record or two, and
+// whether more is waiting is known without a system call.
+type sockReader struct {
+	read func() (*[]byte, int, error)
+	buf  *[]byte
+	r, w int
+	err  error // to return once buf is read
+}
+
+func newSockReader(c net.Conn) *sockReader { return &sockReader{read: readReady(c)} }
+
+func (s *sockReader) Read(p []byte) (int, error) {
+	if s.buf == nil {
+		if s.err != nil {
+			err := s.err
+			s.err = nil
+			return 0, err
+		}
+		bp, k, err := s.read()
+		if k == 0 {
+			if bp != nil {
+				putBuffer(bp)
+			}
+			if err == nil {
+				err = io.ErrNoProgress
+			}
+			return 0, err
+		}
+		s.buf, s.r, s.w, s.err = bp, 0, k, err
+	}
+	n := copy(p, (*s.buf)[s.r:s.w])
+	s.r += n
+	if s.r == s.w {
+		putBuffer(s.buf)
+		s.buf = nil
+	}
+	return n, nil
+}
+
+// buffered is how many bytes wait in the buffer.
+func (s *sockReader) buffered() int {
+	if s.buf == nil {
+		return 0
+	}
+	return s.w - s.r
+}
+
+// release gives the buffer back, with what it held.
+func (s *sockReader) release() {
+	if s.buf != nil {
+		putBuffer(s.buf)
+		s.buf = nil
+	}
+}
+
+// readerConn is a connection read through r.
+type readerConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // upstreams is the pool of idle upstream connections, most recent last.
 type upstreams struct {
@@ -96,10 +177,10 @@ func (p *upstreams) get(key string) *upstreamConn {
 		// saying so (Connection: close), and the look is a system call
 		// per request on a busy host.
 		idle := time.Since(uc.idle)
-		if idle < upstreamIdleTimeout && uc.br.Buffered() == 0 && (idle < upstreamFresh || connAlive(uc.raw)) {
+		if idle < upstreamIdleTimeout && uc.br.Buffered() == 0 && uc.sr.buffered() == 0 && (idle < upstreamFresh || connAlive(uc.raw)) {
 			return uc
 		}
-		uc.close()
+		uc.discard()
 	}
 }
 
@@ -108,10 +189,14 @@ func (p *upstreams) get(key string) *upstreamConn {
 func (p *upstreams) put(uc *upstreamConn) {
 	uc.used = true
 	uc.idle = time.Now()
+	if uc.br.Buffered() > 0 || uc.sr.buffered() > 0 {
+		uc.discard() // the server sent more than its answer
+		return
+	}
 	p.mu.Lock()
 	if p.closed || p.n >= maxIdleUpstream || len(p.idle[uc.key]) >= maxIdleUpstreamPerHost {
 		p.mu.Unlock()
-		uc.close()
+		uc.discard()
 		return
 	}
 	p.idle[uc.key] = append(p.idle[uc.key], uc)
@@ -150,7 +235,7 @@ func (p *upstreams) sweep() {
 	p.sweeping = again
 	p.mu.Unlock()
 	for _, uc := range old {
-		uc.close()
+		uc.discard()
 	}
 	if again {
 		time.AfterFunc(upstreamIdleTimeout/2, p.sweep)
@@ -167,7 +252,7 @@ func (p *upstreams) closeIdle() {
 	p.mu.Unlock()
 	for _, list := range idle {
 		for _, uc := range list {
-			uc.close()
+			uc.discard()
 		}
 	}
 }
@@ -201,19 +286,22 @@ func (s *Server) dialUpstream(ctx context.Context, key, host string) (*upstreamC
 	if err != nil {
 		return nil, err
 	}
-	tc := tls.Client(raw, s.upstreams.config(key, host, s.opts.RootCAs))
+	sr := newSockReader(raw)
+	tc := tls.Client(readerConn{Conn: raw, r: sr}, s.upstreams.config(key, host, s.opts.RootCAs))
 	hctx, cancel := context.WithTimeout(ctx, upstreamHandshake)
 	err = tc.HandshakeContext(hctx)
 	cancel()
+	if err == nil {
+		if p := tc.ConnectionState().NegotiatedProtocol; p != "" && p != "http/1.1" {
+			err = errors.New("the server chose " + p + " over HTTP/1.1")
+		}
+	}
 	if err != nil {
 		raw.Close()
+		sr.release()
 		return nil, err
 	}
-	if p := tc.ConnectionState().NegotiatedProtocol; p != "" && p != "http/1.1" {
-		raw.Close()
-		return nil, errors.New("the server chose " + p + " over HTTP/1.1")
-	}
-	uc := &upstreamConn{key: key, raw: raw, tls: tc}
+	uc := &upstreamConn{key: key, raw: raw, sr: sr, tls: tc}
 	uc.lim.r = tc
 	uc.lim.n = -1
 	uc.br = bufio.NewReaderSize(&uc.lim, 4096)
