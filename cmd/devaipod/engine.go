@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/kubeclient"
+	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/spf13/cobra"
 )
 
@@ -131,4 +133,23 @@ func kubeHint(err error) string {
 func completeKubeContexts(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	names, _ := kubeclient.Contexts("")
 	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// printKubeError is printError for --engine kube: the advice that names
+// podman's ways (start a stopped pod, list without the engine) is the
+// cluster's here.
+func printKubeError(w io.Writer, err error) {
+	var nr *pod.NotRunningError
+	switch {
+	case kubeHint(err) != "":
+	case errors.As(err, &nr):
+		fmt.Fprintf(w, "Error: %v\n", err)
+		fmt.Fprintf(w, "Hint: `kubectl get pods -l %s=%s` says why (pending: scheduling, image pulls, or an up still copying); a Pod that ended does not start again: `devaipod --engine kube delete %s`, then up\n", plan.LabelPod, nr.Name, nr.Name)
+		return
+	case errors.Is(err, pod.ErrNotFound) && strings.HasPrefix(err.Error(), "pod "):
+		fmt.Fprintf(w, "Error: %v\n", err)
+		fmt.Fprintln(w, "Hint: `devaipod --engine kube list` shows the pods of this namespace (--namespace, --context pick another)")
+		return
+	}
+	printError(w, err)
 }

@@ -104,8 +104,25 @@ func TestKubeEngineVerbs(t *testing.T) {
 		t.Errorf("after delete: %d pods, %d policies", len(pods.Items), len(nps.Items))
 	}
 	code, _, errOut = cli(t, "--namespace", "agents", "status", "one")
-	if code != 1 || !strings.Contains(errOut, "pod one: not found") || !strings.Contains(errOut, "Hint: `devaipod list`") {
+	if code != 1 || !strings.Contains(errOut, "pod one: not found") || !strings.Contains(errOut, "Hint: `devaipod --engine kube list`") {
 		t.Errorf("status of a deleted pod: %d %s", code, errOut)
+	}
+}
+
+// TestKubeNotRunning: a pod whose Pods do not run yet is pending, and the
+// hint is the cluster's, not podman's start.
+func TestKubeNotRunning(t *testing.T) {
+	cs := fakeCluster(t, "one")
+	p, _ := cs.CoreV1().Pods("agents").Get(context.Background(), "devaipod-one", metav1.GetOptions{})
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	cs.CoreV1().Pods("agents").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+	p, _ = cs.CoreV1().Pods("agents").Get(context.Background(), "devaipod-one-agent", metav1.GetOptions{})
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	cs.CoreV1().Pods("agents").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+	code, _, errOut := cli(t, "--engine", "kube", "--namespace", "agents", "verify", "one")
+	if code != 1 || !strings.Contains(errOut, "pod one is pending, not running") || !strings.Contains(errOut, "kubectl get pods -l io.devaipod.pod=one") ||
+		strings.Contains(errOut, "devaipod start") {
+		t.Errorf("verify of a pending pod: %d %s", code, errOut)
 	}
 }
 

@@ -50,6 +50,10 @@ func run(ctx context.Context, args []string, s streams) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
+	if f := root.PersistentFlags().Lookup("engine"); f != nil && f.Value.String() == engineKube {
+		printKubeError(s.err, err)
+		return 1
+	}
 	printError(s.err, err)
 	return 1
 }
