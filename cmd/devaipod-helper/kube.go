@@ -43,6 +43,8 @@ type kubeInitOptions struct {
 	secrets []string
 	wait    string
 	timeout time.Duration
+	// subPathProbe and subPathCheck: see helperargs.KubeInit.
+	subPathProbe, subPathCheck string
 }
 
 func newKubeInitFlagSet(o *kubeInitOptions) *flag.FlagSet {
@@ -53,9 +55,12 @@ func newKubeInitFlagSet(o *kubeInitOptions) *flag.FlagSet {
 		"copy the files of SRC into DEST, owned by UID and readable by it alone (`SRC=DEST:UID`, repeatable)")
 	fs.StringVar(&o.wait, "wait", "", "then wait until `FILE` exists (the engine creates it once the repository is copied in)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up waiting after this long (0: wait for ever)")
+	fs.StringVar(&o.subPathProbe, "subpath-probe", "", "create `DIR` with a file ok in it (for --subpath-check)")
+	fs.StringVar(&o.subPathCheck, "subpath-check", "", "after the wait, require DIR/ok: `DIR` is the probe mounted by subPath, which a runtime that ignores subPath (podman before 4.4) mounts as the whole volume")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper kube-init [--install DIR] [--chown PATH=UID:GID]...
-         [--secrets SRC=DEST:UID]... [--wait FILE [--timeout D]]
+         [--secrets SRC=DEST:UID]... [--subpath-probe DIR]
+         [--wait FILE [--timeout D]] [--subpath-check DIR]
 
 The init container of a pod rendered by devaipod kube render: copy the
 helper's files out of this image into DIR (an emptyDir the containers mount
@@ -136,6 +141,27 @@ func kubeInit(ctx context.Context, o kubeInitOptions, log io.Writer) error {
 			return fmt.Errorf("copy the secrets of %s: %w", c.src, err)
 		}
 	}
+	if o.subPathProbe != "" {
+		if err := os.MkdirAll(o.subPathProbe, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(o.subPathProbe, "ok"), nil, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := waitMarker(ctx, o, log); err != nil {
+		return err
+	}
+	if o.subPathCheck != "" {
+		if _, err := os.Stat(filepath.Join(o.subPathCheck, "ok")); err != nil {
+			return fmt.Errorf("%s is not the subPath mount it should be (%v): this runtime ignores subPath (podman before 4.4 does), so the agent's protected paths and its folder would not be mounted as planned; render with --workspace-access ro, or use podman 4.4 or later", o.subPathCheck, err)
+		}
+	}
+	return nil
+}
+
+// waitMarker waits for o.wait, if set.
+func waitMarker(ctx context.Context, o kubeInitOptions, log io.Writer) error {
 	if o.wait == "" {
 		return nil
 	}

@@ -20,10 +20,12 @@ import (
 func TestKubeHelperArgsRoundTrip(t *testing.T) {
 	t.Run("kube-init", func(t *testing.T) {
 		x := helperargs.KubeInit{Install: "/opt/install", Chowns: []string{helperargs.Chown("/volumes/ws", 1000, 1000), helperargs.Chown("/volumes/p", 1100, 1100)},
-			Secrets: []string{helperargs.SecretCopy("/secrets/proxy", "/secret-copies/proxy", 1100)}, Wait: "/volumes/host-share/.seeded", Timeout: time.Minute}
+			Secrets: []string{helperargs.SecretCopy("/secrets/proxy", "/secret-copies/proxy", 1100)}, Wait: "/volumes/host-share/.seeded", Timeout: time.Minute,
+			SubPathProbe: "/volumes/host-share/.probe", SubPathCheck: "/probe"}
 		var o kubeInitOptions
 		parseAs(t, newKubeInitFlagSet(&o), x.Args(), "kube-init")
-		if o.install != x.Install || !slices.Equal(o.chowns, x.Chowns) || !slices.Equal(o.secrets, x.Secrets) || o.wait != x.Wait || o.timeout != x.Timeout {
+		if o.install != x.Install || !slices.Equal(o.chowns, x.Chowns) || !slices.Equal(o.secrets, x.Secrets) || o.wait != x.Wait || o.timeout != x.Timeout ||
+			o.subPathProbe != x.SubPathProbe || o.subPathCheck != x.SubPathCheck {
 			t.Errorf("%+v", o)
 		}
 		if c, err := parseSecretCopy(o.secrets[0]); err != nil || c != (secretCopy{"/secrets/proxy", "/secret-copies/proxy", 1100}) {
@@ -170,6 +172,17 @@ func TestKubeInit(t *testing.T) {
 		t.Errorf("an install in place, unwritable: %v", err)
 	}
 	os.Chmod(install, 0o755)
+
+	// The subPath probe: the directory itself passes, the volume it lies in
+	// (what a runtime that ignores subPath mounts) does not.
+	vol := t.TempDir()
+	probe := filepath.Join(vol, ".probe")
+	if err := kubeInit(context.Background(), kubeInitOptions{subPathProbe: probe, subPathCheck: probe}, &log); err != nil {
+		t.Errorf("subPath honoured: %v", err)
+	}
+	if err := kubeInit(context.Background(), kubeInitOptions{subPathCheck: vol}, &log); err == nil || !strings.Contains(err.Error(), "ignores subPath") {
+		t.Errorf("subPath ignored: %v", err)
+	}
 
 	os.Remove(marker)
 	o = kubeInitOptions{wait: marker, timeout: 300 * time.Millisecond}

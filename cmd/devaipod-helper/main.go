@@ -82,7 +82,9 @@ var commands = []command{
 		func() *flag.FlagSet { return newKubeInitFlagSet(&kubeInitOptions{}) }, runKubeInit},
 	{"untar", "--dir DIR [--done FILE]", "extract a tar stream from standard input into DIR (the repository, into a Kubernetes pod)",
 		func() *flag.FlagSet { return newUntarFlagSet(&untarOptions{}) },
-		func(_ context.Context, args []string, _, stderr io.Writer) int { return runUntar(args, os.Stdin, stderr) }},
+		func(_ context.Context, args []string, _, stderr io.Writer) int {
+			return runUntar(args, os.Stdin, stderr)
+		}},
 	{"umask", "MASK -- CMD", "run CMD with the umask MASK (a Kubernetes pod's workspace and agent)", newUmaskFlagSet, withoutContext(runUmask)},
 	{"version", "", "print the version", newVersionFlagSet, withoutContext(runVersion)},
 }

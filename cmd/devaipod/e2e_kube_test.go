@@ -31,9 +31,10 @@ import (
 // podman kube play ignores NetworkPolicy: the agent's Pod is played on its
 // own with --network none, which stands in for the policy (docs/kubernetes.md).
 // Podman 4.3 (Debian 12, CI) ignores subPath, which the agent's binds of
-// protected paths are: there the example is rendered with
-// --workspace-access ro (no subPath at all); podman 4.4 and later play the
-// default. Before 5.0 it also ignores an emptyDir's medium and size: the
+// protected paths are: there the default rendering must not start the agent
+// (its init container checks a subPath probe), and the example is verified
+// rendered with --workspace-access ro (no subPath at all); podman 4.4 and
+// later play the default. Before 5.0 it also ignores an emptyDir's medium and size: the
 // agent's /tmp is a volume on disk, so the limit-tmp row cannot pass there
 // and is the one FAIL allowed (docs/kubernetes.md lists these limits).
 func TestE2EKubePlay(t *testing.T) {
@@ -46,15 +47,116 @@ func TestE2EKubePlay(t *testing.T) {
 
 	repo := exampleRepo(t)
 	cfg := standInConfig(t, "")
-	name := uniqueName("kube")
 	env := []string{"ANTHROPIC_API_KEY=sk-e2e-kube-key"}
-	args := []string{"--config", cfg, "kube", "render", repo, "--name", name, "--no-limits"}
-	dryRun := []string{"--config", cfg, "up", repo, "--name", name, "--dry-run", "-o", "json"}
-	if !subPath {
-		args = append(args, "--workspace-access", "ro")
-		dryRun = append(dryRun, "--workspace-access", "ro")
-	}
 	profiles := seccompProfileDir(t, bin, repo, cfg)
+	var extra []string
+	if !subPath {
+		extra = []string{"--workspace-access", "ro"}
+		t.Run("a runtime that ignores subPath does not start the agent", func(t *testing.T) {
+			// The default (rw) layout binds the agent's folder and
+			// protected paths by subPath; podman 4.3 would mount the whole
+			// volume there. The agent's init container sees it and stops.
+			k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube-rw"), nil, profiles)
+			if k.agentErr == nil {
+				t.Fatalf("the agent's Pod started under a podman that ignores subPath:\n%s", k.agentOut)
+			}
+			logs, _ := exec.Command("podman", "logs", k.agentPod+"-"+kube.InstallContainer).CombinedOutput()
+			if !strings.Contains(string(logs), "ignores subPath") {
+				t.Errorf("install's log does not say why: %s", logs)
+			}
+			state, _ := exec.Command("podman", "inspect", "--format", "{{.State.Status}}", k.agentCtr).Output()
+			if s := strings.TrimSpace(string(state)); s == "running" || s == "exited" {
+				t.Errorf("the agent container ran (%s)", s)
+			}
+		})
+	}
+	k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube"), extra, profiles)
+	if k.agentErr != nil {
+		t.Fatalf("podman kube play of the agent Pod: %v\n%s", k.agentErr, k.agentOut)
+	}
+	agentCtr, wsCtr, pl, meta := k.agentCtr, k.wsCtr, k.plan, k.meta
+
+	t.Run("the workspace reaches the agent's server through the socket bridge", func(t *testing.T) {
+		out, err := exec.CommandContext(ctx, "podman", "exec", wsCtr, plan.HelperBin, "wait-http", "--timeout", "60s", "http://127.0.0.1:4096/").CombinedOutput()
+		if err != nil {
+			t.Errorf("wait-http: %v %s", err, out)
+		}
+	})
+	t.Run("the repository is in both, the agent's git its own", func(t *testing.T) {
+		r, err := exec.CommandContext(ctx, "podman", "exec", agentCtr, "sh", "-c", "cd "+pl.Workdir+" && cat greet.sh >/dev/null && git log --oneline | wc -l && id -u").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(r)) != "1\n1000" {
+			t.Errorf("agent: %v %q", err, r)
+		}
+		r, err = exec.CommandContext(ctx, "podman", "exec", wsCtr, "sh", "-c", "cd "+pl.Workdir+" && git status --porcelain && echo clean").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(r)) != "clean" {
+			t.Errorf("workspace: %v %q", err, r)
+		}
+	})
+	t.Run("the LLM key is the proxy's: a placeholder in the agent", func(t *testing.T) {
+		r, _ := exec.CommandContext(ctx, "podman", "exec", agentCtr, "printenv", "ANTHROPIC_API_KEY").CombinedOutput()
+		if !strings.HasPrefix(string(r), "devaipod-ANTHROPIC_API_KEY-") {
+			t.Errorf("agent ANTHROPIC_API_KEY = %q", r)
+		}
+	})
+
+	t.Run("verify passes in the agent", func(t *testing.T) {
+		var verifyArgs []string
+		if err := json.Unmarshal([]byte(meta.Data[plan.LabelVerify]), &verifyArgs); err != nil {
+			t.Fatal(err)
+		}
+		cmd := append([]string{"exec", agentCtr, plan.HelperBin, "verify"}, verifyArgs...)
+		out, _ := exec.CommandContext(ctx, "podman", append(cmd, "--output", "json")...).Output()
+		var report struct {
+			Rows []struct{ ID, Result, Detail string } `json:"rows"`
+			Pass int                                   `json:"pass"`
+		}
+		if err := json.Unmarshal(out, &report); err != nil || report.Pass == 0 {
+			t.Fatalf("verify: %v\n%s", err, out)
+		}
+		var rows []string
+		for _, r := range report.Rows {
+			rows = append(rows, r.Result+" "+r.ID+": "+r.Detail)
+			if r.Result != "FAIL" {
+				continue
+			}
+			if r.ID == "limit-tmp" && !memoryEmptyDir {
+				// podman before 5.0 plays the agent's memory emptyDir
+				// as a volume on disk, without its size
+				// (docs/kubernetes.md); a cluster gives a tmpfs.
+				continue
+			}
+			t.Errorf("verify row FAILs: %s: %s", r.ID, r.Detail)
+		}
+		sort.Strings(rows)
+		t.Logf("verify in the agent of the kube-played pod:\n%s", strings.Join(rows, "\n"))
+	})
+}
+
+// kubePlayed is a pod rendered and played by kubePlay.
+type kubePlayed struct {
+	agentPod, agentCtr, wsCtr string
+	meta                      corev1.ConfigMap
+	plan                      kubePlanFacts
+	// agentErr is the agent Pod's play's error, agentOut its output.
+	agentErr error
+	agentOut string
+}
+
+// kubePlanFacts are what the handshake needs of the plan.
+type kubePlanFacts struct {
+	Workdir      string   `json:"workdir"`
+	Placeholders []string `json:"placeholders"`
+	MaskPatterns []string `json:"mask_patterns"`
+}
+
+// kubePlay renders repo as pod name (kube render with extra flags), plays
+// the workspace's Pod, does the engine's handshake, then plays the agent's
+// Pod with --network none; the test's cleanup takes it all down and checks
+// that nothing is left.
+func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string, name string, extra []string, profiles string) *kubePlayed {
+	t.Helper()
+	args := append([]string{"--config", cfg, "kube", "render", repo, "--name", name, "--no-limits"}, extra...)
+	dryRun := append([]string{"--config", cfg, "up", repo, "--name", name, "--dry-run", "-o", "json"}, extra...)
 
 	render := mustDevaipod(t, env, args...)
 	docs := splitYAML(render.stdout)
@@ -142,11 +244,7 @@ func TestE2EKubePlay(t *testing.T) {
 
 	// What up would copy (placeholders, masked blobs), from the same plan.
 	// Before the play: podman holds the pod's lock while prepare waits.
-	var pl struct {
-		Workdir      string   `json:"workdir"`
-		Placeholders []string `json:"placeholders"`
-		MaskPatterns []string `json:"mask_patterns"`
-	}
+	var pl kubePlanFacts
 	if err := json.Unmarshal([]byte(mustDevaipod(t, env, dryRun...).stdout), &pl); err != nil {
 		t.Fatal(err)
 	}
@@ -204,66 +302,9 @@ func TestE2EKubePlay(t *testing.T) {
 	}
 
 	// The agent's Pod: no network but lo, and devaipod's seccomp profile.
-	if out, err := exec.CommandContext(ctx, "podman", "kube", "play", "--network", "none", "--seccomp-profile-root", profiles, agentFile).CombinedOutput(); err != nil {
-		t.Fatalf("podman kube play of the agent Pod: %v\n%s", err, out)
-	}
-	agentCtr := agentPod + "-" + plan.RoleAgent
-	wsCtr := podName + "-" + plan.RoleWorkspace
-
-	t.Run("the workspace reaches the agent's server through the socket bridge", func(t *testing.T) {
-		out, err := exec.CommandContext(ctx, "podman", "exec", wsCtr, plan.HelperBin, "wait-http", "--timeout", "60s", "http://127.0.0.1:4096/").CombinedOutput()
-		if err != nil {
-			t.Errorf("wait-http: %v %s", err, out)
-		}
-	})
-	t.Run("the repository is in both, the agent's git its own", func(t *testing.T) {
-		r, err := exec.CommandContext(ctx, "podman", "exec", agentCtr, "sh", "-c", "cd "+pl.Workdir+" && cat greet.sh >/dev/null && git log --oneline | wc -l && id -u").CombinedOutput()
-		if err != nil || strings.TrimSpace(string(r)) != "1\n1000" {
-			t.Errorf("agent: %v %q", err, r)
-		}
-		r, err = exec.CommandContext(ctx, "podman", "exec", wsCtr, "sh", "-c", "cd "+pl.Workdir+" && git status --porcelain && echo clean").CombinedOutput()
-		if err != nil || strings.TrimSpace(string(r)) != "clean" {
-			t.Errorf("workspace: %v %q", err, r)
-		}
-	})
-	t.Run("the LLM key is the proxy's: a placeholder in the agent", func(t *testing.T) {
-		r, _ := exec.CommandContext(ctx, "podman", "exec", agentCtr, "printenv", "ANTHROPIC_API_KEY").CombinedOutput()
-		if !strings.HasPrefix(string(r), "devaipod-ANTHROPIC_API_KEY-") {
-			t.Errorf("agent ANTHROPIC_API_KEY = %q", r)
-		}
-	})
-
-	t.Run("verify passes in the agent", func(t *testing.T) {
-		var verifyArgs []string
-		if err := json.Unmarshal([]byte(meta.Data[plan.LabelVerify]), &verifyArgs); err != nil {
-			t.Fatal(err)
-		}
-		cmd := append([]string{"exec", agentCtr, plan.HelperBin, "verify"}, verifyArgs...)
-		out, _ := exec.CommandContext(ctx, "podman", append(cmd, "--output", "json")...).Output()
-		var report struct {
-			Rows []struct{ ID, Result, Detail string } `json:"rows"`
-			Pass int                                    `json:"pass"`
-		}
-		if err := json.Unmarshal(out, &report); err != nil || report.Pass == 0 {
-			t.Fatalf("verify: %v\n%s", err, out)
-		}
-		var rows []string
-		for _, r := range report.Rows {
-			rows = append(rows, r.Result+" "+r.ID+": "+r.Detail)
-			if r.Result != "FAIL" {
-				continue
-			}
-			if r.ID == "limit-tmp" && !memoryEmptyDir {
-				// podman before 5.0 plays the agent's memory emptyDir
-				// as a volume on disk, without its size
-				// (docs/kubernetes.md); a cluster gives a tmpfs.
-				continue
-			}
-			t.Errorf("verify row FAILs: %s: %s", r.ID, r.Detail)
-		}
-		sort.Strings(rows)
-		t.Logf("verify in the agent of the kube-played pod:\n%s", strings.Join(rows, "\n"))
-	})
+	out, err := exec.CommandContext(ctx, "podman", "kube", "play", "--network", "none", "--seccomp-profile-root", profiles, agentFile).CombinedOutput()
+	return &kubePlayed{agentPod: agentPod, agentCtr: agentPod + "-" + plan.RoleAgent, wsCtr: podName + "-" + plan.RoleWorkspace,
+		meta: meta, plan: pl, agentErr: err, agentOut: string(out)}
 }
 
 // podmanVersion is the podman client's major and minor version.

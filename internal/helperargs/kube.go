@@ -19,10 +19,18 @@ type KubeInit struct {
 	Secrets []string // SRC=DEST:UID, see SecretCopy
 	Wait    string   // a file the engine creates once it has copied the tree in
 	Timeout time.Duration
+	// SubPathProbe is a directory to create with a file "ok" in it, which
+	// SubPathCheck (the same directory, mounted by subPath in the agent's
+	// Pod) requires, after the wait: a runtime that ignores subPath (podman
+	// before 4.4) mounts the whole volume there instead, and the agent,
+	// whose protected paths are subPath mounts, does not start.
+	SubPathProbe, SubPathCheck string
 }
 
 // Chown is a --chown value: the directory path gets owner uid:gid.
-func Chown(path string, uid, gid int) string { return path + "=" + strconv.Itoa(uid) + ":" + strconv.Itoa(gid) }
+func Chown(path string, uid, gid int) string {
+	return path + "=" + strconv.Itoa(uid) + ":" + strconv.Itoa(gid)
+}
 
 // SecretCopy is a --secrets value: the files of src are copied into dest,
 // owned by uid (and its group), readable by it alone.
@@ -35,6 +43,8 @@ func (x KubeInit) Args() []string {
 	a.list("secrets", x.Secrets)
 	a.str("wait", x.Wait)
 	a.duration("timeout", x.Timeout)
+	a.str("subpath-probe", x.SubPathProbe)
+	a.str("subpath-check", x.SubPathCheck)
 	return a
 }
 

@@ -66,7 +66,11 @@
 //     start. The agent Pod's init container ("install") waits for the same
 //     marker (it mounts the host-share volume read-only) before the agent
 //     starts: the agent's subPath mounts of paths inside the copy need them
-//     to exist. A Pod restarted later finds the marker and goes on.
+//     to exist. A Pod restarted later finds the marker and goes on. When
+//     the agent has subPath mounts, "install" also requires a probe that
+//     "prepare" made, mounted by subPath: a runtime that ignores subPath
+//     (podman before 4.4) mounts the whole volume there, and the agent
+//     does not start, rather than start with the wrong mounts.
 //
 // Then the engine does what pod.Up does after StartPod: the lifecycle
 // commands and the readiness probe in the workspace container, the checks

@@ -47,6 +47,13 @@ const (
 	// --seccomp-profile-root): podman's default profile with new
 	// namespaces and ptrace refused (plan.SeccompAgent).
 	AgentSeccompProfile = "devaipod-agent.json"
+	// subPathProbe is the directory, in the host-share volume's root,
+	// that "prepare" makes and "install" mounts by subPath: a runtime
+	// that ignores subPath mounts the whole volume, and install refuses
+	// to let the agent start.
+	subPathProbe = ".devaipod-subpath"
+	// subPathCheck is where install mounts it.
+	subPathCheck = "/devaipod-subpath-check"
 	// helperBin is the helper at the helper image's root, which the init
 	// containers run.
 	helperBin = plan.ProxyBin
@@ -465,6 +472,17 @@ func (r *renderer) maskedFiles() []plan.Bind {
 	return binds
 }
 
+// agentSubPaths tells whether the agent's mounts include subPath ones
+// (its folder and protected paths in the copy, masked files).
+func (r *renderer) agentSubPaths() bool {
+	for _, b := range r.p.Agent().Binds {
+		if b.Volume != "" || b.HostPath == "/dev/null" {
+			return true
+		}
+	}
+	return false
+}
+
 // copySecrets tells whether a container's secrets go through prepare's
 // copy (an owner other than root) rather than a Secret volume.
 func copySecrets(c plan.ContainerSpec) bool { return len(c.SecretEnv) > 0 && c.SecretUID != 0 }
@@ -794,6 +812,9 @@ func (r *renderer) workspacePod(withAgent bool) (*corev1.Pod, error) {
 // handshake, step 1).
 func (r *renderer) prepare() (corev1.Container, error) {
 	args := helperargs.KubeInit{Install: InstallDir, Wait: r.marker()}
+	if r.p.Agent().Network == plan.NetworkNone && r.agentSubPaths() {
+		args.SubPathProbe = r.volumeDir(plan.VolumeHostShare) + "/" + subPathProbe
+	}
 	k := corev1.Container{Name: PrepareContainer, Image: r.helper, Command: []string{helperBin}, ImagePullPolicy: corev1.PullIfNotPresent}
 	for _, v := range r.p.Volumes {
 		dir := r.volumeDir(r.suffix(v.Name))
@@ -842,8 +863,12 @@ func (r *renderer) agentPod() (*corev1.Pod, error) {
 	pod := &corev1.Pod{TypeMeta: typeMeta("v1", "Pod"), ObjectMeta: r.meta(plan.ContainerName(r.short, plan.RoleAgent), r.p.Pod.Labels, plan.LabelRole, plan.RoleAgent)}
 	pod.Annotations = map[string]string{corev1.SeccompPodAnnotationKey: r.seccompAnnotation()}
 	yes, no := true, false
+	installArgs := helperargs.KubeInit{Install: InstallDir, Wait: r.marker()}
+	if r.agentSubPaths() {
+		installArgs.SubPathCheck = subPathCheck
+	}
 	install := corev1.Container{Name: InstallContainer, Image: r.helper, Command: []string{helperBin},
-		Args:            helperargs.KubeInit{Install: InstallDir, Wait: r.marker()}.Args(),
+		Args:            installArgs.Args(),
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes},
@@ -851,6 +876,10 @@ func (r *renderer) agentPod() (*corev1.Pod, error) {
 			{Name: r.helperVolume(), MountPath: InstallDir},
 			{Name: r.claimVolume(plan.ObjectName(r.short, plan.VolumeHostShare)), MountPath: r.volumeDir(plan.VolumeHostShare), ReadOnly: true},
 		}}
+	if installArgs.SubPathCheck != "" {
+		install.VolumeMounts = append(install.VolumeMounts, corev1.VolumeMount{Name: r.claimVolume(plan.ObjectName(r.short, plan.VolumeHostShare)),
+			MountPath: subPathCheck, SubPath: subPathProbe, ReadOnly: true})
+	}
 	pod.Spec.InitContainers = []corev1.Container{install}
 	pod.Spec.Containers = []corev1.Container{agent}
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: gid, RunAsNonRoot: &yes, SeccompProfile: r.agentSeccomp()}
