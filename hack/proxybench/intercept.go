@@ -26,8 +26,8 @@ import (
 //
 // The proxy has one credential, bound to the upstream's name and port
 // (localhost:TLSPORT): a CONNECT there is intercepted (the proxy
-// terminates TLS with its pod CA and forwards each request with
-// httputil.ReverseProxy, the placeholder replaced). The same upstream by
+// terminates TLS with its pod CA and relays each request, the placeholder
+// replaced, over its own pooled TLS connections). The same upstream by
 // its address (127.0.0.1:TLSPORT) has no credential: a CONNECT there is an
 // opaque tunnel, and the client does TLS with the upstream itself. So the
 // two variants differ in the interception only:

@@ -82,8 +82,8 @@ func renderIntercept(b *strings.Builder, ic *interceptOutput, m *machineInfo) {
 	p("- **intercepted**: `CONNECT %s:%d`, which the credential `%s` is bound to\n", cfg.InterceptHost, cfg.Port, credName)
 	p("  (`--credential %s=PLACEHOLDER@%s:%d`): the proxy terminates TLS with a certificate of its pod\n", credName, cfg.InterceptHost, cfg.Port)
 	p("  CA (the client trusts that CA only, fetched from `GET /devaipod/ca.pem` as the agent's init\n")
-	p("  does), puts the value in place of the placeholder the client sends, and forwards the request\n")
-	p("  with `httputil.ReverseProxy` over its own TLS connections to the upstream.\n\n")
+	p("  does), puts the value in place of the placeholder the client sends, and relays the request\n")
+	p("  over its own pooled TLS connections to the upstream (proxy/intercept.go).\n\n")
 	p("The upstream serves `/auth/...` only to `Authorization: Bearer VALUE` (401 otherwise, which stops\n")
 	p("the run), so every intercepted request measured carried the value, and none the placeholder. The\n")
 	p("tunnel's address needs no name resolution at the proxy, which favours the tunnel slightly. Checks\n")
@@ -193,57 +193,58 @@ func renderIntercept(b *strings.Builder, ic *interceptOutput, m *machineInfo) {
 
 // interceptNotes are the findings of profiling the interception (by hand,
 // as analysisNotes); update them when proxy/intercept.go changes.
-const interceptNotes = `**Where the interception's time goes, and what would win some of it back.** From CPU profiles
-of the proxy alone (` + "`proxybench proxy --server DIR --cpuprofile FILE ...`" + ` under
-` + "`proxybench intercept --only intercept`" + `), an allocation profile (its ` + "`--pprof`" + `) and A/B runs of
-patched builds of the helper against one test server (2 runs of 2 rounds each, interleaved; the
-machine was shared with other work, so the ranges are wide). **The three patches are in proxy/
-since commit 7c2a586, and the measurements above were made with them** (the first run, before
-them, had 0.59×, 0.11× and 0.69×). Proxy CPU per intercepted request at keep-alive concurrency
-1 / 16 (through a tunnel: about 40 / 19 µs), and intercepted / tunnel requests/s at 16:
+const interceptNotes = `**Where the interception's time goes, and what was done about it.** From CPU profiles of
+the proxy alone (` + "`proxybench proxy --server DIR --cpuprofile FILE ...`" + ` under
+` + "`proxybench intercept --only intercept`" + `), ` + "`strace -c`" + ` of the helper, and A/B runs of builds of the helper
+against one test server (` + "`proxybench intercept`" + `, 3 rounds each, builds interleaved). The machine
+was shared with other engineers' builds and e2e runs (load average 6 to 14) while they ran, so
+requests/s and its ratios scattered widely; *proxy CPU per request* scattered least. Per build,
+the range over its runs (µs per request at keep-alive concurrency 1 / 16, per 1 MiB answer; a
+tunnel in the same runs: 61–129 / 30–52 / 560–1010):
 
-| build | proxy µs per request, c=1 / c=16 | requests/s vs tunnel, c=16 |
+| build | proxy µs, c=1 / c=16 / 1 MiB | intercepted / tunnel: c=1, c=16, 1 MiB |
 |---|---:|---:|
-| before the patches | 139–148 / 311–326 | 0.10–0.12× |
-| + 64 idle upstream connections per host | 149–159 / 95–120 | 0.31–0.37× |
-| + pooled copy buffers, one Replacer per credential | 133–137 / 70–72 | 0.38–0.42× |
-| + no FlushInterval | 116–120 / 59–68 | 0.37–0.56× |
+| http.Server + httputil.ReverseProxy + http.Transport (with the three fixes of 7c2a586: 64 idle upstream connections per host, pooled copy buffers and one Replacer per credential, no FlushInterval) | 137–201 / 104–159 / 1675–2137 | 0.44–1.04, 0.38–0.53, 0.56–0.65 (8 runs) |
+| the relay (ba01789) | 120–233 / 70–93 / 1778–2067 | 0.63–1.10, 0.60–0.65, 0.58–0.76 (2 runs) |
+| + corked large answers, no liveness look at a just-used upstream connection (4c3038c, 76f8912) | 95–171 / 64–107 / 1473–2299 | 0.68–1.17, 0.38–0.91, 0.53–0.78 (7 runs) |
+| + upstream reads through pooled buffers (fcbb493) | 131–140 / 81–86 / 1235–1433 | 1.06–1.24, 0.62–0.63, 0.72–0.84 (2 runs) |
 
-- **Upstream connections, 8 idle per host.** Interceptions share the proxy's http.Transport
-  (` + "`gp.Tr`" + ` in proxy/server.go: ` + "`MaxIdleConnsPerHost: 8`" + `, ` + "`MaxIdleConns: 64`" + `). With more than 8 requests
-  in flight to one host, each response beyond the 8th idle connection closes its upstream
-  connection and a later request opens a new one: a full TLS handshake (X25519MLKEM768 key share,
-  ECDSA verification) per request, half of the proxy's CPU at concurrency 16. Fix: 64 per host and
-  256 in all (MaxTunnels bounds the connections in use anyway), or a Transport of the
-  interceptions' own with those limits.
-- **A fresh 32 KiB buffer per response.** ReverseProxy has no BufferPool, so it makes a 32 KiB copy
-  buffer for every response: 75% of the bytes allocated; with GOGC=50 the garbage collector took
-  about a fifth of the proxy's CPU. substitute's strings.NewReplacer per request was the next 6%.
-  Fix: ` + "`BufferPool`" + ` lending the tunnels' pooled 32 KiB buffers (copyBuffers in proxy/tunnel.go), and a
-  Replacer made once per credential in compileCredentials (a new one only when a request carries
-  two credentials). GOGC=400 instead gave about the same gain but doubled the peak RSS, to 29 MiB.
-- **FlushInterval -1.** For a negative FlushInterval, ReverseProxy starts for every response a
-  timer goroutine (time.AfterFunc(-1, ...)) that at once flushes the headers in a TLS record and a
-  write(2) of their own, then flushes after every body write: 15% of the proxy's CPU at
-  concurrency 1. ReverseProxy flushes every write at once anyway for server-sent events and for
-  responses without a Content-Length (streamed completions), so leaving FlushInterval at 0 keeps
-  streaming as it is (the SSE test in proxy/intercept_test.go passes).
-- **What is left** is the work of any HTTP-terminating proxy: system calls (about 40%: one read
-  and one write each way per request, as for a tunnel, but through TLS records), net/http's
-  server and Transport (parsing, Request.Clone, header maps; three goroutines per request, the
-  connection's and the Transport's writeLoop and readLoop, handing the request over through the
-  proxy's one P), the audit record (5%) and the rest of the garbage (7%). GOMAXPROCS=2 did not
-  help (more CPU per request, the same throughput). A further step, not tried: pin one upstream
-  connection to each intercepted client connection and relay each request and response in the
-  connection's own goroutine (http.ReadRequest, substitute, Request.Write, http.ReadResponse,
-  Response.Write), as goproxy's MITM does, which removes the Transport's goroutines and pool.
-- **Why the target is out of reach on this benchmark.** A tunnel moves the encrypted bytes with a
-  read and a write each way; the interception decrypts, parses, re-encrypts and forwards them,
-  both ways. On loopback, with client, server and proxy sharing 2 CPUs and nothing waiting on a
-  network, requests/s is set by CPU per request: even 60 µs per request at concurrency 16, next
-  to the client's and server's 40–50 µs, cannot reach 80% of a tunnel that costs 19. Large
-  responses are bound by AES-GCM twice more per byte. New connections cost the same (the proxy's
-  own connection to the upstream is already open, so one TLS handshake either way). Against a real
-  LLM API, whose first byte takes hundreds of milliseconds, the tenth of a millisecond the proxy
-  adds per request is noise; the concurrency-16 collapse from the connection pool is the one
-  finding that would show there, as extra handshakes to the provider.`
+- **Four goroutines per request.** The http.Server read each request in the connection's
+  goroutine, started a background read (to notice a client that hangs up) for the handler's
+  time, and ReverseProxy's round trip went through the Transport's writeLoop and readLoop
+  goroutines, with the request and the answer handed over through channels, each hand-off a
+  wake-up on the proxy's one P. Now the connection's goroutine does it all
+  (` + "`interception.serveOne`" + `): http.ReadRequest (the server's limits and checks: head size, Host,
+  header validity, HTTP/1.x, Expect), the credentials, Request.Write (hop-by-hop headers removed
+  as ReverseProxy does) on a TLS connection from a pool of the interceptions' own
+  (` + "`proxy/upstream.go`" + `: 64 idle per host, 256 in all, TLS sessions resumed), http.ReadResponse, the
+  answer written back. Its system calls are now those of a tunnel (` + "`strace -c`" + `: per request a read
+  and a write each way, about one read that finds nothing yet, plus the audit line's write), and
+  its CPU per request at concurrency 16 fell by about a third. What the goroutines did is kept:
+  a client that hangs up while its request waits on the upstream is watched for after 50 ms (a
+  goroutine only for slow answers) and cancels the upstream request; an upgrade (101) joins the
+  two connections; 1xx answers are passed on; 100-continue is answered when the body is read.
+- **A liveness look per request.** The pool looks at a connection before reusing it (a
+  recvfrom with MSG_PEEK: a server that closed an idle connection left its FIN there), where the
+  Transport's readLoop would have seen it; that was one system call per request, 4% of the CPU
+  at concurrency 16. A connection idle for less than 250 ms is taken as it is (a GET is sent
+  again on a new one if it was closed after all, as the Transport does).
+- **A write per TLS record.** A 1 MiB answer arrives as 16 KiB TLS records; written on at once,
+  each was a write(2) to the client. While more waits in the upstream's socket, the records now
+  pile up under the client's TLS and go in one write (never while a read would wait, so
+  server-sent events still go out as they come); and the upstream socket is read through the
+  tunnels' pooled buffers (512 KiB once a read fills 32 KiB), a read(2) per up to 512 KiB rather
+  than per record or two, which also tells, without a system call, that more is waiting.
+- **What is left** is what terminating HTTP costs over moving bytes: TLS records decrypted and
+  encrypted again both ways (AES-GCM was about a fifth of the proxy's CPU on 1 MiB answers),
+  parsing the request and the answer and writing them again (net/http's ReadRequest and
+  ReadResponse with their header maps: with the rest of the garbage about a tenth at
+  concurrency 16), the audit record of every request (a JSON line and a write(2)). System calls
+  are still about half of the proxy's CPU, as for a tunnel. On loopback, with client, server and
+  proxy sharing 2 CPUs, requests/s at concurrency 16 is set by the CPU all three spend per
+  request, so what the proxy adds over a tunnel's 30–40 µs shows one for one in the ratio; at
+  concurrency 1 the time it adds to each round trip does. Against a real LLM API, whose first
+  byte takes hundreds of milliseconds, the tens of microseconds the proxy adds per request are
+  noise. Not done: writing the audit lines through a buffer flushed every few milliseconds would
+  save the one system call that a tunnel does not pay per request, at the price of losing the
+  last lines if the proxy is killed.`
