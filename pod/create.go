@@ -62,6 +62,11 @@ type Request struct {
 	KeepOnFailure bool
 	// DryRun plans and creates nothing; no engine is needed.
 	DryRun bool
+	// Apply, when set, makes the pod from the plan in place of Up, while
+	// the clone (tree) still exists: another engine's up (up --engine
+	// kube). The plan is then built as for a dry run: no image is looked
+	// up, pulled or built on this host.
+	Apply func(ctx context.Context, pl *plan.Plan, tree string) error
 	// NoPool makes a pod even when the warm pool has one for the request.
 	// An up with a Name never claims one (a pool pod's name is its own).
 	NoPool bool
@@ -180,7 +185,8 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 		pulled: map[string]bool{}, log: c.progress, warn: c.warn, out: c.out}
 	looked := make(chan error, 1)
 	hostInfo := func() (plan.HostInfo, error) { return plan.HostInfo{}, nil }
-	if req.DryRun {
+	offline := req.DryRun || req.Apply != nil // nothing of this host's podman
+	if offline {
 		looked <- nil
 	} else {
 		// The images known before the repository's devcontainer.json
@@ -204,16 +210,22 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 		return nil, fmt.Errorf("scan the repository: %w", err)
 	}
 	var builder Engine
-	if !req.DryRun {
+	if !offline {
 		builder = eng
 	}
 	if err := c.prepareDevcontainer(ctx, builder, &in, tree, forbidden); err != nil {
 		return nil, err
 	}
-	if req.DryRun {
+	if offline {
 		pl, err := plan.Build(in)
 		if err != nil {
 			return nil, err
+		}
+		if req.Apply != nil && !req.DryRun {
+			for _, w := range pl.Warnings {
+				c.warn(w)
+			}
+			return &Result{Plan: pl, Source: src}, req.Apply(ctx, pl, tree)
 		}
 		steps := append(c.steps, imageSteps(pl, req.Pull, c.built)...)
 		steps = append(steps, upSteps(pl, src.Commit, req.ReadyTimeout)...)

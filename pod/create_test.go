@@ -11,6 +11,7 @@ import (
 	"github.com/devaipod/devaipod/internal/gittest"
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/devcontainer"
+	"github.com/devaipod/devaipod/pod/plan"
 )
 
 // dryRun plans an up of repo with nothing but git: no engine.
@@ -198,5 +199,38 @@ func TestDryRunSteps(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no build step naming the Dockerfile in the repository: %+v", res.Steps)
+	}
+}
+
+// TestCreateApply: with Apply, Create builds the plan as a dry run does
+// (no engine, nothing looked up) and hands it to Apply with the clone,
+// which exists during the call and is gone after; Apply's error is
+// Create's.
+func TestCreateApply(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	repo := repoWith(t, map[string]string{"main.go": "package main\n"})
+	var tree string
+	applyErr := errors.New("the cluster said no")
+	req := Request{Source: repo, Name: "applied", HostEnv: map[string]string{},
+		Apply: func(ctx context.Context, pl *plan.Plan, dir string) error {
+			tree = dir
+			if pl.Name != "applied" {
+				t.Errorf("Apply got plan %q", pl.Name)
+			}
+			// The clone has no work tree: its .git is what the copy reads.
+			if _, err := os.Stat(filepath.Join(dir, ".git", "HEAD")); err != nil {
+				t.Errorf("no clone in Apply's tree: %v", err)
+			}
+			return applyErr
+		}}
+	res, err := Create(context.Background(), nil, req)
+	if !errors.Is(err, applyErr) || res == nil || res.Plan == nil {
+		t.Fatalf("Create = %+v, %v; want the plan and Apply's error", res, err)
+	}
+	if tree == "" {
+		t.Fatal("Apply was not called")
+	}
+	if _, err := os.Stat(tree); !os.IsNotExist(err) {
+		t.Errorf("the clone %s is left after Create: %v", tree, err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -48,16 +49,8 @@ func runUpKube(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task strin
 		g.warnf(cmd, "%v: the plan is for namespace %s", err, cmp.Or(g.namespace, "default"))
 		kc = kubeclient.New(nil, g.namespace)
 	}
-	req := pod.Request{Source: input, Task: task, Name: f.name, Image: f.image, Ref: f.ref, ForgeURL: f.forgeURL,
-		Allow: f.allow, Force: f.force, WorkspaceAccess: f.workspaceAccess, Devcontainer: f.devcontainer,
-		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, Pull: f.pull,
-		ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure,
-		// The plan is built as a dry run builds it: nothing is pulled or
-		// built on this host, and the image's own settings are unknown.
-		DryRun: true,
-		Config: cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
-		Warn:   func(s string) { g.warnf(cmd, "%s", s) },
-		Output: cmd.ErrOrStderr()}
+	req := f.request(cmd, g, cfg, input)
+	req.Task, req.Name, req.KeepOnFailure, req.DryRun = task, f.name, f.keepOnFailure, f.dryRun
 	steps := &stepClock{start: start}
 	req.Progress = func(s string) {
 		steps.mark(s)
@@ -70,8 +63,20 @@ func runUpKube(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task strin
 	if f.name != "" && kc.Clientset() != nil {
 		eng = kc // a pod of that name may exist
 	}
+	opts := kube.Options{HelperImage: f.kube.helperImage, StorageClass: f.kube.storageClass, AgentSeccomp: f.kube.agentSeccomp, Namespace: kc.Namespace}
+	// The plan is built without podman (the cluster pulls the images, and
+	// their own settings are unknown here), then applied while up's clone
+	// still exists, for the copy.
+	req.Apply = func(ctx context.Context, pl *plan.Plan, tree string) error {
+		return kc.Up(ctx, pl, tree, kubeclient.UpOptions{Render: opts, PodTimeout: f.kube.podTimeout,
+			ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure, Output: req.Output,
+			Progress: func(s string) { req.Progress(s + "...") }, Warn: req.Warn})
+	}
 	res, err := pod.Create(ctx, eng, req)
 	if err != nil {
+		if ctx.Err() != nil && !f.keepOnFailure {
+			return fmt.Errorf("interrupted; removed what up had applied: %w", err)
+		}
 		return err
 	}
 	if ex := res.Existing; ex != nil {
@@ -89,21 +94,8 @@ func runUpKube(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task strin
 		return nil
 	}
 	pl := res.Plan
-	opts := kube.Options{HelperImage: f.kube.helperImage, StorageClass: f.kube.storageClass, AgentSeccomp: f.kube.agentSeccomp, Namespace: kc.Namespace}
 	if f.dryRun {
 		return printKubeDryRun(cmd, g, kc, pl, opts)
-	}
-	for _, w := range pl.Warnings {
-		g.warnf(cmd, "%s", w)
-	}
-	err = kc.Up(ctx, pl, res.Source, kubeclient.UpOptions{Render: opts, PodTimeout: f.kube.podTimeout,
-		ReadyTimeout: f.timeout, KeepOnFailure: f.keepOnFailure, Output: req.Output,
-		Progress: func(s string) { req.Progress(s + "...") }, Warn: req.Warn})
-	if err != nil {
-		if ctx.Err() != nil && !f.keepOnFailure {
-			return fmt.Errorf("interrupted; removed what up had applied: %w", err)
-		}
-		return err
 	}
 	steps.mark("")
 	out := cmd.OutOrStdout()

@@ -46,9 +46,9 @@ type UpOptions struct {
 
 // Up makes the plan's pod on the cluster, the way pod.Up does on podman:
 // it renders the plan (pod/kube), applies the objects (Apply), waits for
-// the handshake's init container, streams the repository (checked out
-// again from src at the plan's commit) and the agent's git directory into
-// it, waits for the Pods to be ready, then runs what pod.Up runs after it
+// the handshake's init container, streams the repository (the clone in
+// tree that the plan was built from, see pod.Request.Apply) and the
+// agent's git directory into it, waits for the Pods to be ready, then runs what pod.Up runs after it
 // starts a pod: the readiness probe and the lifecycle commands in the
 // workspace, the plan's checks (verify --fast in the agent), the task.
 //
@@ -61,7 +61,7 @@ type UpOptions struct {
 // design (see byDesignOnACluster): those pass when a deny-all
 // NetworkPolicy selects the agent's Pod, and opts.Warn hears that only a
 // CNI plugin that enforces it keeps the agent in.
-func (c *Client) Up(ctx context.Context, pl *plan.Plan, src *source.Source, opts UpOptions) (err error) {
+func (c *Client) Up(ctx context.Context, pl *plan.Plan, tree string, opts UpOptions) (err error) {
 	progress := func(s string) {
 		if opts.Progress != nil {
 			opts.Progress(s)
@@ -92,23 +92,6 @@ func (c *Client) Up(ctx context.Context, pl *plan.Plan, src *source.Source, opts
 		return err
 	} else if exists {
 		return fmt.Errorf("pod %s: %w", pl.Name, pod.ErrExists)
-	}
-
-	// The copy needs the clone: check it out again, at the plan's commit.
-	tmp, err := os.MkdirTemp("", "devaipod-kube-src-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	tree := filepath.Join(tmp, "repo")
-	commit := src.Commit
-	progress("checking out " + src.Display + " for the copy")
-	again := *src
-	if err := again.Checkout(ctx, tree); err != nil {
-		return err
-	}
-	if commit != "" && again.Commit != commit {
-		return fmt.Errorf("%s moved from %s to %s while up ran: run up again", src.Display, commit, again.Commit)
 	}
 
 	// The name is claimed with a create, which the API server does once:

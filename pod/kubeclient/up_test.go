@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -106,12 +107,16 @@ func (k *cluster) kubelet(ctx context.Context) {
 	}
 }
 
-func upFixture(t *testing.T, run func(container string, argv []string) int) (*cluster, *Client, *plan.Plan, *source.Source) {
+func upFixture(t *testing.T, run func(container string, argv []string) int) (*cluster, *Client, *plan.Plan, string) {
 	t.Helper()
 	repo := gittest.Repo(t)
 	ctx := context.Background()
 	src, err := source.Resolve(ctx, repo, source.Options{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	tree := filepath.Join(t.TempDir(), "repo")
+	if err := src.Checkout(ctx, tree); err != nil {
 		t.Fatal(err)
 	}
 	pl, err := plan.Build(plan.PlanInput{Name: "demo", Config: &config.Config{}, Source: src,
@@ -125,14 +130,14 @@ func upFixture(t *testing.T, run func(container string, argv []string) int) (*cl
 	kctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go k.kubelet(kctx)
-	return k, c, pl, src
+	return k, c, pl, tree
 }
 
 func TestUp(t *testing.T) {
-	k, c, pl, src := upFixture(t, func(string, []string) int { return 0 })
+	k, c, pl, tree := upFixture(t, func(string, []string) int { return 0 })
 	var steps []string
 	var mu sync.Mutex
-	err := c.Up(context.Background(), pl, src, UpOptions{PodTimeout: 10 * time.Second,
+	err := c.Up(context.Background(), pl, tree, UpOptions{PodTimeout: 10 * time.Second,
 		Progress: func(s string) { mu.Lock(); steps = append(steps, s); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
@@ -184,13 +189,13 @@ func TestUp(t *testing.T) {
 		t.Errorf("steps %q: no progress of the wait", steps)
 	}
 	// Up again: the pod exists.
-	if err := c.Up(context.Background(), pl, src, UpOptions{}); !errors.Is(err, pod.ErrExists) {
+	if err := c.Up(context.Background(), pl, tree, UpOptions{}); !errors.Is(err, pod.ErrExists) {
 		t.Errorf("second up: %v", err)
 	}
 }
 
 func TestUpRemovesAllOnFailure(t *testing.T) {
-	_, c, pl, src := upFixture(t, func(container string, argv []string) int {
+	_, c, pl, tree := upFixture(t, func(container string, argv []string) int {
 		if slices.Contains(argv, "verify") {
 			return 1 // verify --fast finds a hole
 		}
@@ -199,7 +204,7 @@ func TestUpRemovesAllOnFailure(t *testing.T) {
 	if len(pl.Checks) == 0 {
 		t.Skip("the plan has no checks")
 	}
-	err := c.Up(context.Background(), pl, src, UpOptions{PodTimeout: 10 * time.Second})
+	err := c.Up(context.Background(), pl, tree, UpOptions{PodTimeout: 10 * time.Second})
 	var ce *pod.CheckError
 	if !errors.As(err, &ce) {
 		t.Fatalf("err %v, want a CheckError", err)
@@ -210,13 +215,13 @@ func TestUpRemovesAllOnFailure(t *testing.T) {
 }
 
 func TestUpKeepOnFailure(t *testing.T) {
-	_, c, pl, src := upFixture(t, func(container string, argv []string) int {
+	_, c, pl, tree := upFixture(t, func(container string, argv []string) int {
 		if container == plan.RoleWorkspace {
 			return 1 // the agent's server never answers
 		}
 		return 0
 	})
-	err := c.Up(context.Background(), pl, src, UpOptions{PodTimeout: 10 * time.Second, KeepOnFailure: true})
+	err := c.Up(context.Background(), pl, tree, UpOptions{PodTimeout: 10 * time.Second, KeepOnFailure: true})
 	var re *pod.ReadyError
 	if !errors.As(err, &re) {
 		t.Fatalf("err %v, want a ReadyError", err)
@@ -233,14 +238,14 @@ func TestUpKeepOnFailure(t *testing.T) {
 // lost a race for it (another host's, between the existence check and the
 // apply) touches nothing of the winner's.
 func TestUpClaimsTheName(t *testing.T) {
-	k, c, pl, src := upFixture(t, func(string, []string) int { return 0 })
+	k, c, pl, tree := upFixture(t, func(string, []string) int { return 0 })
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: kube.MetaConfigMap("demo"), Namespace: ns,
 		Labels: map[string]string{"other": "up"}}}
 	if _, err := k.cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Up(ctx, pl, src, UpOptions{}); !errors.Is(err, pod.ErrExists) {
+	if err := c.Up(ctx, pl, tree, UpOptions{}); !errors.Is(err, pod.ErrExists) {
 		t.Fatalf("err %v, want ErrExists", err)
 	}
 	if _, err := k.cs.CoreV1().ConfigMaps(ns).Get(ctx, cm.Name, metav1.GetOptions{}); err != nil {
