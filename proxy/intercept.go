@@ -462,7 +462,9 @@ func (ic *interception) forward(x *exchange, req *http.Request, body *countingRe
 	}
 	down, clientOK, upstreamOK := ic.relayResponse(x, req, resp, uc, keep)
 	ic.setUpstream(nil)
-	if upstreamOK && !resp.Close {
+	// Not back to the pool if abort may have closed it (the client hung
+	// up just as the answer ended).
+	if upstreamOK && !resp.Close && !ic.isAborted() {
 		ic.s.upstreams.put(uc)
 	} else {
 		uc.discard()
