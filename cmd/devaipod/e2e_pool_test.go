@@ -119,6 +119,10 @@ func TestE2EPool(t *testing.T) {
 		}
 	}
 
+	if text := mustDevaipod(t, nil, "list").stdout; !strings.Contains(text, rep.Idle[0]) || !strings.Contains(text, "(pool: idle)") {
+		t.Errorf("list does not show the pool's idle pods:\n%s", text)
+	}
+
 	a := up()
 	if !a.Claimed || a.Name != rep.Idle[0] {
 		t.Fatalf("up did not claim the oldest idle pod %s: %+v", rep.Idle[0], a)

@@ -46,7 +46,11 @@ for up's copy), exited, terminating.`,
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tSTATE\tREPO\tCREATED")
 				for _, s := range sums {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, s.Repo, age(s.Created))
+					state := s.State
+					if s.Pool != "" {
+						state += " (pool: " + s.Pool + ")"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, state, s.Repo, age(s.Created))
 				}
 				return tw.Flush()
 			})
