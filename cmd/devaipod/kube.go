@@ -9,6 +9,7 @@ import (
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/kube"
+	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -21,8 +22,33 @@ func newKubeCommand(g *globalFlags) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newKubeRenderCommand(g))
+	cmd.AddCommand(newKubeRenderCommand(g), newKubeSeccompCommand())
 	return cmd
+}
+
+func newKubeSeccompCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "seccomp-profile",
+		Short: "Print the agent's seccomp profile, for a cluster's nodes",
+		Long: `Print the agent's seccomp profile (JSON): podman's default profile without
+the system calls that create namespaces, nor ptrace and process_vm_readv/
+writev. The podman engine gives it to every agent; on a cluster the rendered
+agent Pod names it as a Localhost profile, which every node must have at
+/var/lib/kubelet/seccomp/` + kube.AgentSeccompProfile + ` (or render with
+--agent-seccomp runtime-default, which lets the agent make namespaces and
+trace its own processes).`,
+		Example: `  devaipod kube seccomp-profile > ` + kube.AgentSeccompProfile + `
+  # then, on every node: install -D -m 0644 ` + kube.AgentSeccompProfile + ` /var/lib/kubelet/seccomp/` + kube.AgentSeccompProfile,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := podman.AgentSeccompProfile()
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", data)
+			return err
+		},
+	}
 }
 
 type kubeRenderFlags struct {

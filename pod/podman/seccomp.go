@@ -18,8 +18,10 @@ import (
 const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWTIME
 
-// agentSeccompProfile is the JSON of the agent's profile.
-func agentSeccompProfile() ([]byte, error) {
+// AgentSeccompProfile is the JSON of the agent's profile: podman's default
+// without namespace creation, ptrace and process_vm_*. A cluster's nodes
+// need it as a Localhost profile (devaipod kube seccomp-profile).
+func AgentSeccompProfile() ([]byte, error) {
 	p := seccomp.DefaultProfile()
 	// (setns is refused by the default profile without CAP_SYS_ADMIN.)
 	restricted := []string{"clone", "clone3", "unshare", "ptrace", "process_vm_readv", "process_vm_writev"}
@@ -57,7 +59,7 @@ func seccompProfileFile(name string) (string, error) {
 	if name != plan.SeccompAgent {
 		return "", fmt.Errorf("unknown seccomp profile %q", name)
 	}
-	data, err := agentSeccompProfile()
+	data, err := AgentSeccompProfile()
 	if err != nil {
 		return "", err
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 func TestAgentSeccompProfile(t *testing.T) {
-	data, err := agentSeccompProfile()
+	data, err := AgentSeccompProfile()
 	if err != nil {
 		t.Fatal(err)
 	}
