@@ -94,3 +94,31 @@ func mustRender(t *testing.T, args []string) string {
 	}
 	return out
 }
+
+// TestKubeSeccompProfile: the profile a cluster's nodes need is the one the
+// podman engine gives the agent: JSON that refuses ptrace and makes clone3
+// look absent.
+func TestKubeSeccompProfile(t *testing.T) {
+	out := mustRender(t, []string{"kube", "seccomp-profile"})
+	var p struct {
+		DefaultAction string `json:"defaultAction"`
+		Syscalls      []struct {
+			Names  []string `json:"names"`
+			Action string   `json:"action"`
+		} `json:"syscalls"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	actions := map[string]string{}
+	for _, sc := range p.Syscalls {
+		for _, n := range sc.Names {
+			if n == "ptrace" || n == "clone3" {
+				actions[n] = sc.Action
+			}
+		}
+	}
+	if p.DefaultAction != "SCMP_ACT_ERRNO" || actions["ptrace"] != "SCMP_ACT_ERRNO" || actions["clone3"] != "SCMP_ACT_ERRNO" {
+		t.Errorf("profile: default %s, ptrace %s, clone3 %s; want errno for all three", p.DefaultAction, actions["ptrace"], actions["clone3"])
+	}
+}
