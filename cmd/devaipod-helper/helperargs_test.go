@@ -157,6 +157,7 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 	})
 	t.Run("verify", func(t *testing.T) {
 		x := helperargs.Verify{Pod: "p", Workspace: "/workspaces/p", Canary: "127.0.0.1:3129", Proxy: "http://127.0.0.1:3128",
+			ClusterCanaries: []string{"10.244.0.7:3129", "[fd00::7]:3129"}, Only: []string{"cluster-egress", "canary"},
 			Protect: []string{".devcontainer", ".envrc"}, ExpectMounts: []string{"/cache"},
 			Limits:        []string{helperargs.Limit("memory", 4<<30), helperargs.Limit("pids", 512), helperargs.Limit("tmp", 512<<20)},
 			MaskedObjects: []string{strings.Repeat("ab", 20)}, CredentialVars: []string{"ANTHROPIC_API_KEY"},
@@ -168,7 +169,8 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 			!slices.Equal(o.protect, x.Protect) || !slices.Equal(o.expectMounts, x.ExpectMounts) ||
 			o.limits["memory"] != 4<<30 || o.limits["pids"] != 512 || o.limits["tmp"] != 512<<20 ||
 			!slices.Equal(o.credentialVars, x.CredentialVars) || !o.fast || o.output != x.Output || !slices.Equal(o.secretVars, x.SecretVars) || o.hashesFile != x.SecretHashesFile ||
-			!o.trustedChecked || !slices.Equal(o.trustedProblems, x.TrustedProblems) || !slices.Equal(o.maskedObjects, x.MaskedObjects) {
+			!o.trustedChecked || !slices.Equal(o.trustedProblems, x.TrustedProblems) || !slices.Equal(o.maskedObjects, x.MaskedObjects) ||
+			!slices.Equal(o.clusterCanaries, x.ClusterCanaries) || !slices.Equal(o.only, x.Only) {
 			t.Errorf("%+v", o)
 		}
 	})

@@ -31,7 +31,9 @@ import (
 // A probe never sends a packet that could leave the machine: direct egress
 // is only attempted when the network namespace has no route but loopback
 // (so the kernel refuses it before anything is sent), and the proxy probes
-// name hosts and addresses that the proxy refuses before it dials. A probe
+// name hosts and addresses that the proxy refuses before it dials. On a
+// cluster, where the agent's Pod has routes, the one target sent to is the
+// workspace Pod's canary (--cluster-canary, on the same node). A probe
 // that writes creates a uniquely named file and removes it again, and opens
 // existing files for writing without writing a byte.
 
@@ -132,6 +134,10 @@ func verifyProbes(o *verifyOptions) []verifyProbe {
 	if o.canary != "" {
 		canaryAttack = "connect straight to the pod's canary at " + o.canary
 	}
+	clusterAttack := "TCP and UDP from the agent's Pod to the workspace Pod's canary on its cluster address"
+	if len(o.clusterCanaries) > 0 {
+		clusterAttack = "TCP and UDP from the agent's Pod to the workspace Pod's canary at " + strings.Join(o.clusterCanaries, ", ") + ", through the cluster's network"
+	}
 	ps := []verifyProbe{
 		{id: "host-secrets", check: (*verifier).hostSecrets,
 			attack:   "read host secrets: ~/.ssh, ~/.aws, ~/.gnupg, cloud and forge credentials, devaipod's config, container storage, trusted secret files",
@@ -148,6 +154,8 @@ func verifyProbes(o *verifyOptions) []verifyProbe {
 			attack: "route packets anywhere but loopback (IPv4 and IPv6 route tables)", expected: "no route"},
 		{id: "canary", fast: true, check: (*verifier).canaryProbe,
 			attack: canaryAttack, expected: "unreachable"},
+		{id: "cluster-egress", fast: true, check: (*verifier).clusterEgress,
+			attack: clusterAttack, expected: "not reached: the network drops it (the NetworkPolicy is enforced)"},
 		{id: "tcp-direct", fast: true, check: (*verifier).tcpDirect,
 			attack: "TCP straight to " + directTCPAddr + ", ignoring the proxy", expected: "no route"},
 		{id: "udp-direct", fast: true, check: (*verifier).udpDirect,
@@ -271,7 +279,10 @@ type verifier struct {
 	send func(ctx context.Context, network, address string, payload []byte, timeout time.Duration) (sendResult, error)
 	// interfaces lists this network namespace's interfaces.
 	interfaces func() ([]net.Interface, error)
-	sys        verifySyscalls
+	// dialCluster connects to a --cluster-canary address (see
+	// clusterEgress), the one destination sent to where routes exist.
+	dialCluster func(ctx context.Context, network, address string, timeout time.Duration) (net.Conn, error)
+	sys         verifySyscalls
 	// selfCommand runs this binary harmlessly (the unshare probe's child).
 	selfCommand []string
 
@@ -317,14 +328,15 @@ var errVerifyUnsupported = errors.New("not supported on this system")
 
 func newVerifier(o *verifyOptions) *verifier {
 	v := &verifier{
-		opts:       o,
-		environ:    os.Environ(),
-		pid:        os.Getpid(),
-		home:       os.Getenv("HOME"),
-		openFile:   os.OpenFile,
-		send:       sendWithoutRoute,
-		interfaces: net.Interfaces,
-		sys:        hostSyscalls(),
+		opts:        o,
+		environ:     os.Environ(),
+		pid:         os.Getpid(),
+		home:        os.Getenv("HOME"),
+		openFile:    os.OpenFile,
+		send:        sendWithoutRoute,
+		interfaces:  net.Interfaces,
+		dialCluster: dialCluster,
+		sys:         hostSyscalls(),
 	}
 	if exe, err := os.Executable(); err == nil {
 		v.selfCommand = []string{exe, "version"}

@@ -64,6 +64,9 @@ type verifyOptions struct {
 	// credentialVars are this container's variables that must hold the
 	// proxy's placeholders, never a credential.
 	credentialVars []string
+	// clusterCanaries are the workspace Pod's canary on its cluster
+	// addresses (IP:PORT), which the agent's Pod must not reach.
+	clusterCanaries []string
 }
 
 // verifyListFlag is a repeatable flag; check, when set, validates each use.
@@ -124,6 +127,8 @@ func newVerifyFlagSet(o *verifyOptions) *flag.FlagSet {
 	fs.Var(verifyListFlag{list: &o.only}, "only", "run only the probe with this `ID` (repeatable; \"persist\" selects every persistence point)")
 	fs.DurationVar(&o.timeout, "timeout", time.Second, "timeout of each network probe")
 	fs.StringVar(&o.canary, "canary", "", "`HOST:PORT` of the pod's canary, which must NOT be reachable from here")
+	fs.Var(verifyListFlag{list: &o.clusterCanaries, check: checkClusterCanary}, "cluster-canary",
+		"`IP:PORT` of the workspace Pod's canary on a cluster (its Pod's address), which this Pod must NOT reach over TCP or UDP (repeatable; private, shared, loopback or link-local addresses only)")
 	fs.StringVar(&o.proxy, "proxy", "", "the allowlist proxy's `URL` (http://HOST:PORT), which must refuse the probes' hosts with 403")
 	fs.StringVar(&o.deniedHost, "denied-host", defaultDeniedHost, "a `HOST` on no allowlist")
 	fs.StringVar(&o.ipLiteral, "ip-literal", defaultIPLiteral, "an IP `ADDRESS` that no rule names")
@@ -157,7 +162,9 @@ and print one row per attack: PASS (the attack failed, as expected), FAIL
 (it worked, or could not be shown to fail) or N-A (does not apply here, with
 the reason). Exit status 1 when any row FAILs, 0 otherwise, 2 for a usage
 error. Nothing leaves the machine: direct egress is tried only where no
-route exists, and the proxy refuses the probes' hosts before dialling.
+route exists, the proxy refuses the probes' hosts before dialling, and
+--cluster-canary (a Pod address: private ones only) is the one target
+probed where routes exist: the workspace Pod's canary, on the agent's node.
 
 Flags:
 `)

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/devaipod/devaipod/proxy"
@@ -476,4 +477,134 @@ func (v *verifier) credentialPlaceholders(ctx context.Context) (verifyResult, st
 		}
 	}
 	return verifyPass, fmt.Sprintf("%d variable(s) hold placeholders; each sent to %s in plain HTTP: 403 %s", len(v.opts.credentialVars), v.opts.deniedHost, proxy.ReasonCredentialHost)
+}
+
+// ---- the cluster's network ----
+
+// On a cluster the agent's Pod has the CNI's interface and routes, so the
+// direct probes above do not send (a packet could leave); a NetworkPolicy
+// that allows it nothing is what keeps it in, and only a CNI plugin that
+// enforces NetworkPolicy does. clusterEgress tests that enforcement
+// against a target devaipod owns: the workspace Pod's canary, which on a
+// cluster listens on that Pod's addresses too (pod/kube), and whose
+// addresses the engine passes with --cluster-canary. Nothing else is ever
+// sent to: the flag takes only non-public addresses, and the agent's Pod is
+// on the workspace's node (its required podAffinity).
+
+// clusterCanaryNets are the addresses --cluster-canary takes besides the
+// private, loopback and link-local ones: the shared address space, which
+// some CNI plugins give Pods.
+var clusterCanaryNets = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/10")}
+
+// checkClusterCanary accepts IP:PORT with a non-public IP literal: a Pod's
+// address, never one on the internet.
+func checkClusterCanary(s string) (string, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil || ap.Port() == 0 {
+		return "", fmt.Errorf("%q: want IP:PORT (the workspace Pod's address and the canary's port)", s)
+	}
+	a := ap.Addr().Unmap()
+	if !a.IsPrivate() && !a.IsLoopback() && !a.IsLinkLocalUnicast() &&
+		!slices.ContainsFunc(clusterCanaryNets, func(p netip.Prefix) bool { return p.Contains(a) }) {
+		return "", fmt.Errorf("%q: not a private, shared, loopback or link-local address: verify never sends to a public one", s)
+	}
+	return netip.AddrPortFrom(a, ap.Port()).String(), nil
+}
+
+// clusterPayload is the UDP probe's datagram.
+var clusterPayload = []byte("devaipod-verify\n")
+
+// clusterEgress tries TCP and UDP to each cluster canary. TCP reached it
+// when a connection opens (the canary listens there: the engine checked it
+// from the workspace's side). UDP reached it when something answers, or
+// when the workspace Pod's kernel refuses the port (nothing listens to UDP
+// there, so its ICMP port unreachable comes back as "connection refused"):
+// proof that the datagram arrived. Anything else (no route, refused by
+// the network, dropped until the timeout) did not reach it.
+func (v *verifier) clusterEgress(ctx context.Context) (verifyResult, string) {
+	if len(v.opts.clusterCanaries) == 0 {
+		return verifyNA, "no --cluster-canary given (on a cluster the engine gives the workspace Pod's addresses; on podman the agent has no network, which net-interfaces and the direct probes show)"
+	}
+	type part struct {
+		what    string
+		reached bool
+		why     string
+	}
+	parts := make([]part, 2*len(v.opts.clusterCanaries))
+	done := make(chan struct{})
+	for i, addr := range v.opts.clusterCanaries {
+		go func() {
+			reached, why := v.clusterTCP(ctx, addr)
+			parts[2*i] = part{"tcp " + addr, reached, why}
+			done <- struct{}{}
+		}()
+		go func() {
+			reached, why := v.clusterUDP(ctx, addr)
+			parts[2*i+1] = part{"udp " + addr, reached, why}
+			done <- struct{}{}
+		}()
+	}
+	for range parts {
+		<-done
+	}
+	res := verifyPass
+	var text []string
+	for _, p := range parts {
+		state := "not reached"
+		if p.reached {
+			state, res = "reached", verifyFail
+		}
+		text = append(text, p.what+": "+state+" ("+p.why+")")
+	}
+	return res, strings.Join(text, "; ")
+}
+
+func (v *verifier) clusterTCP(ctx context.Context, addr string) (bool, string) {
+	c, err := v.dialCluster(ctx, "tcp", addr, v.opts.timeout)
+	if err != nil {
+		return false, errText(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(v.opts.timeout))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	if line == canaryToken {
+		return true, "the canary answered"
+	}
+	return true, "connected"
+}
+
+func (v *verifier) clusterUDP(ctx context.Context, addr string) (bool, string) {
+	c, err := v.dialCluster(ctx, "udp", addr, v.opts.timeout)
+	if err != nil {
+		return false, errText(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(v.opts.timeout))
+	if _, err := c.Write(clusterPayload); err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return true, "port unreachable came back: the datagram arrived"
+		}
+		return false, errText(err)
+	}
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	var ne net.Error
+	switch {
+	case n > 0:
+		return true, "an answer came back"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return true, "port unreachable came back: the datagram arrived"
+	case errors.As(err, &ne) && ne.Timeout():
+		return false, "no answer and no refusal within " + v.opts.timeout.String()
+	case err == nil:
+		return true, "an empty answer came back"
+	}
+	return false, errText(err)
+}
+
+// dialCluster connects to a cluster canary (UDP: a connected socket,
+// nothing sent yet).
+func dialCluster(ctx context.Context, network, address string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	return d.DialContext(ctx, network, address)
 }

@@ -76,6 +76,13 @@ func testVerifier(t *testing.T, root string, o *verifyOptions) (*verifier, *fake
 		interfaces: func() ([]net.Interface, error) {
 			return []net.Interface{{Index: 1, Name: "lo", Flags: net.FlagUp | net.FlagLoopback}}, nil
 		},
+		dialCluster: func(ctx context.Context, network, address string, timeout time.Duration) (net.Conn, error) {
+			if ap, err := netip.ParseAddrPort(address); err != nil || !ap.Addr().IsLoopback() {
+				t.Errorf("dial to %s %s: a test sends to loopback only", network, address)
+				return nil, syscall.ENETUNREACH
+			}
+			return dialCluster(ctx, network, address, timeout)
+		},
 		sys: verifySyscalls{
 			mountTmpfs: func(string) error { return syscall.EPERM },
 			rawSockets: func() []namedErr { return []namedErr{{"AF_INET SOCK_RAW", syscall.EPERM}} },
@@ -148,6 +155,11 @@ func TestVerifyFlags(t *testing.T) {
 		{[]string{"--proxy", "socks5://127.0.0.1:1080"}},
 		{[]string{"--proxy", "http://127.0.0.1"}},
 		{[]string{"--canary", "nonsense"}},
+		{[]string{"--cluster-canary", "10.0.0.5"}},
+		{[]string{"--cluster-canary", "pod.example.test:3129"}},
+		{[]string{"--cluster-canary", "192.0.2.1:3129"}},     // public (documentation): never probed
+		{[]string{"--cluster-canary", "[2001:db8::1]:3129"}}, // likewise
+		{[]string{"--cluster-canary", "10.0.0.5:0"}},
 		{[]string{"--workspace", "relative/dir"}},
 		{[]string{"--only", "no-such-probe"}},
 		{[]string{"extra"}},
@@ -582,6 +594,74 @@ func TestVerifyCanary(t *testing.T) {
 	v, _ = testVerifier(t, t.TempDir(), testOptions(t))
 	res, detail = v.canaryProbe(context.Background())
 	wantResult(t, "no canary", res, detail, verifyNA)
+}
+
+// TestVerifyClusterEgress: the cluster canary, live on loopback, is
+// reached over TCP (the canary's token) and UDP (nothing listens: the
+// kernel's port unreachable is the proof of arrival); a network that
+// refuses or drops both passes.
+func TestVerifyClusterEgress(t *testing.T) {
+	ctx := context.Background()
+	addr := freeAddr(t)
+	stop, err := startCanary(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	v, _ := testVerifier(t, t.TempDir(), testOptions(t, "--cluster-canary", addr))
+	res, detail := v.clusterEgress(ctx)
+	wantResult(t, "reachable cluster canary", res, detail, verifyFail,
+		"tcp "+addr+": reached (the canary answered)", "udp "+addr+": reached (port unreachable came back")
+	if strings.Contains(detail, "not reached") {
+		t.Errorf("detail %q: both reached it", detail)
+	}
+
+	// A UDP server that reads and never answers: a network that drops.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	silent := pc.LocalAddr().String()
+	v, _ = testVerifier(t, t.TempDir(), testOptions(t, "--cluster-canary", silent, "--timeout", "200ms"))
+	res, detail = v.clusterEgress(ctx)
+	wantResult(t, "TCP refused, UDP dropped", res, detail, verifyPass,
+		"tcp "+silent+": not reached (connection refused)", "udp "+silent+": not reached (no answer and no refusal within 200ms)")
+
+	// No route (the agent Pod with --network none): the kernel refuses
+	// both before anything is sent.
+	v, _ = testVerifier(t, t.TempDir(), testOptions(t, "--cluster-canary", "10.88.0.5:3129", "--cluster-canary", "[fd00::5]:3129"))
+	var dialled []string
+	v.dialCluster = func(_ context.Context, network, address string, _ time.Duration) (net.Conn, error) {
+		dialled = append(dialled, network+" "+address)
+		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ENETUNREACH)}
+	}
+	res, detail = v.clusterEgress(ctx)
+	wantResult(t, "no route", res, detail, verifyPass, "tcp 10.88.0.5:3129: not reached (network is unreachable)", "udp [fd00::5]:3129: not reached")
+	if len(dialled) != 4 {
+		t.Errorf("dialled %q: want TCP and UDP to each", dialled)
+	}
+
+	v, _ = testVerifier(t, t.TempDir(), testOptions(t))
+	res, detail = v.clusterEgress(ctx)
+	wantResult(t, "no cluster canary", res, detail, verifyNA)
+}
+
+func TestCheckClusterCanary(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.244.1.7:3129": "10.244.1.7:3129", "172.16.0.1:1": "172.16.0.1:1", "192.168.1.2:3129": "192.168.1.2:3129",
+		"100.64.3.4:3129": "100.64.3.4:3129", "127.0.0.1:3129": "127.0.0.1:3129", "[fd12::1]:3129": "[fd12::1]:3129",
+		"[::ffff:10.0.0.1]:3129": "10.0.0.1:3129", "[fe80::1]:3129": "[fe80::1]:3129",
+	} {
+		if got, err := checkClusterCanary(in); err != nil || got != want {
+			t.Errorf("checkClusterCanary(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"8.8.8.8:53", "192.0.2.1:443", "[2001:db8::1]:53", "10.0.0.1", "localhost:3129", "0.0.0.0:3129"} {
+		if _, err := checkClusterCanary(in); err == nil {
+			t.Errorf("checkClusterCanary(%q) accepted", in)
+		}
+	}
 }
 
 // verifyResolver maps names for the proxy under test: nothing is looked up.
@@ -1099,7 +1179,7 @@ func TestVerifyOnThisHost(t *testing.T) {
 	ws := filepath.Join(t.TempDir(), "project")
 	writeTree(t, ws, map[string]string{".devcontainer/": "", ".envrc": ""})
 
-	args := []string{"--output", "json", "--canary", canary, "--workspace", ws,
+	args := []string{"--output", "json", "--canary", canary, "--cluster-canary", canary, "--workspace", ws,
 		"--secret-var", "DEVAIPOD_VERIFY_TEST_SECRET", "--limit", "tmp=1k"}
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
@@ -1125,7 +1205,7 @@ func TestVerifyOnThisHost(t *testing.T) {
 			t.Errorf("probe %s panicked: %s", r.ID, r.Detail)
 		}
 	}
-	for _, id := range []string{"canary", "trusted-env", "persist:.devcontainer", "persist:.envrc"} {
+	for _, id := range []string{"canary", "cluster-egress", "trusted-env", "persist:.devcontainer", "persist:.envrc"} {
 		if results[id] != verifyFail {
 			t.Errorf("%s = %s on this host; want FAIL", id, results[id])
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/devaipod/devaipod/pod/kube"
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/source"
@@ -30,6 +32,13 @@ import (
 //
 // podman kube play ignores NetworkPolicy: the agent's Pod is played on its
 // own with --network none, which stands in for the policy (docs/kubernetes.md).
+// The workspace's Pod is played on a podman network of the test's own
+// (internal: nothing on it reaches outside), whose address stands in for
+// its cluster address: the battery's cluster-egress row, given it, must
+// PASS in the agent (after the workspace reached its own canary there).
+// Then a second pod's agent is played on that network too, as a cluster
+// whose CNI ignores NetworkPolicy would run it: cluster-egress must FAIL,
+// which is how verify tells an enforced policy from an advisory one.
 // Podman 4.3 (Debian 12, CI) ignores subPath, which the agent's binds of
 // protected paths are: there the default rendering must not start the agent
 // (its init container checks a subPath probe), and the example is verified
@@ -39,7 +48,7 @@ import (
 // and is the one FAIL allowed (docs/kubernetes.md lists these limits).
 func TestE2EKubePlay(t *testing.T) {
 	bin := e2e(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	major, minor := podmanVersion(t)
 	subPath := major > 4 || (major == 4 && minor >= 4)
@@ -56,7 +65,7 @@ func TestE2EKubePlay(t *testing.T) {
 			// The default (rw) layout binds the agent's folder and
 			// protected paths by subPath; podman 4.3 would mount the whole
 			// volume there. The agent's init container sees it and stops.
-			k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube-rw"), nil, profiles)
+			k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube-rw"), nil, profiles, false)
 			if k.agentErr == nil {
 				t.Fatalf("the agent's Pod started under a podman that ignores subPath:\n%s", k.agentOut)
 			}
@@ -70,7 +79,7 @@ func TestE2EKubePlay(t *testing.T) {
 			}
 		})
 	}
-	k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube"), extra, profiles)
+	k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube"), extra, profiles, false)
 	if k.agentErr != nil {
 		t.Fatalf("podman kube play of the agent Pod: %v\n%s", k.agentErr, k.agentOut)
 	}
@@ -99,23 +108,19 @@ func TestE2EKubePlay(t *testing.T) {
 		}
 	})
 
+	// The workspace Pod's address on the test's network stands in for its
+	// cluster address; the engine checks, as here, that the workspace
+	// reaches its own canary there before the agent is asked to.
+	clusterCanary := kubeClusterCanary(ctx, t, k)
+
 	t.Run("verify passes in the agent", func(t *testing.T) {
-		var verifyArgs []string
-		if err := json.Unmarshal([]byte(meta.Data[plan.LabelVerify]), &verifyArgs); err != nil {
-			t.Fatal(err)
+		rows := kubeVerify(ctx, t, agentCtr, meta, "--cluster-canary", clusterCanary)
+		if r := rows["cluster-egress"]; r.Result != "PASS" || !strings.Contains(r.Detail, "tcp "+clusterCanary+": not reached") || !strings.Contains(r.Detail, "udp "+clusterCanary+": not reached") {
+			t.Errorf("cluster-egress from the agent's Pod with --network none: %s %s; want PASS, neither reached", r.Result, r.Detail)
 		}
-		cmd := append([]string{"exec", agentCtr, plan.HelperBin, "verify"}, verifyArgs...)
-		out, _ := exec.CommandContext(ctx, "podman", append(cmd, "--output", "json")...).Output()
-		var report struct {
-			Rows []struct{ ID, Result, Detail string } `json:"rows"`
-			Pass int                                   `json:"pass"`
-		}
-		if err := json.Unmarshal(out, &report); err != nil || report.Pass == 0 {
-			t.Fatalf("verify: %v\n%s", err, out)
-		}
-		var rows []string
-		for _, r := range report.Rows {
-			rows = append(rows, r.Result+" "+r.ID+": "+r.Detail)
+		var lines []string
+		for _, r := range rows {
+			lines = append(lines, r.Result+" "+r.ID+": "+r.Detail)
 			if r.Result != "FAIL" {
 				continue
 			}
@@ -127,16 +132,97 @@ func TestE2EKubePlay(t *testing.T) {
 			}
 			t.Errorf("verify row FAILs: %s: %s", r.ID, r.Detail)
 		}
-		sort.Strings(rows)
-		t.Logf("verify in the agent of the kube-played pod:\n%s", strings.Join(rows, "\n"))
+		sort.Strings(lines)
+		t.Logf("verify in the agent of the kube-played pod:\n%s", strings.Join(lines, "\n"))
 	})
+
+	// A cluster whose CNI ignores NetworkPolicy: the agent's Pod gets an
+	// interface on the workspace's network and nothing stops it. The
+	// direct probes cannot show that (they do not send where a route
+	// exists); cluster-egress does.
+	t.Run("verify detects a policy that is not enforced", func(t *testing.T) {
+		k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube-open"), extra, profiles, true)
+		if k.agentErr != nil {
+			t.Fatalf("podman kube play of the agent Pod on the workspace's network: %v\n%s", k.agentErr, k.agentOut)
+		}
+		clusterCanary := kubeClusterCanary(ctx, t, k)
+		rows := kubeVerify(ctx, t, k.agentCtr, k.meta, "--cluster-canary", clusterCanary)
+		if r := rows["net-interfaces"]; r.Result != "FAIL" {
+			t.Errorf("net-interfaces %s %s: the agent's Pod was to have an interface here", r.Result, r.Detail)
+		}
+		r := rows["cluster-egress"]
+		if r.Result != "FAIL" || !strings.Contains(r.Detail, "tcp "+clusterCanary+": reached (the canary answered)") ||
+			!strings.Contains(r.Detail, "udp "+clusterCanary+": reached") {
+			t.Errorf("cluster-egress from an agent Pod that shares the workspace's network: %s %s; want FAIL, both reached", r.Result, r.Detail)
+		}
+		t.Logf("cluster-egress without enforcement: %s %s", r.Result, r.Detail)
+	})
+}
+
+// kubeVerifyRow is a row of the battery's JSON report.
+type kubeVerifyRow struct{ ID, Result, Detail string }
+
+// kubeVerify runs the whole battery in ctr with the pod's own arguments
+// (the meta ConfigMap's) and extra ones; it returns the rows by id.
+func kubeVerify(ctx context.Context, t *testing.T, ctr string, meta corev1.ConfigMap, extra ...string) map[string]kubeVerifyRow {
+	t.Helper()
+	var verifyArgs []string
+	if err := json.Unmarshal([]byte(meta.Data[plan.LabelVerify]), &verifyArgs); err != nil {
+		t.Fatal(err)
+	}
+	cmd := append(append([]string{"exec", ctr, plan.HelperBin, "verify"}, verifyArgs...), extra...)
+	out, _ := exec.CommandContext(ctx, "podman", append(cmd, "--output", "json")...).Output()
+	var report struct {
+		Rows []kubeVerifyRow `json:"rows"`
+		Pass int             `json:"pass"`
+	}
+	if err := json.Unmarshal(out, &report); err != nil || report.Pass == 0 {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
+	rows := map[string]kubeVerifyRow{}
+	for _, r := range report.Rows {
+		rows[r.ID] = r
+	}
+	return rows
+}
+
+// kubeClusterCanary is the workspace Pod's canary at its address on the
+// test's network (its cluster address, on a cluster), once the workspace
+// reached it there itself over TCP and UDP, as the engine requires
+// (pod/kubeclient's clusterCanaries): the agent's failure to reach it then
+// means something.
+func kubeClusterCanary(ctx context.Context, t *testing.T, k *kubePlayed) string {
+	t.Helper()
+	infra, err := exec.CommandContext(ctx, "podman", "pod", "inspect", "--format", "{{.InfraContainerID}}", k.wsPod).Output()
+	if err != nil {
+		t.Fatalf("podman pod inspect %s: %v", k.wsPod, err)
+	}
+	ip, err := exec.CommandContext(ctx, "podman", "inspect", "--format",
+		`{{(index .NetworkSettings.Networks "`+k.network+`").IPAddress}}`, strings.TrimSpace(string(infra))).Output()
+	addr := strings.TrimSpace(string(ip))
+	if err != nil || addr == "" {
+		t.Fatalf("the workspace Pod's address on %s: %v %q", k.network, err, ip)
+	}
+	canary := net.JoinHostPort(addr, kube.ClusterCanaryPort)
+	self := plan.HelperCommand(helperargs.Verify{ClusterCanaries: []string{canary}, Only: []string{"cluster-egress"}, Output: "json"})
+	out, _ := exec.CommandContext(ctx, "podman", append([]string{"exec", k.wsCtr}, self...)...).Output()
+	var report struct{ Rows []kubeVerifyRow }
+	if err := json.Unmarshal(out, &report); err != nil || len(report.Rows) != 1 {
+		t.Fatalf("cluster-egress in the workspace: %v\n%s", err, out)
+	}
+	if r := report.Rows[0]; r.Result != "FAIL" || strings.Contains(r.Detail, "not reached") {
+		t.Fatalf("the workspace does not reach its own canary at %s over TCP and UDP: %s %s", canary, r.Result, r.Detail)
+	}
+	return canary
 }
 
 // kubePlayed is a pod rendered and played by kubePlay.
 type kubePlayed struct {
-	agentPod, agentCtr, wsCtr string
-	meta                      corev1.ConfigMap
-	plan                      kubePlanFacts
+	agentPod, agentCtr, wsPod, wsCtr string
+	// network is the test's podman network the workspace's Pod is on.
+	network string
+	meta    corev1.ConfigMap
+	plan    kubePlanFacts
 	// agentErr is the agent Pod's play's error, agentOut its output.
 	agentErr error
 	agentOut string
@@ -150,11 +236,20 @@ type kubePlanFacts struct {
 }
 
 // kubePlay renders repo as pod name (kube render with extra flags), plays
-// the workspace's Pod, does the engine's handshake, then plays the agent's
-// Pod with --network none; the test's cleanup takes it all down and checks
-// that nothing is left.
-func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string, name string, extra []string, profiles string) *kubePlayed {
+// the workspace's Pod on a podman network of its own (internal: no way
+// off the machine), does the engine's handshake, then plays the agent's
+// Pod with --network none, or on the workspace's network with
+// agentOnNetwork (a cluster that does not enforce the agent's
+// NetworkPolicy); the test's cleanup takes it all down and checks that
+// nothing is left.
+func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string, name string, extra []string, profiles string, agentOnNetwork bool) *kubePlayed {
 	t.Helper()
+	network := name + "-net"
+	if out, err := exec.CommandContext(ctx, "podman", "network", "create", "--internal", network).CombinedOutput(); err != nil {
+		t.Fatalf("podman network create: %v %s", err, out)
+	}
+	// Registered first, so that it runs last: after the Pods are gone.
+	t.Cleanup(func() { podmanOut(t, "network", "rm", "-f", network) })
 	args := append([]string{"--config", cfg, "kube", "render", repo, "--name", name, "--no-limits"}, extra...)
 	dryRun := append([]string{"--config", cfg, "up", repo, "--name", name, "--dry-run", "-o", "json"}, extra...)
 
@@ -252,7 +347,7 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 	// The workspace Pod: its play ends only once "prepare" has (podman
 	// runs init containers to completion first), and prepare waits for the
 	// handshake's marker.
-	play := exec.CommandContext(ctx, "podman", "kube", "play", wsFile)
+	play := exec.CommandContext(ctx, "podman", "kube", "play", "--network", network, wsFile)
 	var playOut bytes.Buffer
 	play.Stdout, play.Stderr = &playOut, &playOut
 	if err := play.Start(); err != nil {
@@ -301,10 +396,15 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 		t.Fatalf("podman kube play of the workspace Pod did not end after the handshake:\n%s", playOut.String())
 	}
 
-	// The agent's Pod: no network but lo, and devaipod's seccomp profile.
-	out, err := exec.CommandContext(ctx, "podman", "kube", "play", "--network", "none", "--seccomp-profile-root", profiles, agentFile).CombinedOutput()
-	return &kubePlayed{agentPod: agentPod, agentCtr: agentPod + "-" + plan.RoleAgent, wsCtr: podName + "-" + plan.RoleWorkspace,
-		meta: meta, plan: pl, agentErr: err, agentOut: string(out)}
+	// The agent's Pod: no network but lo (or, with agentOnNetwork, the
+	// workspace's network), and devaipod's seccomp profile.
+	agentNet := "none"
+	if agentOnNetwork {
+		agentNet = network
+	}
+	out, err := exec.CommandContext(ctx, "podman", "kube", "play", "--network", agentNet, "--seccomp-profile-root", profiles, agentFile).CombinedOutput()
+	return &kubePlayed{agentPod: agentPod, agentCtr: agentPod + "-" + plan.RoleAgent, wsPod: podName, wsCtr: podName + "-" + plan.RoleWorkspace,
+		network: network, meta: meta, plan: pl, agentErr: err, agentOut: string(out)}
 }
 
 // podmanVersion is the podman client's major and minor version.

@@ -279,6 +279,12 @@ type Verify struct {
 	// CredentialVars must hold the proxy's placeholders.
 	CredentialVars []string
 	Fast           bool
+	// ClusterCanaries are IP:PORT addresses of the workspace Pod's canary
+	// on a cluster (its Pod's addresses), which the agent must not reach:
+	// the engine adds them, from the Pod's status (pod/kubeclient).
+	ClusterCanaries []string
+	// Only runs these rows alone.
+	Only []string
 
 	Output            string
 	SecretVars        []string
@@ -295,6 +301,7 @@ func (x Verify) Args() []string {
 	a.str("pod", x.Pod)
 	a.str("workspace", x.Workspace)
 	a.str("canary", x.Canary)
+	a.list("cluster-canary", x.ClusterCanaries)
 	a.str("proxy", x.Proxy)
 	a.list("protect", x.Protect)
 	a.list("expect-mount", x.ExpectMounts)
@@ -302,6 +309,7 @@ func (x Verify) Args() []string {
 	a.list("masked-object", x.MaskedObjects)
 	a.list("credential-var", x.CredentialVars)
 	a.boolean("fast", x.Fast)
+	a.list("only", x.Only)
 	a.str("output", x.Output)
 	a.list("secret-var", x.SecretVars)
 	a.str("secret-hashes-file", x.SecretHashesFile)

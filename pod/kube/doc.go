@@ -19,11 +19,15 @@
 //   - a NetworkPolicy that selects the agent's Pod and allows nothing in
 //     and nothing out (it reaches the proxy and the gator through unix
 //     sockets on shared volumes, as on podman); a second one refuses every
-//     connection into the workspace's Pod. A NetworkPolicy is enforced only
-//     by a CNI plugin that implements it: on a cluster without one the
-//     agent's egress is open, and `devaipod verify` says so. Under `podman
-//     kube play`, which ignores NetworkPolicy, the agent's Pod is played
-//     with --network none instead;
+//     connection into the workspace's Pod but the agent Pod's to the
+//     canary's port. A NetworkPolicy is enforced only by a CNI plugin that
+//     implements it: on a cluster without one the agent's egress is open.
+//     So the workspace's canary listens on every address of its Pod, not
+//     on its loopback as on podman (ClusterCanaryPort), and verify's
+//     cluster-egress row, given those addresses (ClusterCanaries), tries
+//     TCP and UDP to it from the agent's Pod: it FAILs where the policy is
+//     not enforced. Under `podman kube play`, which ignores NetworkPolicy,
+//     the agent's Pod is played with --network none instead;
 //   - one PersistentVolumeClaim per volume of the plan (same names), and a
 //     required podAffinity on kubernetes.io/hostname that puts the agent's
 //     Pod on the workspace's node, where ReadWriteOnce volumes and the unix

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
@@ -62,6 +64,44 @@ const (
 	secretsDir      = "/secrets"
 	secretCopiesDir = "/secret-copies"
 )
+
+// The cluster canary. On podman the workspace's canary (plan.CanaryAddr)
+// listens on the pod's loopback, which only a container that shares the
+// pod's network reaches. On a cluster the agent's Pod has the CNI's
+// interface and routes, and only a NetworkPolicy enforced by the CNI keeps
+// it in: so the canary listens on every address of the workspace's Pod,
+// and verify's cluster-egress row, given those addresses by the engine
+// (ClusterCanaries), shows that the agent's Pod cannot reach them. The
+// workspace's policy lets the agent's Pod in to that port alone, so that
+// the agent's own deny-all egress is what the row tests.
+var (
+	// ClusterCanaryPort is the canary's port: plan.CanaryAddr's.
+	ClusterCanaryPort = canaryPort()
+	// clusterCanaryListen is where the workspace's init listens instead
+	// of plan.CanaryAddr: every address (IPv6 and IPv4) of its Pod,
+	// loopback included.
+	clusterCanaryListen = "tcp::" + ClusterCanaryPort
+)
+
+func canaryPort() string {
+	_, port, err := net.SplitHostPort(plan.CanaryAddr)
+	if err != nil {
+		panic(err)
+	}
+	return port
+}
+
+// ClusterCanaries are the cluster canary's addresses, IP:PORT, for the
+// workspace Pod's addresses (status.podIPs).
+func ClusterCanaries(podIPs []string) []string {
+	var out []string
+	for _, ip := range podIPs {
+		if ip != "" {
+			out = append(out, net.JoinHostPort(ip, ClusterCanaryPort))
+		}
+	}
+	return out
+}
 
 // Seccomp choices for the agent (Options.AgentSeccomp).
 const (
@@ -263,7 +303,11 @@ func Render(p *plan.Plan, o Options) (*Manifests, error) {
 		return nil, err
 	}
 	m.Workspace = ws
-	m.Policies = append(m.Policies, r.policy(plan.RoleWorkspace, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}))
+	wsPolicy := r.policy(plan.RoleWorkspace, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress})
+	if !open {
+		wsPolicy.Spec.Ingress = r.canaryIngress()
+	}
+	m.Policies = append(m.Policies, wsPolicy)
 	if !open {
 		agent, err := r.agentPod()
 		if err != nil {
@@ -410,6 +454,29 @@ func (r *renderer) policy(role string, types []networkingv1.PolicyType) *network
 		ObjectMeta: r.meta(plan.ContainerName(r.short, role), r.labels, plan.LabelRole, role),
 		// No rules: nothing of the listed directions is allowed.
 		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: r.selector(role)}, PolicyTypes: types}}
+}
+
+// canaryIngress lets the agent's Pod, and nothing else, in to the
+// workspace Pod's canary port (TCP, and UDP where nothing listens: the
+// probe's proof of arrival is the kernel's port unreachable). Without it a
+// CNI that enforces ingress but not egress would drop the probe at the
+// workspace and pass the agent's open egress; with it, only the agent's
+// own deny-all egress stands between them.
+func (r *renderer) canaryIngress() []networkingv1.NetworkPolicyIngressRule {
+	port := intstr.FromInt32(mustPort(ClusterCanaryPort))
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	return []networkingv1.NetworkPolicyIngressRule{{
+		From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: r.selector(plan.RoleAgent)}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}, {Protocol: &udp, Port: &port}},
+	}}
+}
+
+func mustPort(s string) int32 {
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil {
+		panic(err)
+	}
+	return int32(n)
 }
 
 func (r *renderer) selector(role string) map[string]string {
@@ -776,6 +843,11 @@ func (r *renderer) workspacePod(withAgent bool) (*corev1.Pod, error) {
 		if err != nil {
 			return nil, err
 		}
+		if c.Role == plan.RoleWorkspace && !withAgent {
+			if k.Command, err = canaryOnPodAddresses(k.Command); err != nil {
+				return nil, err
+			}
+		}
 		pod.Spec.Containers = append(pod.Spec.Containers, k)
 		grace = max(grace, c.StopTimeout)
 		if c.Role == plan.RoleWorkspace {
@@ -806,6 +878,22 @@ func (r *renderer) workspacePod(withAgent bool) (*corev1.Pod, error) {
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 	r.podBase(pod, grace, deadline)
 	return pod, nil
+}
+
+// canaryOnPodAddresses makes the workspace's init listen for the canary on
+// every address of its Pod rather than its loopback (see
+// ClusterCanaryPort). Only where the agent has a Pod of its own: in
+// network mode open it shares the workspace's, and on podman the canary
+// stays on the pod's loopback.
+func canaryOnPodAddresses(argv []string) ([]string, error) {
+	for i := 0; i+1 < len(argv); i++ {
+		if argv[i] == "--canary" && argv[i+1] == "tcp:"+plan.CanaryAddr {
+			argv = slices.Clone(argv) // the plan's own, maybe
+			argv[i+1] = clusterCanaryListen
+			return argv, nil
+		}
+	}
+	return nil, fmt.Errorf("the workspace's command %q has no canary at %s, which verify's cluster-egress row needs", argv, plan.CanaryAddr)
 }
 
 // prepare is the workspace Pod's init container (the package doc's

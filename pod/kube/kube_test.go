@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -453,4 +454,70 @@ func volumeNamed(pod *corev1.Pod, name string) corev1.Volume {
 		}
 	}
 	panic(fmt.Sprintf("no volume %s in %s", name, pod.Name))
+}
+
+// TestClusterCanary: where the agent has a Pod of its own, the workspace's
+// canary listens on every address of its Pod (verify's cluster-egress row
+// aims at it there), and the workspace's policy lets in the agent's Pod
+// alone, to that port alone; in network mode open, and in the plan itself
+// (the podman engine's), it stays on loopback.
+func TestClusterCanary(t *testing.T) {
+	canaryArg := func(p *corev1.Pod) string {
+		for _, c := range p.Spec.Containers {
+			if c.Name != plan.RoleWorkspace {
+				continue
+			}
+			if i := slices.Index(c.Command, "--canary"); i >= 0 && i+1 < len(c.Command) {
+				return c.Command[i+1]
+			}
+		}
+		return ""
+	}
+	p, err := plan.Build(input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Render(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := canaryArg(m.Workspace); got != "tcp::"+ClusterCanaryPort {
+		t.Errorf("the workspace's canary listens at %q: want every address of its Pod", got)
+	}
+	if !slices.Contains(p.Workspace().Entrypoint, "tcp:"+plan.CanaryAddr) {
+		t.Errorf("render changed the plan's canary: %q", p.Workspace().Entrypoint)
+	}
+	var ws *networkingv1.NetworkPolicy
+	for _, np := range m.Policies {
+		if np.Spec.PodSelector.MatchLabels[plan.LabelRole] == plan.RoleWorkspace {
+			ws = np
+		}
+	}
+	if ws == nil || len(ws.Spec.Ingress) != 1 || len(ws.Spec.Ingress[0].From) != 1 || len(ws.Spec.Ingress[0].Ports) != 2 {
+		t.Fatalf("the workspace's policy: %+v", ws)
+	}
+	rule := ws.Spec.Ingress[0]
+	from := rule.From[0]
+	if from.NamespaceSelector != nil || from.IPBlock != nil || from.PodSelector == nil ||
+		!maps.Equal(from.PodSelector.MatchLabels, map[string]string{plan.LabelPod: p.Name, plan.LabelRole: plan.RoleAgent}) {
+		t.Errorf("the workspace lets in %+v: want the agent's Pod alone", from)
+	}
+	for _, port := range rule.Ports {
+		if port.Port == nil || port.Port.String() != ClusterCanaryPort || port.EndPort != nil {
+			t.Errorf("the workspace lets in port %+v: want the canary's alone", port)
+		}
+	}
+	if got := ClusterCanaries([]string{"10.244.1.7", "fd00::7", ""}); !slices.Equal(got, []string{"10.244.1.7:3129", "[fd00::7]:3129"}) {
+		t.Errorf("ClusterCanaries = %q", got)
+	}
+
+	open := render(t, cases[slices.IndexFunc(cases, func(c renderCase) bool { return c.name == "network-open" })])
+	if got := canaryArg(open.Workspace); got != "tcp:"+plan.CanaryAddr {
+		t.Errorf("network open: the canary listens at %q: want the pod's loopback", got)
+	}
+	for _, np := range open.Policies {
+		if len(np.Spec.Ingress) > 0 {
+			t.Errorf("network open: policy %s lets something in: %+v", np.Name, np.Spec.Ingress)
+		}
+	}
 }

@@ -29,7 +29,12 @@
 // wait for the Pods, then run what pod.Up runs after it starts a pod: the
 // readiness probe, the lifecycle commands, the plan's checks and the task.
 // The checks are judged as on podman, but for the verify battery's rows
-// that need an agent without an interface (see byDesignOnACluster), which
+// that need an agent without an interface (see byDesignOnACluster): the
+// direct TCP and UDP probes pass when the battery's cluster-egress row
+// PASSed, which the engine gives the workspace Pod's addresses (Exec adds
+// --cluster-canary to every battery in an agent's own Pod, pod.Verify's
+// too, once the workspace reached its own canary there): the network
+// dropped the agent's TCP and UDP to a target that answers. The others
 // pass when a deny-all NetworkPolicy selects the agent's Pod.
 //
 // Connect reads the kubeconfig as kubectl does (KUBECONFIG, else

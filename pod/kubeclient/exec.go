@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -144,11 +145,26 @@ func runAsUser(p *corev1.Pod, container string) *int64 {
 	return nil
 }
 
-// Exec implements pod.Engine through the exec subresource.
+// Exec implements pod.Engine through the exec subresource. The verify
+// battery in an agent that has a Pod of its own (pod.Verify's, a check's)
+// gets the workspace Pod's canary addresses (--cluster-canary, see
+// clusterCanaries) for its cluster-egress row: what a cluster adds to the
+// pod's own arguments, since only the cluster knows the Pod's address.
 func (c *Client) Exec(ctx context.Context, container string, e pod.ExecSpec) (int, string, error) {
 	p, ct, err := c.locate(ctx, container)
 	if err != nil {
 		return 0, "", err
+	}
+	if short, ok := batteryInAgent(container, e.Cmd); ok && p.Labels[plan.LabelRole] == plan.RoleAgent {
+		// Without an address, the row says it was not given one.
+		canaries, err := c.clusterCanaries(ctx, short)
+		if err != nil && !errors.Is(err, errNoAddress) {
+			return 0, "", fmt.Errorf("verify's %s row: %w", clusterEgressRow, err)
+		}
+		e.Cmd = slices.Clone(e.Cmd)
+		for _, a := range canaries {
+			e.Cmd = append(e.Cmd, "--cluster-canary", a)
+		}
 	}
 	argv, err := command(p, ct, e)
 	if err != nil {

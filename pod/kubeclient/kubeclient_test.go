@@ -228,6 +228,13 @@ func setStatus(t *testing.T, cs *fake.Clientset, name string, f func(*corev1.Pod
 func running(p *corev1.Pod) func(*corev1.PodStatus) {
 	return func(s *corev1.PodStatus) {
 		s.Phase = corev1.PodRunning
+		// Addresses, as a CNI gives them: the workspace's canary is
+		// probed at its Pod's.
+		s.PodIP = "10.244.0.7"
+		if p.Labels[plan.LabelRole] == plan.RoleAgent {
+			s.PodIP = "10.244.0.8"
+		}
+		s.PodIPs = []corev1.PodIP{{IP: s.PodIP}}
 		s.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 		s.ContainerStatuses = nil
 		for _, c := range p.Spec.Containers {

@@ -58,9 +58,10 @@ type UpOptions struct {
 //
 // The checks are judged as on podman but for the battery's rows that
 // need podman's agent without an interface, which FAIL on a cluster by
-// design (see byDesignOnACluster): those pass when a deny-all
-// NetworkPolicy selects the agent's Pod, and opts.Warn hears that only a
-// CNI plugin that enforces it keeps the agent in.
+// design (see byDesignOnACluster): the direct TCP and UDP probes pass
+// when cluster-egress showed that the network drops the agent's traffic
+// to the workspace's Pod, the others when a deny-all NetworkPolicy
+// selects the agent's Pod; opts.Warn hears which, and what is not shown.
 func (c *Client) Up(ctx context.Context, pl *plan.Plan, tree string, opts UpOptions) (err error) {
 	progress := func(s string) {
 		if opts.Progress != nil {

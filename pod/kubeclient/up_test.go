@@ -3,6 +3,7 @@ package kubeclient
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -69,6 +70,11 @@ func (k *cluster) executor(method string, u *url.URL) (remotecommand.Executor, e
 			if slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, kube.SeedMarker) }) {
 				k.seeded.Store(true)
 			}
+		}
+		if q.Get("container") == plan.RoleWorkspace && slices.Contains(argv, "cluster-egress") {
+			// The workspace reaches its own Pod's canary (clusterCanaries).
+			io.WriteString(so.Stdout, reachedSelf)
+			return utilexec.CodeExitError{Err: errors.New("exit"), Code: 1}
 		}
 		if code := k.run(q.Get("container"), argv); code != 0 {
 			return utilexec.CodeExitError{Err: errors.New("exit"), Code: code}
@@ -180,8 +186,25 @@ func TestUp(t *testing.T) {
 	if !containers[plan.RoleWorkspace] || (len(pl.Checks) > 0 && !containers[plan.RoleAgent]) {
 		t.Errorf("execs after the seed went to %v", containers)
 	}
-	if len(k.execs) != 2+1+len(pl.Checks) {
-		t.Errorf("%d execs, want the seed's 2, the probe and %d checks: %q", len(k.execs), len(pl.Checks), k.execs)
+	// The battery (and pod.Verify's) gets the workspace Pod's canary,
+	// once the workspace reached it itself.
+	var batteries, selfRuns int
+	for _, e := range k.execs {
+		switch {
+		case e[0] == plan.RoleWorkspace && slices.Contains(e, "cluster-egress"):
+			selfRuns++
+		case e[0] == plan.RoleAgent && slices.Contains(e, "verify"):
+			batteries++
+			if !strings.Contains(strings.Join(e, " "), "--cluster-canary 10.244.0.7:3129") {
+				t.Errorf("the battery ran as %q: want the workspace Pod's canary", e)
+			}
+		}
+	}
+	if batteries == 0 || selfRuns != batteries {
+		t.Errorf("%d batteries, %d runs in the workspace: want one of each per battery", batteries, selfRuns)
+	}
+	if len(k.execs) != 2+1+len(pl.Checks)+selfRuns {
+		t.Errorf("%d execs, want the seed's 2, the probe, %d checks and %d runs of cluster-egress in the workspace: %q", len(k.execs), len(pl.Checks), selfRuns, k.execs)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -258,52 +281,148 @@ func TestUpClaimsTheName(t *testing.T) {
 	}
 }
 
+// reachedSelf is the workspace's own run of cluster-egress: it reaches
+// its Pod's canary over TCP and UDP, as it must.
+const reachedSelf = `{"rows":[{"id":"cluster-egress","result":"FAIL","detail":"tcp 10.244.0.7:3129: reached (the canary answered); udp 10.244.0.7:3129: reached (port unreachable came back: the datagram arrived)"}]}`
+
+// checkExecs plays the exec subresource for the cluster checks: the
+// workspace's cluster-egress run answers self, every other command out,
+// each with exit 1 (a FAIL row); it records every command, container
+// first.
+type checkExecs struct {
+	mu    sync.Mutex
+	execs [][]string
+}
+
+func (x *checkExecs) install(c *Client, self, out string) {
+	c.SetExecutor(func(method string, u *url.URL) (remotecommand.Executor, error) {
+		q := u.Query()
+		x.mu.Lock()
+		x.execs = append(x.execs, append([]string{q.Get("container")}, q["command"]...))
+		x.mu.Unlock()
+		return &fakeExecutor{run: func(so remotecommand.StreamOptions) error {
+			if q.Get("container") == plan.RoleWorkspace && slices.Contains(q["command"], "cluster-egress") {
+				io.WriteString(so.Stdout, self)
+			} else {
+				io.WriteString(so.Stdout, out)
+			}
+			return utilexec.CodeExitError{Err: errors.New("exit"), Code: 1}
+		}}, nil
+	})
+}
+
+// withAddress gives the applied Pods of pod demo their addresses, as the
+// kubelet would: the workspace's 10.244.0.7 (and ips, if any), the agent's
+// 10.244.0.8.
+func withAddress(t *testing.T, cs *fake.Clientset, ips ...string) {
+	t.Helper()
+	setStatus(t, cs, plan.PodName("demo"), func(s *corev1.PodStatus) {
+		s.PodIP = "10.244.0.7"
+		s.PodIPs = []corev1.PodIP{{IP: "10.244.0.7"}}
+		for _, ip := range ips {
+			s.PodIPs = append(s.PodIPs, corev1.PodIP{IP: ip})
+		}
+	})
+	setStatus(t, cs, plan.ContainerName("demo", plan.RoleAgent), func(s *corev1.PodStatus) {
+		s.PodIP, s.PodIPs = "10.244.0.8", []corev1.PodIP{{IP: "10.244.0.8"}}
+	})
+}
+
 // TestClusterChecks: the battery's rows that need podman's agent without
-// an interface FAIL on a cluster by design and pass there when a deny-all
-// policy selects the agent; nothing else does.
+// an interface FAIL on a cluster by design. tcp-direct and udp-direct pass
+// there when cluster-egress, against the workspace Pod's canary that the
+// workspace itself reached, PASSed: the network dropped the agent's TCP
+// and UDP. The others pass when a deny-all policy selects the agent;
+// nothing else does.
 func TestClusterChecks(t *testing.T) {
 	row := func(id, result, detail string) string {
 		return `{"id":"` + id + `","attack":"a","expected":"e","result":"` + result + `","detail":"` + detail + `"}`
 	}
-	byDesign := []string{row("net-interfaces", "FAIL", "up besides loopback: eth0"), row("net-routes", "FAIL", "routes: 0.0.0.0/0 via 10.0.0.1"),
-		row("tcp-direct", "FAIL", "not tried: this network namespace has a route (x), so a packet would leave"), row("trusted-env", "PASS", "none")}
+	notTried := "not tried: this network namespace has a route (x), so a packet would leave"
+	policyOnly := []string{row("net-interfaces", "FAIL", "up besides loopback: eth0"), row("net-routes", "FAIL", "routes: 0.0.0.0/0 via 10.0.0.1"),
+		row("dns-direct", "FAIL", notTried), row("trusted-env", "PASS", "none")}
+	direct := []string{row("tcp-direct", "FAIL", notTried), row("udp-direct", "FAIL", notTried)}
+	dropped := row("cluster-egress", "PASS", "tcp 10.244.0.7:3129: not reached (i/o timeout); udp 10.244.0.7:3129: not reached (no answer and no refusal within 1s)")
+	reached := row("cluster-egress", "FAIL", "tcp 10.244.0.7:3129: reached (the canary answered); udp 10.244.0.7:3129: not reached (no answer and no refusal within 1s)")
+	rows := func(rs ...[]string) string { return `{"rows":[` + strings.Join(slices.Concat(rs...), ",") + `]}` }
+	byDesign := rows(policyOnly, direct, []string{dropped})
+
 	verify := plan.Check{Container: plan.ContainerName("demo", plan.RoleAgent), What: "the fast verify battery",
 		Command: plan.HelperCommand(helperargs.Verify{Fast: true})}
 	egress := plan.Check{Container: plan.ContainerName("demo", plan.RoleAgent), What: "the agent has no direct way out",
 		Command: plan.HelperCommand(helperargs.EgressCheck{Canary: "127.0.0.1:1"})}
 	for _, tt := range []struct {
-		name  string
-		check plan.Check
-		out   string
-		drop  bool   // the policy is gone
-		want  string // "" passes with a note; else in the CheckError
+		name   string
+		check  plan.Check
+		out    string
+		self   string   // the workspace's own cluster-egress run
+		ips    []string // the workspace Pod's addresses besides 10.244.0.7; "none": no address
+		drop   bool     // the policy is gone
+		want   string   // "" passes with a note; else in the CheckError
+		shown  []string // the rows cluster-egress stood in for
+		policy []string // the rows the policy alone answers for
 	}{
-		{"by design", verify, `{"rows":[` + strings.Join(byDesign, ",") + `]}`, false, ""},
-		{"another row fails", verify, `{"rows":[` + strings.Join(append(byDesign, row("proc-mem", "FAIL", "read it")), ",") + `]}`, false, "FAIL proc-mem (a): read it"},
-		{"a direct probe got out", verify, `{"rows":[` + row("tcp-direct", "FAIL", "reached 192.0.2.1:9") + `]}`, false, "FAIL tcp-direct"},
-		{"no policy", verify, `{"rows":[` + strings.Join(byDesign, ",") + `]}`, true, "no NetworkPolicy denies"},
-		{"not json", verify, "garbage", false, "garbage"},
-		{"egress by design", egress, "FAIL no interface but loopback: eth0 is up\nok   no direct connection to 127.0.0.1:1", false, ""},
-		{"egress reached the canary", egress, "FAIL no interface but loopback: eth0\nFAIL no direct connection to 127.0.0.1:1: reached", false, "reached"},
+		{name: "by design", check: verify, out: byDesign,
+			shown: []string{"tcp-direct", "udp-direct"}, policy: []string{"net-interfaces", "net-routes", "dns-direct"}},
+		{name: "dual stack: ipv6-direct shown too", check: verify, ips: []string{"fd00:10:244::7"},
+			out:   rows(policyOnly, direct, []string{row("ipv6-direct", "FAIL", notTried), dropped}),
+			shown: []string{"tcp-direct", "udp-direct", "ipv6-direct"}, policy: []string{"net-interfaces", "net-routes", "dns-direct"}},
+		{name: "ipv4 only: ipv6-direct is the policy's", check: verify,
+			out:   rows(policyOnly, direct, []string{row("ipv6-direct", "FAIL", notTried), dropped}),
+			shown: []string{"tcp-direct", "udp-direct"}, policy: []string{"net-interfaces", "net-routes", "dns-direct", "ipv6-direct"}},
+		{name: "the network lets the agent reach the workspace", check: verify, out: rows(policyOnly, direct, []string{reached}),
+			want: "FAIL cluster-egress (a): tcp 10.244.0.7:3129: reached"},
+		{name: "no cluster-egress row", check: verify, out: rows(policyOnly, direct),
+			want: "did not show that the network drops it"},
+		{name: "cluster-egress did not run", check: verify, out: rows(policyOnly, direct, []string{row("cluster-egress", "N-A", "no --cluster-canary given")}),
+			want: "FAIL tcp-direct"},
+		{name: "the workspace does not reach its own canary", check: verify, out: byDesign,
+			self: `{"rows":[` + row("cluster-egress", "FAIL", "tcp 10.244.0.7:3129: not reached (connection refused); udp 10.244.0.7:3129: reached (port unreachable came back)") + `]}`,
+			want: "does not answer at its own Pod's addresses"},
+		{name: "the workspace has no address", check: verify, ips: []string{"none"},
+			out: rows(policyOnly, direct, []string{row("cluster-egress", "N-A", "no --cluster-canary given")}), want: "no address yet"},
+		{name: "another row fails", check: verify, out: rows(policyOnly, direct, []string{dropped, row("proc-mem", "FAIL", "read it")}), want: "FAIL proc-mem (a): read it"},
+		{name: "a direct probe got out", check: verify, out: rows([]string{row("tcp-direct", "FAIL", "reached 192.0.2.1:9"), dropped}), want: "FAIL tcp-direct"},
+		{name: "no policy", check: verify, out: byDesign, drop: true, want: "no NetworkPolicy denies"},
+		{name: "not json", check: verify, out: "garbage", want: "garbage"},
+		{name: "egress by design", check: egress, out: "FAIL no interface but loopback: eth0 is up\nok   no direct connection to 127.0.0.1:1",
+			policy: []string{"no interface but loopback"}},
+		{name: "egress reached the canary", check: egress, out: "FAIL no interface but loopback: eth0\nFAIL no direct connection to 127.0.0.1:1: reached", want: "reached"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cs, c := applied(t, "demo")
+			if !slices.Equal(tt.ips, []string{"none"}) {
+				withAddress(t, cs, tt.ips...)
+			}
 			if tt.drop {
 				cs.NetworkingV1().NetworkPolicies(ns).Delete(context.Background(), "devaipod-demo-agent-deny-all", metav1.DeleteOptions{})
 			}
-			f := withExecutor(c, func(so remotecommand.StreamOptions) error {
-				io.WriteString(so.Stdout, tt.out)
-				return utilexec.CodeExitError{Err: errors.New("exit"), Code: 1}
-			})
+			var x checkExecs
+			x.install(c, cmp.Or(tt.self, reachedSelf), tt.out)
 			note, err := c.runClusterCheck(context.Background(), "demo", tt.check)
-			if tt.check.What == verify.What {
-				if q := f.url.Query()["command"]; !slices.Equal(q[len(q)-2:], []string{"--output", "json"}) {
-					t.Errorf("the battery ran as %q: want JSON", q)
+			if tt.check.What == verify.What && len(x.execs) == 2 {
+				self, battery := x.execs[0], x.execs[1]
+				wantCanaries := []string{"--cluster-canary", "10.244.0.7:3129"}
+				if len(tt.ips) > 0 {
+					wantCanaries = append(wantCanaries, "--cluster-canary", "[fd00:10:244::7]:3129")
+				}
+				if self[0] != plan.RoleWorkspace || !strings.Contains(strings.Join(self, " "), strings.Join(wantCanaries, " ")+" --only cluster-egress") {
+					t.Errorf("the workspace's own run: %q", self)
+				}
+				if battery[0] != plan.RoleAgent || !slices.Equal(battery[len(battery)-len(wantCanaries):], wantCanaries) || !slices.Contains(battery, "json") {
+					t.Errorf("the battery ran as %q: want JSON and the workspace's addresses %q", battery, wantCanaries)
 				}
 			}
 			if tt.want == "" {
-				if err != nil || note == nil || !strings.Contains(note.String(), "NetworkPolicy") {
-					t.Errorf("note %v, err %v: want a pass with a note", note, err)
+				if err != nil || note == nil || !slices.Equal(note.Shown, tt.shown) || !slices.Equal(note.Rows, tt.policy) {
+					t.Fatalf("note %+v, err %v: want a pass with a note of %q and %q", note, err, tt.shown, tt.policy)
+				}
+				s := note.String()
+				if len(tt.shown) > 0 && (!strings.Contains(s, "enforced") || !strings.Contains(s, "10.244.0.7:3129") || !slices.Equal(note.Canaries[:1], []string{"10.244.0.7:3129"})) {
+					t.Errorf("note %q: want what cluster-egress showed, and where", s)
+				}
+				if len(tt.policy) > 0 && !strings.Contains(s, "NetworkPolicy") {
+					t.Errorf("note %q: want what rests on the policy", s)
 				}
 				return
 			}
@@ -312,5 +431,39 @@ func TestClusterChecks(t *testing.T) {
 				t.Errorf("err %v: want a CheckError with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestExecAddsClusterCanaries: the battery in the agent's own Pod, as
+// pod.Verify runs it (devaipod verify), gets the workspace Pod's canary
+// addresses, once the workspace reached them itself; other commands, and
+// a battery that names its own, go as they are.
+func TestExecAddsClusterCanaries(t *testing.T) {
+	ctx := context.Background()
+	cs, c := applied(t, "demo")
+	withAddress(t, cs)
+	var x checkExecs
+	x.install(c, reachedSelf, `{"rows":[]}`)
+	agent := plan.ContainerName("demo", plan.RoleAgent)
+	battery := append(plan.HelperCommand(helperargs.Verify{Output: "json", SecretHashesFile: "-"}), "--workspace", "/workspaces/repo")
+	if _, _, err := c.Exec(ctx, agent, pod.ExecSpec{Cmd: battery, Stdin: strings.NewReader("hashes\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(x.execs) != 2 || x.execs[0][0] != plan.RoleWorkspace || !slices.Equal(x.execs[1][1:], append(slices.Clone(battery), "--cluster-canary", "10.244.0.7:3129")) {
+		t.Errorf("execs %q: want the workspace's own run, then the battery with --cluster-canary", x.execs)
+	}
+	x.execs = nil
+	for _, cmd := range [][]string{{"id"}, append(slices.Clone(battery), "--cluster-canary", "10.0.0.1:1")} {
+		c.Exec(ctx, agent, pod.ExecSpec{Cmd: cmd})
+	}
+	c.Exec(ctx, plan.ContainerName("demo", plan.RoleWorkspace), pod.ExecSpec{Cmd: battery})
+	if len(x.execs) != 3 || slices.ContainsFunc(x.execs, func(e []string) bool { return slices.Contains(e, "--only") }) {
+		t.Errorf("execs %q: want three, as they were", x.execs)
+	}
+	// A workspace that does not reach its own canary: verify cannot say
+	// anything of the agent's policy, and says why.
+	x.install(c, `{"rows":[]}`, `{"rows":[]}`)
+	if _, _, err := c.Exec(ctx, agent, pod.ExecSpec{Cmd: battery}); err == nil || !strings.Contains(err.Error(), "cluster-egress") {
+		t.Errorf("err %v: want cluster-egress's", err)
 	}
 }
