@@ -266,7 +266,7 @@ func reportExisting(cmd *cobra.Command, g *globalFlags, dryRun bool, ex *pod.Exi
 		return writeJSON(out, map[string]any{
 			"name": ex.Name, "pod": ex.Pod, "workdir": ex.Workdir,
 			"agent_url": ex.AgentURL, "commit": ex.Commit, "seconds": time.Since(start).Seconds(),
-			"credentials": creds, "existing": true, "state": ex.State, "action": ex.Action, "repo": ex.Repo})
+			"credentials": creds, "existing": true, "claimed": false, "state": ex.State, "action": ex.Action, "repo": ex.Repo})
 	}
 	if ex.Action == pod.ActionStart {
 		fmt.Fprintf(out, "Pod %s was not running (%s): started it (from %s, %.1fs).\n", ex.Name, ex.State, ex.Source(), time.Since(start).Seconds())
