@@ -319,6 +319,13 @@ func (c *creation) usePool(ctx context.Context, eng Engine, in plan.PlanInput, k
 		return unusable(fmt.Sprintf("does not answer (%v)", err))
 	}
 	if err := handTask(ctx, eng, pl, func(s string) { c.progress(s + "...") }); err != nil {
+		// All or nothing, as for a pod made by up: the claimed pod goes
+		// (on a context of its own: ctx may be cancelled by Ctrl-C).
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if _, derr := Delete(cctx, eng, short, false); derr != nil {
+			err = fmt.Errorf("%w (and removing the claimed pod %s failed: %v)", err, short, derr)
+		}
 		return nil, err
 	}
 	return &Result{Plan: pl, Source: in.Source, Claimed: true, PoolKey: key}, nil

@@ -1,0 +1,76 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/devaipod/devaipod/pod/plan"
+)
+
+// TestPoolFillAndClaim runs the pool on the fake engine: a fill makes one
+// pod labelled with its fingerprint, a second fill makes none, an up
+// without a name claims it (its claim volume carries the task), and a
+// claim whose hand-over of the task fails removes the claimed pod, as a
+// failed up removes what it made.
+func TestPoolFillAndClaim(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	repo := repoWith(t, map[string]string{"main.go": "package main\n"})
+	eng := newFake()
+	req := Request{Source: repo, HostEnv: map[string]string{}, NoVerify: true}
+
+	fill := func() *PoolReport {
+		t.Helper()
+		rep, err := FillPool(context.Background(), eng, req, 1)
+		if err != nil {
+			t.Fatalf("FillPool: %v", err)
+		}
+		return rep
+	}
+	rep := fill()
+	if len(rep.Made) != 1 || len(rep.Idle) != 1 || rep.Key == "" {
+		t.Fatalf("first fill: %+v; want one pod made and idle", rep)
+	}
+	if again := fill(); len(again.Made) != 0 || again.Key != rep.Key {
+		t.Errorf("second fill: %+v; want nothing made, key %s", again, rep.Key)
+	}
+	short := rep.Idle[0]
+	if got := eng.objects[KindPod+"/"+plan.PodName(short)].Labels[plan.LabelPool]; got != rep.Key {
+		t.Errorf("pool pod's label %s = %q; want %s", plan.LabelPool, got, rep.Key)
+	}
+
+	// The claim: Objects, the claim volume, the readiness exec, then the
+	// task's exec, which fails here.
+	eng.failAt = len(eng.calls) + 3
+	task := "fix the flaky test"
+	claim := req
+	claim.Task = task
+	_, err := Create(context.Background(), eng, claim)
+	if !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "hand the task to the agent") {
+		t.Fatalf("claim with a failing task hand-over: %v; want the injected error", err)
+	}
+	if left, _ := eng.Objects(context.Background(), short); len(left) != 0 {
+		t.Errorf("the claimed pod is left after the failed hand-over: %v", left)
+	}
+	if !slices.Contains(eng.calls, "volume "+plan.ObjectName(short, plan.VolumeClaim)) {
+		t.Errorf("no claim volume was created: %v", eng.calls)
+	}
+
+	// A new pool pod, claimed for good: the claim volume has the task.
+	eng.failAt = 0
+	short = fill().Idle[0]
+	res, err := Create(context.Background(), eng, claim)
+	if err != nil || !res.Claimed || res.Plan.Name != short {
+		t.Fatalf("claim: %+v, %v; want pod %s claimed", res, err, short)
+	}
+	sums, _ := List(context.Background(), eng)
+	if len(sums) != 1 || sums[0].Pool != PoolClaimed || sums[0].Task != task {
+		t.Errorf("list after the claim: %+v; want one claimed pod with the task", sums)
+	}
+	if rep := fill(); len(rep.Made) != 1 {
+		t.Errorf("fill after the claim made %v; want one pod (a claimed pod is not idle)", rep.Made)
+	}
+}
