@@ -30,7 +30,7 @@ host_loopback = true
 no_default_allow = true
 allow = ["10.0.2.2:*"]
 ask = ["*.ask.test:%d"]
-ask_timeout = "4s"
+ask_timeout = "15s"
 extra_hosts = ["one.ask.test:10.0.2.2", "pod.ask.test:10.0.2.2", "repo.ask.test:10.0.2.2", "late.ask.test:10.0.2.2"]
 `, port))
 	repo := fixtureRepo(t)
