@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -52,10 +51,8 @@ trace its own processes).`,
 }
 
 type kubeRenderFlags struct {
-	name, image, ref, forgeURL, workspaceAccess, devcontainer string
-	allow, gator                                              []string
-	force, allowHostCommands, noVerify                        bool
-	opts                                                      kube.Options
+	upFlags // the plan's flags, as up has them
+	opts    kube.Options
 }
 
 func newKubeRenderCommand(g *globalFlags) *cobra.Command {
@@ -112,16 +109,7 @@ devices, published ports) is said in warnings on standard error.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.name, "name", "", "pod name (default: the repository's name plus a random suffix)")
-	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+config.DefaultImage+")")
-	fl.StringVar(&f.ref, "ref", "", "branch or tag to clone (git URLs only)")
-	fl.StringVar(&f.devcontainer, "devcontainer", "", "the devcontainer.json to use, as a path in the repository")
-	fl.StringVar(&f.forgeURL, "forge-url", "", "web address of the forge whose pull request URLs are accepted (default: [forge] url, else https://github.com)")
-	fl.StringArrayVar(&f.gator, "gator", nil, "grant the agent scoped GitHub access through the gator (repeatable; as up --gator)")
-	fl.BoolVar(&f.noVerify, "no-verify", false, "as up --no-verify: the plan leaves the fast verify battery out of its checks")
-	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
-	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
-	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
-	fl.BoolVar(&f.force, "force", false, "accept an --allow rule that opens a whole public suffix")
+	addPlanFlags(cmd, &f.upFlags)
 	fl.StringVar(&f.opts.Namespace, "namespace", "", "namespace of every object (default: none, kubectl's context decides)")
 	fl.StringVar(&f.opts.AgentSeccomp, "agent-seccomp", kube.SeccompLocalhost,
 		"the agent's seccomp profile: localhost ("+kube.AgentSeccompProfile+" on every node: refuses new namespaces and ptrace, as on podman) or runtime-default")
@@ -141,13 +129,9 @@ func runKubeRender(cmd *cobra.Command, g *globalFlags, f *kubeRenderFlags, input
 	}
 	// The plan as up --dry-run builds it, with no engine: nothing is
 	// created, and no podman is needed.
-	req := pod.Request{Source: input, Task: task, Name: f.name, Image: f.image, Ref: f.ref, ForgeURL: f.forgeURL,
-		Allow: f.allow, Force: f.force, WorkspaceAccess: f.workspaceAccess, Devcontainer: f.devcontainer,
-		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, DryRun: true,
-		Config: cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
-		Warn:     func(s string) { g.warnf(cmd, "%s", s) },
-		Progress: func(s string) { g.infof(cmd, "%s", s) },
-		Output:   cmd.ErrOrStderr()}
+	req := f.request(cmd, g, cfg, input)
+	req.Task, req.Name, req.DryRun = task, f.name, true
+	req.Progress = func(s string) { g.infof(cmd, "%s", s) }
 	res, err := pod.Create(cmd.Context(), nil, req)
 	if err != nil {
 		return err

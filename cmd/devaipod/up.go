@@ -100,14 +100,22 @@ that name from another source is refused, and left as it is.`,
 	return cmd
 }
 
-// addPodFlags adds the flags that shape the pod: up and pool take the same
-// ones, so that a pool's pods are what an up would make.
+// addPodFlags adds the flags that shape the pod and how up makes it: up and
+// pool take the same ones, so that a pool's pods are what an up would make.
 func addPodFlags(cmd *cobra.Command, f *upFlags) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+config.DefaultImage+")")
 	fl.StringVar(&f.pull, "pull", pod.PullMissing, "pull the pod's images from their registries: missing, always or never (images under localhost/ are never pulled)")
-	fl.StringVar(&f.ref, "ref", "", "branch or tag to clone (git URLs only)")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for the agent's server")
+	cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions(pod.PullPolicies, cobra.ShellCompDirectiveNoFileComp))
+	addPlanFlags(cmd, f)
+}
+
+// addPlanFlags adds the flags that shape the plan: up's, pool's and kube
+// render's.
+func addPlanFlags(cmd *cobra.Command, f *upFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.image, "image", "", "image for the workspace and the agent (default: [workspace] image, else "+config.DefaultImage+")")
+	fl.StringVar(&f.ref, "ref", "", "branch or tag to clone (git URLs only)")
 	fl.StringVar(&f.devcontainer, "devcontainer", "", "the devcontainer.json to use, as a path in the repository (default: .devcontainer/devcontainer.json, .devcontainer.json, or the only .devcontainer/*/devcontainer.json)")
 	fl.StringVar(&f.forgeURL, "forge-url", "", "web address of the GitHub Enterprise (or other) server whose pull request URLs up accepts (default: [forge] url, else https://github.com)")
 	fl.StringArrayVar(&f.gator, "gator", nil, "grant the agent scoped GitHub access through the gator: github:OWNER/REPO[:PERMS], github:OWNER/*, github:readonly-all (repeatable; PERMS: read, comment, create-draft, push-branch, pending-review; see docs/gator.md)")
@@ -116,7 +124,6 @@ func addPodFlags(cmd *cobra.Command, f *upFlags) {
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
 	fl.BoolVar(&f.force, "force", false, "accept an --allow rule that opens a whole public suffix, such as '*.com' (refused without it)")
-	cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions(pod.PullPolicies, cobra.ShellCompDirectiveNoFileComp))
 }
 
 func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) error {
