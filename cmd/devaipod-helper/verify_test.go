@@ -657,7 +657,7 @@ func TestCheckClusterCanary(t *testing.T) {
 			t.Errorf("checkClusterCanary(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"8.8.8.8:53", "192.0.2.1:443", "[2001:db8::1]:53", "10.0.0.1", "localhost:3129", "0.0.0.0:3129"} {
+	for _, in := range []string{"203.0.113.8:53", "192.0.2.1:443", "[2001:db8::1]:53", "10.0.0.1", "localhost:3129", "0.0.0.0:3129"} {
 		if _, err := checkClusterCanary(in); err == nil {
 			t.Errorf("checkClusterCanary(%q) accepted", in)
 		}

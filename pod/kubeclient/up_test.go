@@ -225,7 +225,7 @@ func TestUpRemovesAllOnFailure(t *testing.T) {
 		return 0
 	})
 	if len(pl.Checks) == 0 {
-		t.Skip("the plan has no checks")
+		t.Fatal("the fixture's plan has no checks: this test needs verify --fast among them")
 	}
 	err := c.Up(context.Background(), pl, tree, UpOptions{PodTimeout: 10 * time.Second})
 	var ce *pod.CheckError
