@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,11 +40,14 @@ import (
 // Then a second pod's agent is played on that network too, as a cluster
 // whose CNI ignores NetworkPolicy would run it: cluster-egress must FAIL,
 // which is how verify tells an enforced policy from an advisory one.
-// Podman 4.3 (Debian 12, CI) ignores subPath, which the agent's binds of
-// protected paths are: there the default rendering must not start the agent
-// (its init container checks a subPath probe), and the example is verified
-// rendered with --workspace-access ro (no subPath at all); podman 4.4 and
-// later play the default. Before 5.0 it also ignores an emptyDir's medium and size: the
+// The example gets a masked file (.env), so that every kind of the agent's
+// mounts is played. Podman 4.3 (Debian 12, CI) ignores subPath, which the
+// agent's folder, its protected paths and its masked files are mounted by:
+// there the rendering as it is must not start the agent (its init container
+// checks a subPath probe), and the test then plays it with each subPath
+// mount replaced by what it means, a hostPath mount of that path in the
+// claim's volume (kubeHostPathSubPaths); podman 4.4 and later play it as
+// it is. Before 5.0 podman also ignores an emptyDir's medium and size: the
 // agent's /tmp is a volume on disk, so the limit-tmp row cannot pass there
 // and is the one FAIL allowed (docs/kubernetes.md lists these limits).
 func TestE2EKubePlay(t *testing.T) {
@@ -54,18 +58,22 @@ func TestE2EKubePlay(t *testing.T) {
 	subPath := major > 4 || (major == 4 && minor >= 4)
 	memoryEmptyDir := major >= 5 // podman 5.0 plays a memory emptyDir as a tmpfs
 
-	repo := exampleRepo(t)
+	// The example, with a file the agent must see empty (a masked file,
+	// bound over by a ConfigMap's empty key).
+	repo := exampleRepo(t, ".env", "KUBE_E2E_MASKED=value-the-agent-must-not-see\n")
 	cfg := standInConfig(t, "")
 	env := []string{"ANTHROPIC_API_KEY=sk-e2e-kube-key"}
 	profiles := seccompProfileDir(t, bin, repo, cfg)
-	var extra []string
+	// Where podman ignores subPath, the agent's subPath mounts are played
+	// as what they mean: hostPath mounts of that path inside the claim's
+	// volume (kubeHostPathSubPaths), the one change made to the objects.
+	play := kubePlayOptions{hostPathSubPaths: !subPath}
 	if !subPath {
-		extra = []string{"--workspace-access", "ro"}
 		t.Run("a runtime that ignores subPath does not start the agent", func(t *testing.T) {
 			// The default (rw) layout binds the agent's folder and
 			// protected paths by subPath; podman 4.3 would mount the whole
 			// volume there. The agent's init container sees it and stops.
-			k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube-rw"), nil, profiles, false)
+			k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube-rw"), profiles, kubePlayOptions{})
 			if k.agentErr == nil {
 				t.Fatalf("the agent's Pod started under a podman that ignores subPath:\n%s", k.agentOut)
 			}
@@ -79,7 +87,7 @@ func TestE2EKubePlay(t *testing.T) {
 			}
 		})
 	}
-	k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube"), extra, profiles, false)
+	k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube"), profiles, play)
 	if k.agentErr != nil {
 		t.Fatalf("podman kube play of the agent Pod: %v\n%s", k.agentErr, k.agentOut)
 	}
@@ -99,6 +107,16 @@ func TestE2EKubePlay(t *testing.T) {
 		r, err = exec.CommandContext(ctx, "podman", "exec", wsCtr, "sh", "-c", "cd "+pl.Workdir+" && git status --porcelain && echo clean").CombinedOutput()
 		if err != nil || strings.TrimSpace(string(r)) != "clean" {
 			t.Errorf("workspace: %v %q", err, r)
+		}
+	})
+	t.Run("the masked file is empty in the agent, whole in the workspace", func(t *testing.T) {
+		r, err := exec.CommandContext(ctx, "podman", "exec", agentCtr, "wc", "-c", pl.Workdir+"/.env").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(r), "0 ") {
+			t.Errorf("agent's .env: %v %q", err, r)
+		}
+		r, err = exec.CommandContext(ctx, "podman", "exec", wsCtr, "cat", pl.Workdir+"/.env").CombinedOutput()
+		if err != nil || !strings.Contains(string(r), "value-the-agent-must-not-see") {
+			t.Errorf("workspace's .env: %v %q", err, r)
 		}
 	})
 	t.Run("the LLM key is the proxy's: a placeholder in the agent", func(t *testing.T) {
@@ -141,7 +159,9 @@ func TestE2EKubePlay(t *testing.T) {
 	// direct probes cannot show that (they do not send where a route
 	// exists); cluster-egress does.
 	t.Run("verify detects a policy that is not enforced", func(t *testing.T) {
-		k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube-open"), extra, profiles, true)
+		open := play
+		open.agentOnNetwork = true
+		k := kubePlay(ctx, t, repo, cfg, env, uniqueName("kube-open"), profiles, open)
 		if k.agentErr != nil {
 			t.Fatalf("podman kube play of the agent Pod on the workspace's network: %v\n%s", k.agentErr, k.agentOut)
 		}
@@ -235,14 +255,24 @@ type kubePlanFacts struct {
 	MaskPatterns []string `json:"mask_patterns"`
 }
 
-// kubePlay renders repo as pod name (kube render with extra flags), plays
+// kubePlayOptions say how kubePlay renders and plays a pod.
+type kubePlayOptions struct {
+	// agentOnNetwork plays the agent's Pod on the workspace's network,
+	// as a cluster that does not enforce its NetworkPolicy would run it.
+	agentOnNetwork bool
+	// hostPathSubPaths plays the agent Pod's subPath mounts as hostPath
+	// mounts of the same paths (kubeHostPathSubPaths), for a podman that
+	// ignores subPath.
+	hostPathSubPaths bool
+}
+
+// kubePlay renders repo as pod name (kube render), plays
 // the workspace's Pod on a podman network of its own (internal: no way
 // off the machine), does the engine's handshake, then plays the agent's
 // Pod with --network none, or on the workspace's network with
-// agentOnNetwork (a cluster that does not enforce the agent's
-// NetworkPolicy); the test's cleanup takes it all down and checks that
-// nothing is left.
-func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string, name string, extra []string, profiles string, agentOnNetwork bool) *kubePlayed {
+// opts.agentOnNetwork; the test's cleanup takes it all down and checks
+// that nothing is left.
+func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string, name, profiles string, opts kubePlayOptions) *kubePlayed {
 	t.Helper()
 	network := name + "-net"
 	if out, err := exec.CommandContext(ctx, "podman", "network", "create", "--internal", network).CombinedOutput(); err != nil {
@@ -250,14 +280,16 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 	}
 	// Registered first, so that it runs last: after the Pods are gone.
 	t.Cleanup(func() { podmanOut(t, "network", "rm", "-f", network) })
-	args := append([]string{"--config", cfg, "kube", "render", repo, "--name", name, "--no-limits"}, extra...)
-	dryRun := append([]string{"--config", cfg, "up", repo, "--name", name, "--dry-run", "-o", "json"}, extra...)
+	args := []string{"--config", cfg, "kube", "render", repo, "--name", name, "--no-limits"}
+	dryRun := []string{"--config", cfg, "up", repo, "--name", name, "--dry-run", "-o", "json"}
 
 	render := mustDevaipod(t, env, args...)
 	docs := splitYAML(render.stdout)
 	var ws, agent []string
 	var meta corev1.ConfigMap
-	var claims, emptyDirs, secrets []string
+	var claims, playVolumes, secrets []string
+	configMaps := map[string]corev1.ConfigMap{}
+	var agentConfigMaps []string
 	for _, doc := range docs {
 		var obj struct {
 			Kind     string `json:"kind"`
@@ -286,10 +318,19 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 		case "Secret":
 			secrets = append(secrets, obj.Metadata.Name)
 		case "ConfigMap":
-			if obj.Metadata.Name == kube.MetaConfigMap(name) {
-				if err := yaml.UnmarshalStrict([]byte(doc), &meta); err != nil {
-					t.Fatal(err)
-				}
+			var cm corev1.ConfigMap
+			if err := yaml.UnmarshalStrict([]byte(doc), &cm); err != nil {
+				t.Fatal(err)
+			}
+			configMaps[cm.Name] = cm
+			if cm.Name == kube.MetaConfigMap(name) {
+				meta = cm
+			} else {
+				// kube play reads a Pod's ConfigMaps from its own
+				// file: the agent's gets them too. Podman 4.3 makes a
+				// volume of each, named after it.
+				agentConfigMaps = append(agentConfigMaps, doc)
+				playVolumes = append(playVolumes, cm.Name)
 			}
 		case "Pod":
 			var pod corev1.Pod
@@ -298,7 +339,7 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 			}
 			for _, v := range pod.Spec.Volumes {
 				if v.EmptyDir != nil {
-					emptyDirs = append(emptyDirs, v.Name) // podman 4.3 names their volumes so
+					playVolumes = append(playVolumes, v.Name) // podman 4.3 names their volumes so
 				}
 			}
 		}
@@ -309,17 +350,17 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 	dir := t.TempDir()
 	wsFile, agentFile := filepath.Join(dir, "workspace.yaml"), filepath.Join(dir, "agent.yaml")
 	os.WriteFile(wsFile, []byte(strings.Join(ws, "\n---\n")), 0o644)
-	os.WriteFile(agentFile, []byte(strings.Join(agent, "\n---\n")), 0o644)
+	os.WriteFile(agentFile, []byte(strings.Join(append(agent, agentConfigMaps...), "\n---\n")), 0o644)
 
 	podName, agentPod := plan.PodName(name), plan.ContainerName(name, plan.RoleAgent)
 	t.Cleanup(func() {
-		// kube down, then what podman 4.3's kube down leaves: the claims'
-		// and emptyDirs' volumes, the Secrets.
+		// kube down, then what podman 4.3's kube down leaves: the claims',
+		// playVolumes' and ConfigMaps' volumes, the Secrets.
 		for _, f := range []string{agentFile, wsFile} {
 			podmanOut(t, "kube", "down", f)
 		}
 		podmanOut(t, "pod", "rm", "-f", "--ignore", podName, agentPod)
-		for _, v := range append(append([]string{}, claims...), emptyDirs...) {
+		for _, v := range append(append([]string{}, claims...), playVolumes...) {
 			podmanOut(t, "volume", "rm", "-f", v)
 		}
 		for _, s := range secrets {
@@ -399,12 +440,81 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 	// The agent's Pod: no network but lo (or, with agentOnNetwork, the
 	// workspace's network), and devaipod's seccomp profile.
 	agentNet := "none"
-	if agentOnNetwork {
+	if opts.agentOnNetwork {
 		agentNet = network
+	}
+	if opts.hostPathSubPaths {
+		os.WriteFile(agentFile, []byte(kubeHostPathSubPaths(ctx, t, agent[0], configMaps)), 0o644)
 	}
 	out, err := exec.CommandContext(ctx, "podman", "kube", "play", "--network", agentNet, "--seccomp-profile-root", profiles, agentFile).CombinedOutput()
 	return &kubePlayed{agentPod: agentPod, agentCtr: agentPod + "-" + plan.RoleAgent, wsPod: podName, wsCtr: podName + "-" + plan.RoleWorkspace,
 		network: network, meta: meta, plan: pl, agentErr: err, agentOut: string(out)}
+}
+
+// kubeHostPathSubPaths rewrites a Pod's subPath mounts into what they
+// mean, for a podman that ignores subPath (4.3): a claim's subPath becomes
+// a hostPath mount of that path inside the claim's podman volume (which
+// exists once the workspace's Pod is played and seeded), a ConfigMap's
+// key (configMaps, by name) a hostPath mount of a file holding its value.
+// Nothing else changes.
+func kubeHostPathSubPaths(ctx context.Context, t *testing.T, doc string, configMaps map[string]corev1.ConfigMap) string {
+	t.Helper()
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict([]byte(doc), &pod); err != nil {
+		t.Fatal(err)
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	dir := t.TempDir()
+	n := 0
+	rewrite := func(m *corev1.VolumeMount) {
+		if m.SubPath == "" {
+			return
+		}
+		v := volumes[m.Name]
+		var hostPath string
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			out, err := exec.CommandContext(ctx, "podman", "volume", "inspect", "--format", "{{.Mountpoint}}", v.PersistentVolumeClaim.ClaimName).Output()
+			if err != nil {
+				t.Fatalf("podman volume inspect %s: %v", v.PersistentVolumeClaim.ClaimName, err)
+			}
+			hostPath = filepath.Join(strings.TrimSpace(string(out)), m.SubPath)
+		case v.ConfigMap != nil:
+			hostPath = filepath.Join(dir, v.ConfigMap.Name+"-"+m.SubPath)
+			cm, ok := configMaps[v.ConfigMap.Name]
+			if !ok {
+				t.Fatalf("subPath mount %s of ConfigMap %s, which is not rendered", m.MountPath, v.ConfigMap.Name)
+			}
+			if err := os.WriteFile(hostPath, []byte(cm.Data[m.SubPath]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("subPath mount %s of volume %s: neither a claim nor a ConfigMap", m.MountPath, m.Name)
+		}
+		n++
+		name := "subpath-" + strconv.Itoa(n)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostPath}}})
+		m.Name, m.SubPath = name, ""
+	}
+	used := map[string]bool{}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			for j := range cs[i].VolumeMounts {
+				rewrite(&cs[i].VolumeMounts[j])
+				used[cs[i].VolumeMounts[j].Name] = true
+			}
+		}
+	}
+	// A volume only subPath mounts used is no longer mounted at all.
+	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return !used[v.Name] })
+	out, err := yaml.Marshal(&pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }
 
 // podmanVersion is the podman client's major and minor version.
@@ -424,12 +534,17 @@ func podmanVersion(t *testing.T) (int, int) {
 }
 
 // exampleRepo is examples/hello as a repository of its own, as make demo
-// makes it.
-func exampleRepo(t *testing.T) string {
+// makes it, with files added (name, content pairs) in its commit.
+func exampleRepo(t *testing.T, files ...string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "hello")
 	if out, err := exec.Command("cp", "-r", filepath.Join("..", "..", "examples", "hello"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("copy the example: %v %s", err, out)
+	}
+	for i := 0; i+1 < len(files); i += 2 {
+		if err := os.WriteFile(filepath.Join(dir, files[i]), []byte(files[i+1]), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"commit", "-q", "-m", "hello example"}} {
 		cmd := exec.Command("git", args...)
