@@ -1,8 +1,10 @@
 package pod
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"sync"
 
 	"github.com/devaipod/devaipod/pod/plan"
 )
@@ -32,4 +34,23 @@ func Attach(ctx context.Context, eng Engine, short, role string, as plan.ExecAs,
 		return 0, err
 	}
 	return eng.Attach(ctx, plan.ContainerName(short, role), e, tty)
+}
+
+// SyncBuffer is a bytes.Buffer that more than one goroutine may write at
+// once: an exec's stdout and stderr, copied by their own goroutines.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

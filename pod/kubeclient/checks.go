@@ -238,7 +238,7 @@ func (c *Client) clusterCanaries(ctx context.Context, short string) ([]string, e
 		return nil, fmt.Errorf("the workspace's Pod %s: %w, so %s cannot test the agent's NetworkPolicy", p.Name, errNoAddress, clusterEgressRow)
 	}
 	argv := plan.HelperCommand(helperargs.Verify{ClusterCanaries: canaries, Only: []string{clusterEgressRow}, Output: "json"})
-	var out syncBuffer
+	var out pod.SyncBuffer
 	if _, err := c.stream(ctx, p, ct, argv, remotecommand.StreamOptions{Stdout: &out, Stderr: &out}); err != nil {
 		return nil, fmt.Errorf("reach the canary from the workspace's Pod: %w", err)
 	}

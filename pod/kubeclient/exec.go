@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/devaipod/devaipod/internal/helperargs"
@@ -170,7 +169,7 @@ func (c *Client) Exec(ctx context.Context, container string, e pod.ExecSpec) (in
 	if err != nil {
 		return 0, "", err
 	}
-	var out syncBuffer
+	var out pod.SyncBuffer
 	var w io.Writer = &out
 	if e.Output != nil {
 		w = io.MultiWriter(&out, e.Output)
@@ -276,21 +275,4 @@ func (c *Client) Logs(ctx context.Context, container string, tail int, follow bo
 		return nil // Ctrl-C ends a follow
 	}
 	return err
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -223,7 +223,7 @@ func (c *Client) seed(ctx context.Context, s kube.Seed, pl *plan.Plan, tree stri
 func (c *Client) pipe(ctx context.Context, p *corev1.Pod, container string, argv []string, write func(io.Writer) error) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(write(pw)) }()
-	var out syncBuffer
+	var out pod.SyncBuffer
 	code, err := c.stream(ctx, p, container, argv, remotecommand.StreamOptions{Stdin: pr, Stdout: &out, Stderr: &out})
 	pr.CloseWithError(errors.New("the copy ended")) // unblocks the writer if the exec stopped early
 	if err == nil && code != 0 {

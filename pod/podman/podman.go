@@ -2,7 +2,6 @@ package podman
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 
 	buildahDefine "github.com/containers/buildah/define"
 	"github.com/containers/podman/v5/pkg/api/handlers"
@@ -170,7 +168,7 @@ func (p *Podman) Exec(ctx context.Context, container string, e pod.ExecSpec) (in
 		return 0, "", mapErr(err)
 	}
 	defer containers.ExecRemove(context.WithoutCancel(cctx), id, nil)
-	var out syncBuffer
+	var out pod.SyncBuffer
 	var w io.Writer = &out
 	if e.Output != nil {
 		w = io.MultiWriter(&out, e.Output)
@@ -194,23 +192,6 @@ func (p *Podman) Exec(ctx context.Context, container string, e pod.ExecSpec) (in
 		return 0, out.String(), mapErr(err)
 	}
 	return insp.ExitCode, out.String(), nil
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Logs implements Engine.
