@@ -73,11 +73,7 @@ func TestE2EAgentWithFakeLLM(t *testing.T) {
 	// a placeholder that the proxy, which terminates TLS for llm.test as
 	// the agent's trusted CA, replaces with llmKey.
 	ca := newTestCA(t)
-	llmServer := httptest.NewUnstartedServer(llm) // 127.0.0.1: the host's loopback, 10.0.2.2 from the pod
-	llmServer.TLS = ca.serverTLS(t, llmHost)
-	llmServer.StartTLS()
-	t.Cleanup(llmServer.Close)
-	llmPort := port(t, llmServer.URL)
+	llmPort := serveHTTPS(t, ca, llmHost, llm)
 
 	cfg := opencodeConfig(t, fmt.Sprintf(`[network]
 host_loopback = true
@@ -307,6 +303,18 @@ done`))
 
 // opencodeConfig writes a config holding only text: no [agent] section, so the agent is the
 // default kind, opencode, in the default image (not standInConfig's busybox).
+// serveHTTPS serves h over HTTPS on the host's loopback (10.0.2.2 from a
+// pod with host_loopback) with a certificate of ca for host, until the
+// test ends; it returns the port.
+func serveHTTPS(t *testing.T, ca *testCA, host string, h http.Handler) int {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = ca.serverTLS(t, host)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return port(t, srv.URL)
+}
+
 func opencodeConfig(t *testing.T, text string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "devaipod.toml")

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -42,11 +41,7 @@ func TestE2EDefaultLLMBinding(t *testing.T) {
 	llmHost := config.DefaultCredentials[variable][0]
 	llm := fakellm.New(fakellm.Turn{Name: "done", Text: "hello through the default binding"})
 	ca := newTestCA(t)
-	llmServer := httptest.NewUnstartedServer(llm)
-	llmServer.TLS = ca.serverTLS(t, llmHost)
-	llmServer.StartTLS()
-	t.Cleanup(llmServer.Close)
-	llmPort := port(t, llmServer.URL)
+	llmPort := serveHTTPS(t, ca, llmHost, llm)
 
 	// The built-in allowlist and bindings as they are; only the address
 	// rule for the pod's own address (the guard refuses private

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,11 +262,7 @@ func TestE2EPoolTask(t *testing.T) {
 	)
 	llm := fakellm.New(fakellm.Turn{Name: "done", Text: "hello from the pool"})
 	ca := newTestCA(t)
-	llmServer := httptest.NewUnstartedServer(llm)
-	llmServer.TLS = ca.serverTLS(t, llmHost)
-	llmServer.StartTLS()
-	t.Cleanup(llmServer.Close)
-	llmPort := port(t, llmServer.URL)
+	llmPort := serveHTTPS(t, ca, llmHost, llm)
 	cfg := opencodeConfig(t, fmt.Sprintf(`[network]
 host_loopback = true
 no_default_allow = true
