@@ -270,21 +270,27 @@ func TestTunnelHalfClose(t *testing.T) {
 // idle timeout closes it, and the audit counts every byte.
 func TestIdleTimeoutTransfers(t *testing.T) {
 	t.Parallel()
-	const idle = 300 * time.Millisecond
+	// Pieces come every pause; the idle timeout is five pauses, so that
+	// a loaded machine's late wake-ups do not end a live tunnel, and the
+	// whole stream lasts four idle timeouts.
+	const (
+		pause  = 100 * time.Millisecond
+		idle   = 5 * pause
+		pieces = int(4 * idle / pause)
+	)
 	target := "127.0.0.1:" + strconv.Itoa(newTunnelServer(t))
 	p := startProxy(t, Options{Allow: []string{target}, IdleTimeout: idle})
 
 	t.Run("down", func(t *testing.T) {
 		t.Parallel()
-		// 12 pieces, 100 ms apart: 1.2 s, four idle timeouts.
 		conn, br := tunnelTo(t, "tcp", p.addr, target)
 		start := time.Now()
-		exchangeThrough(t, conn, br, 10, 12<<10, 100*time.Millisecond)
+		exchangeThrough(t, conn, br, 10, pieces<<10, pause)
 		if d := time.Since(start); d < 4*idle {
 			t.Fatalf("the stream took only %v", d)
 		}
 		conn.Close()
-		r := p.audit.waitRecord(t, "for the slow download", func(r Record) bool { return r.BytesDown == 12<<10+sha256.Size })
+		r := p.audit.waitRecord(t, "for the slow download", func(r Record) bool { return r.BytesDown == int64(pieces)<<10+sha256.Size })
 		if r.Reason != "" {
 			t.Errorf("slow download ended with reason %q: %+v", r.Reason, r)
 		}
@@ -292,14 +298,14 @@ func TestIdleTimeoutTransfers(t *testing.T) {
 
 	t.Run("up", func(t *testing.T) {
 		t.Parallel()
-		// The server keeps the tunnel open after reading; 12 pieces, 100 ms
-		// apart, then silence.
+		// The server keeps the tunnel open after reading; the pieces, a
+		// pause apart, then silence.
 		conn, br := tunnelTo(t, "tcp", p.addr, target)
-		line := fmt.Sprintf("%d -1 0s\n", 12<<10)
+		line := fmt.Sprintf("%d -1 0s\n", pieces<<10)
 		io.WriteString(conn, line)
 		piece := pattern(1 << 10)
-		for range 12 {
-			time.Sleep(100 * time.Millisecond)
+		for range pieces {
+			time.Sleep(pause)
 			if _, err := conn.Write(piece); err != nil {
 				t.Fatalf("the slow upload was cut: %v", err)
 			}
@@ -315,8 +321,8 @@ func TestIdleTimeoutTransfers(t *testing.T) {
 		if d := time.Since(lastByte); d > idle+time.Second {
 			t.Errorf("the quiet tunnel was closed %v after the last byte; idle timeout %v", d, idle)
 		}
-		r := p.audit.waitRecord(t, "for the slow upload", func(r Record) bool { return r.BytesUp == int64(len(line))+12<<10 })
-		if r.Reason != ReasonIdleTimeout || r.BytesDown != sha256.Size || r.DurationMS < (1200*time.Millisecond+idle).Milliseconds() {
+		r := p.audit.waitRecord(t, "for the slow upload", func(r Record) bool { return r.BytesUp == int64(len(line))+int64(pieces)<<10 })
+		if r.Reason != ReasonIdleTimeout || r.BytesDown != sha256.Size || r.DurationMS < (time.Duration(pieces)*pause+idle).Milliseconds() {
 			t.Errorf("audit record %+v", r)
 		}
 	})
