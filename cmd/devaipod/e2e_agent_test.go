@@ -301,8 +301,6 @@ done`))
 	t.Logf("TestE2EAgentWithFakeLLM took %s", time.Since(start).Round(100*time.Millisecond))
 }
 
-// opencodeConfig writes a config holding only text: no [agent] section, so the agent is the
-// default kind, opencode, in the default image (not standInConfig's busybox).
 // serveHTTPS serves h over HTTPS on the host's loopback (10.0.2.2 from a
 // pod with host_loopback) with a certificate of ca for host, until the
 // test ends; it returns the port.
@@ -315,6 +313,8 @@ func serveHTTPS(t *testing.T, ca *testCA, host string, h http.Handler) int {
 	return port(t, srv.URL)
 }
 
+// opencodeConfig writes a config holding only text: no [agent] section, so the agent is the
+// default kind, opencode, in the default image (not standInConfig's busybox).
 func opencodeConfig(t *testing.T, text string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "devaipod.toml")

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/cmd/devaipod/internal/fakellm"
-	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/proxy"
@@ -69,11 +68,9 @@ upstream_ca = [%[3]q]
 		podmanOut(t, "rm", "-f", "-t", "0", forwarder)
 	})
 
-	var dry struct {
-		AgentURL  string `json:"agent_url"`
-		AgentUser string `json:"agent_user"`
-	}
-	if err := json.Unmarshal([]byte(mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", name, "--dry-run", "-o", "json").stdout), &dry); err != nil {
+	// The plan with the task, whose TaskCommand hands it over as up would.
+	var pl plan.Plan
+	if err := json.Unmarshal([]byte(mustDevaipod(t, env, "--config", cfg, "up", repo, task, "--name", name, "--dry-run", "-o", "json").stdout), &pl); err != nil {
 		t.Fatal(err)
 	}
 	up := mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", name)
@@ -96,7 +93,7 @@ upstream_ca = [%[3]q]
 	}
 	sock := "/tmp/e2e-forward.sock"
 	if out, err := exec.Command("podman", "run", "-d", "--pod", plan.PodName(name), "--name", forwarder,
-		"--entrypoint", "/devaipod-helper", "localhost/devaipod-helper:latest", "init",
+		"--entrypoint", "/devaipod-helper", config.DefaultHelperImage, "init",
 		"--forward", "tcp:0.0.0.0:443=unix:"+sock,
 		"--expose", fmt.Sprintf("unix:%s=tcp:10.0.2.2:%d", sock, llmPort)).CombinedOutput(); err != nil {
 		t.Fatalf("start the forwarder in the pod: %v %s", err, out)
@@ -105,10 +102,7 @@ upstream_ca = [%[3]q]
 		return strings.Contains(podmanLogs(forwarder), "serving until SIGTERM")
 	})
 
-	// The task, handed over as up hands it (plan.Plan.TaskCommand).
-	hand := plan.HelperCommand(helperargs.Task{URL: dry.AgentURL, Text: task, User: dry.AgentUser,
-		PasswordFile: plan.SecretDir + "/" + plan.PasswordVar})
-	if r := devaipod(t, nil, append([]string{"exec", name, "--user", "root", "--"}, hand...)...); r.code != 0 {
+	if r := devaipod(t, nil, append([]string{"exec", name, "--user", "root", "--"}, pl.TaskCommand()...)...); r.code != 0 {
 		t.Fatalf("hand the task to the agent: %s", r)
 	}
 	select {

@@ -287,6 +287,8 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 	docs := splitYAML(render.stdout)
 	var ws, agent []string
 	var meta corev1.ConfigMap
+	// playVolumes are the volumes podman 4.3 makes of emptyDirs and
+	// ConfigMaps, named after them.
 	var claims, playVolumes, secrets []string
 	configMaps := map[string]corev1.ConfigMap{}
 	var agentConfigMaps []string
@@ -327,8 +329,7 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 				meta = cm
 			} else {
 				// kube play reads a Pod's ConfigMaps from its own
-				// file: the agent's gets them too. Podman 4.3 makes a
-				// volume of each, named after it.
+				// file: the agent's gets them too.
 				agentConfigMaps = append(agentConfigMaps, doc)
 				playVolumes = append(playVolumes, cm.Name)
 			}
@@ -339,7 +340,7 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 			}
 			for _, v := range pod.Spec.Volumes {
 				if v.EmptyDir != nil {
-					playVolumes = append(playVolumes, v.Name) // podman 4.3 names their volumes so
+					playVolumes = append(playVolumes, v.Name)
 				}
 			}
 		}
@@ -354,8 +355,8 @@ func kubePlay(ctx context.Context, t *testing.T, repo, cfg string, env []string,
 
 	podName, agentPod := plan.PodName(name), plan.ContainerName(name, plan.RoleAgent)
 	t.Cleanup(func() {
-		// kube down, then what podman 4.3's kube down leaves: the claims',
-		// playVolumes' and ConfigMaps' volumes, the Secrets.
+		// kube down, then what podman 4.3's kube down leaves: the volumes
+		// of the claims, emptyDirs and ConfigMaps, the Secrets.
 		for _, f := range []string{agentFile, wsFile} {
 			podmanOut(t, "kube", "down", f)
 		}
