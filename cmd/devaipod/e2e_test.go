@@ -261,12 +261,15 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 			t.Errorf("agent: printenv E2E_TRUSTED_TOKEN: %s; want exit 1 (unset)", r)
 		}
 		// Any form: environment of every process it can see, any file.
-		r := inAgent("cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; grep -rsl " + trusted + " /home /workspaces /tmp /run /etc /opt 2>/dev/null; echo done")
-		if strings.Contains(r.stdout, trusted) || !strings.HasSuffix(r.stdout, "done\n") {
-			t.Errorf("agent can read the trusted value, or the probe did not run:\n%s", r)
+		r := inAgent("cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; echo files:; grep -rsl " + trusted + " /home /workspaces /tmp /run /etc /opt 2>/dev/null; echo done")
+		if strings.Contains(r.stdout, trusted) || !strings.HasSuffix(r.stdout, "files:\ndone\n") {
+			t.Errorf("agent can read the trusted value (in a process's environment, or in the files listed), or the probe did not run:\n%s", r)
 		}
 		for _, c := range []string{"workspace", "agent"} {
-			out, _ := exec.Command("podman", "inspect", "devaipod-"+name+"-"+c).CombinedOutput()
+			out, err := exec.Command("podman", "inspect", "devaipod-"+name+"-"+c).CombinedOutput()
+			if err != nil {
+				t.Fatalf("podman inspect %s: %v %s", c, err, out)
+			}
 			if strings.Contains(string(out), trusted) {
 				t.Errorf("podman inspect of the %s shows the trusted value", c)
 			}
