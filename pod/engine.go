@@ -42,7 +42,8 @@ type Engine interface {
 	StartPod(ctx context.Context, name string) error
 	StopPod(ctx context.Context, name string, timeout uint) error
 	// Exec runs a command in a running container and returns its exit
-	// code and combined output.
+	// code and combined output (only its last ExecTail bytes when
+	// ExecSpec.Output takes it all).
 	Exec(ctx context.Context, container string, e ExecSpec) (int, string, error)
 	// Attach runs a command in a running container with e's Stdin,
 	// Output (standard output) and Stderr, as a terminal when tty, and

@@ -37,8 +37,12 @@ func Attach(ctx context.Context, eng Engine, short, role string, as plan.ExecAs,
 }
 
 // SyncBuffer is a bytes.Buffer that more than one goroutine may write at
-// once: an exec's stdout and stderr, copied by their own goroutines.
+// once: an exec's stdout and stderr, copied by their own goroutines. With
+// Max set it keeps only the last Max bytes written (to show the end of a
+// command's output without holding all of it).
 type SyncBuffer struct {
+	Max int
+
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
@@ -46,7 +50,17 @@ type SyncBuffer struct {
 func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	n := len(p)
+	if b.Max > 0 {
+		if len(p) > b.Max {
+			p = p[len(p)-b.Max:]
+		}
+		if drop := b.buf.Len() + len(p) - b.Max; drop > 0 {
+			b.buf.Next(drop)
+		}
+	}
+	b.buf.Write(p)
+	return n, nil
 }
 
 func (b *SyncBuffer) String() string {
@@ -54,3 +68,9 @@ func (b *SyncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// ExecTail is how much of an exec's output Exec returns when the caller
+// takes the output itself (ExecSpec.Output, which gets all of it): the
+// end, for an error message. A command on the agent's side may print
+// without end; the CLI must not hold it all.
+const ExecTail = 64 << 10

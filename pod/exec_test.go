@@ -44,3 +44,22 @@ func TestWorkspaceExecAs(t *testing.T) {
 		t.Errorf("no such pod: %v; want ErrNotFound", err)
 	}
 }
+
+// TestSyncBufferMax: with Max, the buffer keeps the last Max bytes
+// written, however they come.
+func TestSyncBufferMax(t *testing.T) {
+	b := SyncBuffer{Max: 8}
+	for _, p := range []string{"abc", "defghij", "k", "0123456789ABCDEF", "xy"} {
+		if n, err := b.Write([]byte(p)); n != len(p) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", p, n, err)
+		}
+	}
+	if got := b.String(); got != "ABCDEFxy" {
+		t.Errorf("kept %q; want the last 8 bytes, %q", got, "ABCDEFxy")
+	}
+	var all SyncBuffer
+	all.Write([]byte("no bound"))
+	if all.String() != "no bound" {
+		t.Errorf("without Max: %q", all.String())
+	}
+}

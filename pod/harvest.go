@@ -1,7 +1,6 @@
 package pod
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,7 +130,7 @@ type work struct {
 // exportWork packs the agent's work into a bundle (see exportScript),
 // written to w.
 func exportWork(ctx context.Context, eng Engine, short string, wk work, w io.Writer) error {
-	var stderr bytes.Buffer
+	stderr := SyncBuffer{Max: ExecTail} // the agent's side's: bounded
 	argv := append(append([]string{"env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"}, source.TrustedGitEnv...),
 		"sh", "-c", exportScript, "devaipod-export", wk.base)
 	for _, p := range wk.protected {
@@ -199,7 +198,7 @@ func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.
 	}
 	argv := append([]string{"env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"}, source.TrustedGitEnv...)
 	argv = append(append(argv, "sh", "-c", diffScript, "devaipod-diff", wk.dir, wk.base, what), opts.Paths...)
-	var stderr bytes.Buffer
+	stderr := SyncBuffer{Max: ExecTail}
 	spec := AsRoot(argv)
 	spec.Stdin, spec.Output, spec.Stderr = bundle, w, &stderr
 	code, _, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace), spec)

@@ -3,6 +3,7 @@ package pod
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/devaipod/devaipod/internal/gittest"
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod/source"
 )
 
@@ -188,6 +190,37 @@ func TestFetchWorkWithoutCommits(t *testing.T) {
 		refs, uncommitted, err := source.FetchWork(context.Background(), trusted, path, "devaipod-p", worktreeRef)
 		if err != nil || len(refs) != 0 || uncommitted != dirty {
 			t.Errorf("dirty=%v: refs %v, uncommitted %v, %v", dirty, refs, uncommitted, err)
+		}
+	}
+}
+
+// TestFetchWorkRefusesHiddenRefNames: a branch whose name hides what it
+// is (a zero-width space after main, a right-to-left override) brings
+// nothing into the user's repository.
+func TestFetchWorkRefusesHiddenRefNames(t *testing.T) {
+	for _, branch := range []string{"main\u200b", "agent/\u202eexe.txt", "x\x1b[31m"} {
+		agent := gittest.Repo(t)
+		base := strings.TrimSpace(string(must(exec.Command("git", "-C", agent, "rev-parse", "HEAD").Output())))
+		trusted := t.TempDir()
+		gittest.Git(t, trusted, []string{"clone", "-q", agent, "."})
+		if out, err := exec.Command("git", "-C", agent, "checkout", "-q", "-b", branch).CombinedOutput(); err != nil {
+			if strings.ContainsRune(branch, 0x1b) {
+				continue // git refuses control characters in ref names itself
+			}
+			t.Fatalf("git checkout -b %q: %v %s", branch, err, out)
+		}
+		gittest.WriteFile(t, filepath.Join(agent, "a"), "a\n")
+		gittest.Git(t, agent, []string{"add", "a"}, []string{"commit", "-q", "-m", "a"})
+		bundle, _ := runScript(t, agent, exportScript, nil, append([]string{"PATH=" + os.Getenv("PATH")}, source.TrustedGitEnv...), base)
+		path := filepath.Join(t.TempDir(), "work.bundle")
+		os.WriteFile(path, bundle, 0o600)
+		_, _, err := source.FetchWork(context.Background(), trusted, path, "devaipod-p", worktreeRef)
+		var he *source.HiddenRefError
+		if !errors.As(err, &he) || strings.ContainsFunc(err.Error(), safetext.Hidden) {
+			t.Errorf("branch %q: FetchWork = %v; want a HiddenRefError, printable", branch, err)
+		}
+		if refs, _ := exec.Command("git", "-C", trusted, "for-each-ref", "refs/remotes/devaipod-p/", "refs/devaipod/").Output(); len(refs) > 0 {
+			t.Errorf("branch %q: refs were written: %s", branch, refs)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/internal/approval"
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
@@ -104,7 +105,7 @@ func printPending(w io.Writer, pending []pod.Pending) {
 		show := shownAs(p.Kind)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Pod, p.Kind, time.Since(p.Created).Round(time.Second), show(p.What))
 		for _, k := range slices.Sorted(maps.Keys(p.Details)) {
-			fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", printable(k), show(p.Details[k]))
+			fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", safetext.Printable(k), show(p.Details[k]))
 		}
 	}
 	tw.Flush()
@@ -115,11 +116,11 @@ func printPending(w io.Writer, pending []pod.Pending) {
 // cannot pass for another path; the rest printable.
 func shownAs(kind string) func(string) string {
 	if kind != approval.KindPath {
-		return printable
+		return safetext.Printable
 	}
 	return func(s string) string {
 		var b strings.Builder
-		for _, r := range printable(s) {
+		for _, r := range safetext.Printable(s) {
 			if r > 0x7e {
 				fmt.Fprintf(&b, `\u%04x`, r)
 				continue
@@ -205,7 +206,7 @@ func decide(cmd *cobra.Command, g *globalFlags, d approval.Decision) error {
 		if g.json() {
 			return writeJSON(cmd.OutOrStdout(), map[string]any{"id": d.ID, "pod": req.Pod, "approve": d.Approve, "for": d.For, "what": req.What})
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s %s of pod %s: %s\n", verb, d.ID, req.Pod, printable(req.What))
+		fmt.Fprintf(cmd.OutOrStdout(), "%s %s of pod %s: %s\n", verb, d.ID, req.Pod, safetext.Printable(req.What))
 		return nil
 	})
 }
@@ -225,7 +226,7 @@ func newRevokeCommand(g *globalFlags) *cobra.Command {
 			if g.json() {
 				return writeJSON(cmd.OutOrStdout(), gone)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Revoked %s: %s %s for %s\n", gone.ID, gone.Kind, printable(gone.Rule), printable(gone.Repo))
+			fmt.Fprintf(cmd.OutOrStdout(), "Revoked %s: %s %s for %s\n", gone.ID, gone.Kind, safetext.Printable(gone.Rule), safetext.Printable(gone.Repo))
 			return nil
 		},
 	}
@@ -246,7 +247,7 @@ func printGrants(cmd *cobra.Command, g *globalFlags) error {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GRANT\tREPOSITORY\tKIND\tRULE\tBY\tAT")
 	for _, o := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.ID, printable(o.Repo), o.Kind, printable(o.Rule), printable(o.By), o.At.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.ID, safetext.Printable(o.Repo), o.Kind, safetext.Printable(o.Rule), safetext.Printable(o.By), o.At.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
 }
@@ -287,7 +288,7 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 	for {
 		pending, err := pod.Approvals(cmd.Context(), p, short)
 		if err != nil {
-			say("error: %s\n", printable(err.Error()))
+			say("error: %s\n", safetext.Printable(err.Error()))
 		}
 		var next *pod.Pending
 		for i := range pending {
@@ -305,7 +306,7 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 			show := shownAs(next.Kind)
 			say("\n%s  pod %s  %s  waiting %s\n  %s\n", next.ID, next.Pod, next.Kind, time.Since(next.Created).Round(time.Second), show(next.What))
 			for _, k := range slices.Sorted(maps.Keys(next.Details)) {
-				say("  %s: %s\n", printable(k), show(next.Details[k]))
+				say("  %s: %s\n", safetext.Printable(k), show(next.Details[k]))
 			}
 			say("[a]pprove once, approve for the [p]od, [r]eject, [s]kip, [q]uit? ")
 		}
@@ -336,7 +337,7 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 				continue
 			}
 			if _, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d, g.forbiddenMounts()); err != nil {
-				say("%s\n", printable(err.Error()))
+				say("%s\n", safetext.Printable(err.Error()))
 			} else if d.Approve {
 				say("approved (for %s)\n", d.For)
 			} else {
@@ -354,7 +355,7 @@ func runNotify(ctx context.Context, argv []string, r *pod.Pending) {
 	if len(argv) == 0 {
 		return
 	}
-	repl := strings.NewReplacer("{pod}", r.Pod, "{kind}", r.Kind, "{what}", printable(r.What), "{id}", r.ID)
+	repl := strings.NewReplacer("{pod}", r.Pod, "{kind}", r.Kind, "{what}", safetext.Printable(r.What), "{id}", r.ID)
 	args := make([]string, len(argv))
 	for i, a := range argv {
 		args[i] = repl.Replace(a)

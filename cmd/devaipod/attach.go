@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/podman"
@@ -33,7 +34,10 @@ It runs the devcontainer's postAttachCommand first. This is
 					return err
 				}
 				// The devcontainer's postAttachCommand runs on every attach.
-				if err := pod.RunPodLifecycle(cmd.Context(), p, short, plan.StageAttach, cmd.ErrOrStderr()); err != nil {
+				// It runs what the agent may have edited: its output is
+				// shown printable.
+				out := &safetext.Writer{W: cmd.ErrOrStderr()}
+				if err := errors.Join(pod.RunPodLifecycle(cmd.Context(), p, short, plan.StageAttach, out), out.Flush()); err != nil {
 					return err
 				}
 				if noUI {

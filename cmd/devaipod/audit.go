@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/gator/policy"
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/devaipod/devaipod/proxy"
@@ -66,7 +67,7 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 			return
 		}
 		if g.json() {
-			fmt.Fprintln(out, jsonSafe(line))
+			fmt.Fprintln(out, safetext.JSONSafe(line))
 			return
 		}
 		why := r.Rule
@@ -81,8 +82,8 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 			when = t.Local().Format("15:04:05")
 		}
 		// Host, method and reason come from the agent's requests.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%d\n", printable(when),
-			printable(r.Decision), printable(r.Method), printable(r.Host), r.Port, printable(why), r.BytesUp, r.BytesDown, r.DurationMS)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%d\n", safetext.Printable(when),
+			safetext.Printable(r.Decision), safetext.Printable(r.Method), safetext.Printable(r.Host), r.Port, safetext.Printable(why), r.BytesUp, r.BytesDown, r.DurationMS)
 		if follow {
 			tw.Flush()
 		}
@@ -102,7 +103,7 @@ func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, 
 		return
 	}
 	if g.json() {
-		fmt.Fprintln(out, jsonSafe(line))
+		fmt.Fprintln(out, safetext.JSONSafe(line))
 		return
 	}
 	why := r.Permission
@@ -121,8 +122,8 @@ func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, 
 	if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
 		when = t.Local().Format("15:04:05")
 	}
-	fmt.Fprintf(tw, "%s\t%s\tmcp\t%s %s\t%s\t-\t-\t%d\n", printable(when), printable(r.Decision),
-		printable(r.Tool), printable(r.Repo), printable(why), r.DurationMS)
+	fmt.Fprintf(tw, "%s\t%s\tmcp\t%s %s\t%s\t-\t-\t%d\n", safetext.Printable(when), safetext.Printable(r.Decision),
+		safetext.Printable(r.Tool), safetext.Printable(r.Repo), safetext.Printable(why), r.DurationMS)
 }
 
 // lineWriter calls fn for every complete line written to it.

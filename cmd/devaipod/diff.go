@@ -1,11 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"strings"
 
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
@@ -43,9 +42,11 @@ the plain patch, ready for git apply.`,
 				if !isTerminal(out) {
 					return pod.Diff(cmd.Context(), p, short, opts, out)
 				}
-				w := &diffColorWriter{w: out}
+				// Each line made printable (the agent wrote it), then
+				// coloured by its kind.
+				w := &safetext.Writer{W: out, Decorate: colorDiffLine}
 				err := pod.Diff(cmd.Context(), p, short, opts, w)
-				return errors.Join(err, w.flush())
+				return errors.Join(err, w.Flush())
 			})
 		},
 	}
@@ -61,36 +62,6 @@ const (
 	sgrRed   = "\x1b[31m"
 	sgrReset = "\x1b[m"
 )
-
-// diffColorWriter makes each line of a diff printable (the agent wrote
-// it), then colours it by its kind.
-type diffColorWriter struct {
-	w   io.Writer
-	buf []byte
-}
-
-func (d *diffColorWriter) Write(b []byte) (int, error) {
-	d.buf = append(d.buf, b...)
-	for {
-		i := bytes.IndexByte(d.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		if _, err := io.WriteString(d.w, colorDiffLine(printable(string(d.buf[:i])))+"\n"); err != nil {
-			return len(b), err
-		}
-		d.buf = d.buf[i+1:]
-	}
-}
-
-func (d *diffColorWriter) flush() error {
-	if len(d.buf) == 0 {
-		return nil
-	}
-	_, err := io.WriteString(d.w, colorDiffLine(printable(string(d.buf))))
-	d.buf = nil
-	return err
-}
 
 // colorDiffLine colours one (printable) line of a unified git diff.
 func colorDiffLine(line string) string {

@@ -54,12 +54,12 @@ func TestE2EDevcontainer(t *testing.T) {
   "updateContentCommand": ["sh", "-c", "echo updateContent:` + side + ` >> ` + lcLog + `"],
   "postCreateCommand": {"a": "echo a > /var/tmp/postcreate-a", "b": ["sh", "-c", "echo $REMOTE > /var/tmp/postcreate-b"]},
   "postStartCommand": "echo postStart:` + side + ` >> ` + lcLog + ` && (busybox httpd -p 0.0.0.0:` + fmt.Sprint(port) + ` -h /workspaces/fixture &)",
-  "postAttachCommand": "echo postAttach:` + side + ` >> ` + lcLog + `",
+  "postAttachCommand": "echo postAttach:` + side + ` >> ` + lcLog + ` && cat /workspaces/fixture/.banner 2>/dev/null; true",
   "forwardPorts": [` + fmt.Sprint(port) + `],
 }
 `,
 		".devcontainer/features/devcontainer.json": `{"image": "localhost/devaipod-default:latest", "features": {"ghcr.io/devcontainers/features/go:1": {}}}`,
-		".devcontainer/failing/devcontainer.json":  `{"image": "localhost/devaipod-default:latest", "postCreateCommand": "echo boom-output; exit 7"}`,
+		".devcontainer/failing/devcontainer.json":  `{"image": "localhost/devaipod-default:latest", "postCreateCommand": "printf 'boom-output \\033]0;pwned\\007\\n'; exit 7"}`,
 	})
 	env := []string{"E2E_GREETING=hello", "E2E_HOST_VALUE=from-host", "E2E_INIT_MARKER=" + initMarker,
 		"DEVAIPOD_DEVCONTAINER_CLI=devcontainer-cli-not-installed"}
@@ -105,7 +105,9 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 	// A failing lifecycle command stops up, with its output, and up
 	// removes what it created.
 	r = devaipod(t, env, "--config", cfg, "up", repo, "--name", name, "--devcontainer", ".devcontainer/failing/devcontainer.json")
-	if r.code == 0 || !strings.Contains(r.stderr, "postCreateCommand failed (exit 7)") || !strings.Contains(r.stderr, "boom-output") {
+	// The repository's command printed a terminal title escape: shown,
+	// not obeyed, both as it ran and in the error.
+	if r.code == 0 || !strings.Contains(r.stderr, "postCreateCommand failed (exit 7)") || strings.Count(r.stderr, `boom-output \x1b]0;pwned\x07`) != 2 || strings.ContainsRune(r.stderr, 0x1b) {
 		t.Errorf("a failing postCreateCommand: %s", r)
 	}
 	if left := labelled(t, name); len(left) > 0 {
@@ -196,7 +198,14 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 			}
 		}
 		mustDevaipod(t, nil, "start", name)
-		mustDevaipod(t, nil, "attach", name, "--no-ui")
+		// The command cats a file the agent wrote, with a terminal
+		// title escape in it: attach shows it, does not obey it.
+		if r := devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", `printf 'banner \033]0;pwned\007\n' > /workspaces/fixture/.banner`); r.code != 0 {
+			t.Fatalf("agent writes .banner: %s", r)
+		}
+		if r := mustDevaipod(t, nil, "attach", name, "--no-ui"); !strings.Contains(r.stderr, `banner \x1b]0;pwned\x07`) || strings.ContainsRune(r.stderr, 0x1b) {
+			t.Errorf("attach showed the agent's escape raw, or not at all:\n%q", r.stderr)
+		}
 		if got := inWorkspace("cat " + lcLog); got != "onCreate:ws\nupdateContent:ws\npostStart:ws\npostStart:agent\npostAttach:agent" {
 			t.Errorf("lifecycle after stop, start, attach:\n%s", got)
 		}

@@ -141,4 +141,18 @@ echo 'a new file' > new.txt
 			t.Errorf("the traps do not work, so this test proves nothing: %s", r)
 		}
 	})
+	t.Run("fetch refuses a branch whose name hides what it is", func(t *testing.T) {
+		before := hostGit(clone, "for-each-ref")
+		// "main" and a zero-width space: it reads as main.
+		if r := agent("git checkout -q -b \"$(printf 'main\\342\\200\\213')\" && echo z > z.txt && git add z.txt && git -c user.name=a -c user.email=a@a commit -qm z"); r.code != 0 {
+			t.Fatalf("agent makes the branch: %s", r)
+		}
+		r := devaipod(t, nil, "fetch", name, "--repo", clone)
+		if r.code == 0 || !strings.Contains(r.stderr, `main\u200b`) || !strings.Contains(r.stderr, "nothing was fetched") || strings.Contains(r.stderr, "main\u200b") {
+			t.Errorf("fetch of a hidden branch name: %s", r)
+		}
+		if after := hostGit(clone, "for-each-ref"); after != before {
+			t.Errorf("fetch wrote refs:\n%s\nwas\n%s", after, before)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
@@ -33,7 +34,9 @@ container; the bundle is fetched into DIR by a git that uses none of DIR's
 configuration or hooks, nor any system or global configuration, and checks
 every object (transfer.fsckObjects). Only refs under refs/remotes/devaipod-NAME/
 are written (those of an earlier fetch that the agent no longer has are
-pruned); DIR's branches, work tree, configuration and hooks are untouched.`,
+pruned); DIR's branches, work tree, configuration and hooks are untouched. A
+branch whose name has a control, bidirectional or zero-width character (one
+that reads as main but is not) makes fetch refuse, and bring nothing.`,
 		Example: `  devaipod fetch myproject
   devaipod fetch myproject --repo ~/src/myproject`,
 		Args:              cobra.ExactArgs(1),
@@ -50,7 +53,7 @@ pruned); DIR's branches, work tree, configuration and hooks are untouched.`,
 				out := cmd.OutOrStdout()
 				for _, ref := range slices.Sorted(maps.Keys(res.Refs)) {
 					// Branch names are the agent's: shown, not obeyed.
-					fmt.Fprintf(out, "%s  %s\n", res.Refs[ref][:12], printable(strings.TrimPrefix(ref, "refs/remotes/")))
+					fmt.Fprintf(out, "%s  %s\n", res.Refs[ref][:12], safetext.Printable(strings.TrimPrefix(ref, "refs/remotes/")))
 				}
 				if len(res.Refs) == 0 {
 					fmt.Fprintln(out, "The agent has made no commits.")

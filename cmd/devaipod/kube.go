@@ -129,7 +129,8 @@ func runKubeRender(cmd *cobra.Command, g *globalFlags, f *kubeRenderFlags, input
 	}
 	// The plan as up --dry-run builds it, with no engine: nothing is
 	// created, and no podman is needed.
-	req := f.request(cmd, g, cfg, input)
+	req, output := f.request(cmd, g, cfg, input)
+	defer output.Flush()
 	req.Task, req.Name, req.DryRun = task, f.name, true
 	req.Progress = func(s string) { g.infof(cmd, "%s", s) }
 	res, err := pod.Create(cmd.Context(), nil, req)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/spf13/cobra"
@@ -29,9 +30,9 @@ the log the cluster keeps of the container (as kubectl logs).`,
 				if !isTerminal(cmd.OutOrStdout()) {
 					return pod.Logs(cmd.Context(), eng, short, container, tail, follow, cmd.OutOrStdout())
 				}
-				w := &printableWriter{w: cmd.OutOrStdout()}
+				w := &safetext.Writer{W: cmd.OutOrStdout()}
 				err := pod.Logs(cmd.Context(), eng, short, container, tail, follow, w)
-				return errors.Join(err, w.flush())
+				return errors.Join(err, w.Flush())
 			})
 		},
 	}

@@ -57,7 +57,8 @@ cannot take.`,
 				return err
 			}
 			defer p.Close()
-			req := f.request(cmd, g, cfg, args[0])
+			req, output := f.request(cmd, g, cfg, args[0])
+			defer output.Flush()
 			req.Progress = func(s string) { g.infof(cmd, "%s", s) }
 			rep, err := pod.FillPool(cmd.Context(), p, req, size)
 			if rep != nil && rep.Source != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/plan"
@@ -58,9 +59,12 @@ func run(ctx context.Context, args []string, s streams) int {
 	return 1
 }
 
-// printError is the one place that turns errors into advice.
+// printError is the one place that turns errors into advice. An error
+// may carry what the agent or the repository wrote (a failed command's
+// output, git's complaint about a file name, the agent's log): every line
+// is shown printable.
 func printError(w io.Writer, err error) {
-	fmt.Fprintf(w, "Error: %v\n", err)
+	fmt.Fprintf(w, "Error: %s\n", safetext.Lines(err.Error()))
 	if hint := kubeHint(err); hint != "" {
 		fmt.Fprintf(w, "Hint: %s\n", hint)
 		return
@@ -85,7 +89,7 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintf(w, "Hint: %s\n", ce.Hint)
 	case errors.As(err, &re):
 		if re.Logs != "" {
-			fmt.Fprintf(w, "Last lines of the agent's log:\n%s", indent(re.Logs))
+			fmt.Fprintf(w, "Last lines of the agent's log:\n%s", indent(safetext.Lines(re.Logs)))
 		}
 		fmt.Fprintln(w, "Hint: check [agent] command in your config, or rerun with --keep-on-failure and inspect with `devaipod logs NAME -c agent`")
 	case errors.Is(err, pod.ErrNotFound) && strings.HasPrefix(err.Error(), "pod "):

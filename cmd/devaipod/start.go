@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
@@ -14,7 +17,10 @@ func newStartCommand(g *globalFlags) *cobra.Command {
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return onPod(cmd, g, args, "started", func(p *podman.Podman, short string) error {
-				return pod.Start(cmd.Context(), p, short, cmd.ErrOrStderr())
+				// postStartCommand runs what the agent may have edited:
+				// its output is shown printable.
+				out := &safetext.Writer{W: cmd.ErrOrStderr()}
+				return errors.Join(pod.Start(cmd.Context(), p, short, out), out.Flush())
 			})
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/plan"
@@ -136,7 +137,8 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	if err != nil {
 		return err
 	}
-	req := f.request(cmd, g, cfg, input)
+	req, output := f.request(cmd, g, cfg, input)
+	defer output.Flush()
 	req.Task, req.Name, req.KeepOnFailure, req.DryRun, req.NoPool = task, f.name, f.keepOnFailure, f.dryRun, f.noPool
 	steps := &stepClock{start: start}
 	req.Progress = func(s string) {
@@ -227,14 +229,18 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 }
 
 // request is what up and pool ask pod for: the pod's flags and the host.
-func (f *upFlags) request(cmd *cobra.Command, g *globalFlags, cfg *config.Config, input string) pod.Request {
+// The output of the commands it runs (the repository's lifecycle commands,
+// an image build) goes to stderr made printable: the repository is not
+// the user's to trust; the caller flushes it at the end.
+func (f *upFlags) request(cmd *cobra.Command, g *globalFlags, cfg *config.Config, input string) (pod.Request, *safetext.Writer) {
+	output := &safetext.Writer{W: cmd.ErrOrStderr()}
 	return pod.Request{Source: input, Image: f.image, Ref: f.ref, ForgeURL: f.forgeURL,
 		Allow: f.allow, Force: f.force, WorkspaceAccess: f.workspaceAccess, Devcontainer: f.devcontainer,
 		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, Pull: f.pull,
 		ReadyTimeout: f.timeout,
 		Config:       cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
 		Warn:   func(s string) { g.warnf(cmd, "%s", s) },
-		Output: cmd.ErrOrStderr()}
+		Output: output}, output
 }
 
 // printGetIn says how to use a pod that is up.

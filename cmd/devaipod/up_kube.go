@@ -49,7 +49,8 @@ func runUpKube(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task strin
 		g.warnf(cmd, "%v: the plan is for namespace %s", err, cmp.Or(g.namespace, "default"))
 		kc = kubeclient.New(nil, g.namespace)
 	}
-	req := f.request(cmd, g, cfg, input)
+	req, output := f.request(cmd, g, cfg, input)
+	defer output.Flush()
 	req.Task, req.Name, req.KeepOnFailure, req.DryRun = task, f.name, f.keepOnFailure, f.dryRun
 	steps := &stepClock{start: start}
 	req.Progress = func(s string) {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/spf13/cobra"
 )
@@ -38,7 +39,10 @@ Exit status: 0 when nothing FAILs, 1 when something does.`,
 }
 
 func runVerify(cmd *cobra.Command, g *globalFlags, eng pod.Engine, short string, fast bool) error {
-	err := pod.Verify(cmd.Context(), eng, short, fast, g.output, cmd.OutOrStdout())
+	// The report is made in the agent's container, and names what it
+	// found there: shown printable.
+	out := &safetext.Writer{W: cmd.OutOrStdout(), JSON: g.json()}
+	err := errors.Join(pod.Verify(cmd.Context(), eng, short, fast, g.output, out), out.Flush())
 	if errors.Is(err, pod.ErrVerifyFailed) {
 		return &exitError{code: 1} // rows FAILed; the report says which
 	}

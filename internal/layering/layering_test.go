@@ -19,7 +19,7 @@ const module = "github.com/devaipod/devaipod/"
 // a new package, or a new arrow, is added to both.
 var mayImport = map[string][]string{
 	// The CLI: flags, output, exit codes, over the library.
-	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "pod/kube", "pod/kubeclient", "gator/policy", "proxy", "internal/approval"},
+	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "pod/kube", "pod/kubeclient", "gator/policy", "proxy", "internal/approval", "internal/safetext"},
 	"cmd/devaipod/internal/fakellm": {},
 	// The binaries of the helper image: never the library, nor podman.
 	"cmd/devaipod-helper": {"proxy", "proxy/rule", "internal/approval", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs", "internal/size"},
@@ -31,7 +31,7 @@ var mayImport = map[string][]string{
 	"pod/kube":         {"pod/config", "pod/plan", "internal/helperargs", "internal/size"},
 	"pod/plan":         {"pod/config", "pod/devcontainer", "pod/source", "proxy/rule", "internal/helperargs", "internal/size"},
 	"pod/config":       {"pod/source", "proxy/rule", "gator/policy", "internal/size"},
-	"pod/source":       {},
+	"pod/source":       {"internal/safetext"},
 	"pod/devcontainer": {"proxy/rule", "internal/size"},
 	// The sidecars' servers.
 	"proxy":        {"proxy/rule"},
@@ -44,6 +44,7 @@ var mayImport = map[string][]string{
 	"internal/cmdline":    {},
 	"internal/endpoint":   {},
 	"internal/helperargs": {},
+	"internal/safetext":   {},
 	"internal/size":       {},
 	"internal/gittest":    {},
 	"internal/layering":   {},

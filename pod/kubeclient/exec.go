@@ -172,6 +172,7 @@ func (c *Client) Exec(ctx context.Context, container string, e pod.ExecSpec) (in
 	var out pod.SyncBuffer
 	var w io.Writer = &out
 	if e.Output != nil {
+		out.Max = pod.ExecTail
 		w = io.MultiWriter(&out, e.Output)
 	}
 	errw := w

@@ -171,6 +171,7 @@ func (p *Podman) Exec(ctx context.Context, container string, e pod.ExecSpec) (in
 	var out pod.SyncBuffer
 	var w io.Writer = &out
 	if e.Output != nil {
+		out.Max = pod.ExecTail
 		w = io.MultiWriter(&out, e.Output)
 	}
 	errw := w

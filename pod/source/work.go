@@ -7,6 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/devaipod/devaipod/internal/safetext"
 )
 
 // TrustedGitEnv is the environment of a git that reads the agent's work:
@@ -60,6 +63,9 @@ func FetchWork(ctx context.Context, dir, bundle, remote, worktreeRef string) (ma
 	if err != nil {
 		return nil, false, err
 	}
+	if err := checkRefNames(heads); err != nil {
+		return nil, false, err
+	}
 	if _, err := run("bundle", "verify", "-q", bundle); err != nil {
 		return nil, false, fmt.Errorf("%s lacks the commit the pod started from; fetch it there first (%w)", dir, err)
 	}
@@ -105,4 +111,33 @@ func hasHead(heads string) bool {
 		}
 	}
 	return false
+}
+
+// HiddenRefError is a ref of the agent's whose name has characters that
+// hide what it is: controls, bidirectional or zero-width ones (a branch
+// "main\u200b" reads as main). Fetch refuses all of the agent's work
+// rather than write such a name into the user's repository.
+type HiddenRefError struct {
+	Refs []string // shown printable
+}
+
+func (e *HiddenRefError) Error() string {
+	return fmt.Sprintf("the agent's refs %s have names with control, bidirectional or zero-width characters; nothing was fetched "+
+		"(rename them in the agent's container, git branch -m, and fetch again)", strings.Join(e.Refs, ", "))
+}
+
+// checkRefNames refuses a bundle's list-heads that names a ref with a
+// hidden character or invalid UTF-8.
+func checkRefNames(heads string) error {
+	var bad []string
+	for _, line := range strings.Split(heads, "\n") {
+		_, name, _ := strings.Cut(line, " ")
+		if strings.ContainsFunc(name, safetext.Hidden) || !utf8.ValidString(name) {
+			bad = append(bad, safetext.Printable(name))
+		}
+	}
+	if len(bad) > 0 {
+		return &HiddenRefError{Refs: bad}
+	}
+	return nil
 }

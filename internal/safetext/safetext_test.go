@@ -1,0 +1,90 @@
+package safetext
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"api.example.test":               "api.example.test",
+		"evil\x1b]0;pwned\x07.test":      `evil\x1b]0;pwned\x07.test`,
+		"a\rb\x7fc\u009bd":               `a\x0db\x7fc\u009bd`,
+		"agent/\u202eexe.txt":            `agent/\u202eexe.txt`,
+		"main\u200b, \ufeffx":            `main\u200b, \ufeffx`,
+		"tab\tok, ünïcödé ok":            "tab\tok, ünïcödé ok",
+		"bad \xff utf-8, real \uFFFD ok": `bad \xff utf-8, real ` + "\uFFFD" + ` ok`,
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("printable(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+func TestJSONSafe(t *testing.T) {
+	raw, _ := json.Marshal(map[string]string{"host": "a\u009b31m\u202eb\x7f"})
+	got := JSONSafe(string(raw))
+	var back map[string]string
+	if err := json.Unmarshal([]byte(got), &back); err != nil || back["host"] != "a\u009b31m\u202eb\x7f" {
+		t.Errorf("jsonSafe(%s) = %s: not the same JSON (%v)", raw, got, err)
+	}
+	if strings.ContainsFunc(got, Hidden) {
+		t.Errorf("jsonSafe left a hidden rune: %q", got)
+	}
+}
+
+func TestWriter(t *testing.T) {
+	var b strings.Builder
+	w := &Writer{W: &b}
+	w.Write([]byte("one\x1b[2J\ntw"))
+	w.Write([]byte("o\n\x1b]0;x"))
+	w.Flush()
+	if want := "one\\x1b[2J\ntwo\n\\x1b]0;x"; b.String() != want {
+		t.Errorf("got %q; want %q", b.String(), want)
+	}
+}
+
+func TestLines(t *testing.T) {
+	if got, want := Lines("exit 1:\nred \x1b[31m\r\n\u202eok"), "exit 1:\nred \\x1b[31m\\x0d\n\\u202eok"; got != want {
+		t.Errorf("Lines = %q; want %q", got, want)
+	}
+}
+
+// TestWriterLongLine: a line without end goes out in pieces of at most
+// MaxLine bytes, cut between runes, decorated once.
+func TestWriterLongLine(t *testing.T) {
+	var b strings.Builder
+	marks := 0
+	w := &Writer{W: &b, Decorate: func(s string) string { marks++; return "[" + s }}
+	long := "+" + strings.Repeat("é", MaxLine) // two bytes a rune
+	for i := 0; i < len(long); i += 1000 {
+		w.Write([]byte(long[i:min(i+1000, len(long))]))
+		if len(w.buf) > MaxLine {
+			t.Fatalf("holds %d bytes", len(w.buf))
+		}
+	}
+	w.Write([]byte("\nnext\n"))
+	if want := "[" + long + "\n[next\n"; b.String() != want || marks != 2 {
+		t.Errorf("got %d bytes, decorated %d times; want %d bytes, 2 times", b.Len(), marks, len(want))
+	}
+}
+
+// TestWriterConcurrent: writers at once (run with -race) lose no line.
+func TestWriterConcurrent(t *testing.T) {
+	var b strings.Builder
+	w := &Writer{W: &b}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				w.Write([]byte("line\n"))
+			}
+		})
+	}
+	wg.Wait()
+	if n := strings.Count(b.String(), "line\n"); n != 800 {
+		t.Errorf("%d lines of 800", n)
+	}
+}
