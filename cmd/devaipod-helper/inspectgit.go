@@ -83,12 +83,29 @@ func inspectGit(repo string) []string {
 	if err != nil {
 		add(".git/index: %v", err)
 	}
+	if len(gitlinks) == 0 {
+		return problems
+	}
+	// A gitlink's path is in the shared tree, which the agent writes: read
+	// under it without leaving the repository (a symlink the agent put
+	// there would have this root process read elsewhere).
+	tree, err := os.OpenRoot(repo)
+	if err != nil {
+		return append(problems, "the repository: "+errText(err))
+	}
+	defer tree.Close()
 	for _, p := range gitlinks {
-		nested := filepath.Join(repo, filepath.FromSlash(p), ".git")
-		if st, err := os.Lstat(nested); err == nil && !st.IsDir() {
+		nested := filepath.Join(filepath.FromSlash(p), ".git")
+		st, err := tree.Lstat(nested)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			add("%s/.git, a gitlink of the index: %s", p, errText(err))
+		case !st.IsDir():
 			add("%s/.git, a gitlink of the index, is not a directory", p)
-		} else if err == nil {
-			inspectGitConfig(filepath.Join(nested, "config"), p+"/.git/config (a gitlink of the index)", add)
+		default:
+			data, err := tree.ReadFile(filepath.Join(nested, "config"))
+			inspectConfigText(data, err, p+"/.git/config (a gitlink of the index)", add)
 		}
 	}
 	return problems
@@ -110,6 +127,12 @@ var riskyConfig = []string{
 // sets (name is how to call it). core.fsmonitor=false is fine.
 func inspectGitConfig(file, name string, add func(string, ...any)) {
 	data, err := os.ReadFile(file)
+	inspectConfigText(data, err, name, add)
+}
+
+// inspectConfigText is inspectGitConfig of a file read already (err from
+// reading it).
+func inspectConfigText(data []byte, err error, name string, add func(string, ...any)) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	} else if err != nil {

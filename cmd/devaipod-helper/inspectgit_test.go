@@ -62,6 +62,17 @@ func TestInspectGit(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
+	// A gitlink whose folder the agent made a symlink out of the tree:
+	// nothing is read through it, and it is reported.
+	outside := t.TempDir()
+	os.MkdirAll(filepath.Join(outside, ".git"), 0o755)
+	os.WriteFile(filepath.Join(outside, ".git", "config"), []byte("[core]\n\tsshCommand = /tmp/outside\n"), 0o644)
+	os.RemoveAll(sub)
+	os.Symlink(outside, sub)
+	got = strings.Join(inspectGit(repo), "\n")
+	if strings.Contains(got, "sub/.git/config") || !strings.Contains(got, "sub/.git, a gitlink of the index:") {
+		t.Errorf("a gitlink's folder symlinked out of the tree:\n%s", got)
+	}
 	for _, not := range []string{"pre-push.sample", ".git/config sets core.fsmonitor"} {
 		if strings.Contains(got+"\n", not) {
 			t.Errorf("reported %q, which runs nothing:\n%s", not, got)
