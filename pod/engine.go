@@ -275,7 +275,7 @@ func handTask(ctx context.Context, eng Engine, pl *plan.Plan, progress func(stri
 func runCheck(ctx context.Context, eng Engine, pl *plan.Plan, c plan.Check) error {
 	spec := ExecSpec{Cmd: c.Command}
 	if c.GuardedHashes {
-		spec.Stdin = strings.NewReader(pl.GuardedHashes())
+		spec.Stdin = HashesInput(pl.GuardedHashes())
 	}
 	code, out, err := eng.Exec(ctx, c.Container, spec)
 	if err != nil {

@@ -131,7 +131,7 @@ func (c *Client) runClusterCheck(ctx context.Context, pl *plan.Plan, ch plan.Che
 	}
 	spec := pod.ExecSpec{Cmd: argv}
 	if ch.GuardedHashes {
-		spec.Stdin = strings.NewReader(pl.GuardedHashes())
+		spec.Stdin = pod.HashesInput(pl.GuardedHashes())
 	}
 	code, out, err := c.Exec(ctx, ch.Container, spec)
 	if err != nil {
