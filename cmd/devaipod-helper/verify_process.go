@@ -182,9 +182,6 @@ func (v *verifier) ptrace(_ context.Context) (verifyResult, string) {
 	if len(targets) > 10 {
 		targets = targets[:10]
 	}
-	if len(targets) == 0 {
-		return verifyNA, "no other process visible to attach to"
-	}
 	scope := ""
 	if s, err := v.readFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
 		scope = "; kernel.yama.ptrace_scope=" + strings.TrimSpace(string(s))
@@ -192,8 +189,22 @@ func (v *verifier) ptrace(_ context.Context) (verifyResult, string) {
 	if s, err := v.statusField("self", "Seccomp"); err == nil {
 		scope += "; seccomp mode " + s
 	}
+	// No kernel setting (yama's ptrace_scope included) refuses a process
+	// its own memory; devaipod's seccomp profile does. So this tells that
+	// the profile is in force, and that it, not a setting another host
+	// may lack, is what refuses the others.
+	self := v.sys.readMemory(v.pid)
+	switch {
+	case errors.Is(self, errVerifyUnsupported):
+		return verifyNA, "process_vm_readv: " + self.Error()
+	case self == nil:
+		return verifyFail, "process_vm_readv of this process succeeded: devaipod's seccomp profile is not in force" + scope
+	}
+	if len(targets) == 0 {
+		return verifyNA, "no other process visible to attach to"
+	}
 	var granted []string
-	var denied []namedErr
+	denied := []namedErr{{"itself", self}}
 	for _, pid := range targets {
 		err := v.sys.readMemory(pid)
 		switch {
@@ -209,7 +220,7 @@ func (v *verifier) ptrace(_ context.Context) (verifyResult, string) {
 	if len(granted) > 0 {
 		return verifyFail, "memory access granted to " + listSome(granted, 4) + scope
 	}
-	if len(denied) == 0 {
+	if len(denied) == 1 { // itself only
 		return verifyNA, "every process to attach to exited first"
 	}
 	return verifyPass, groupErrors(denied) + scope

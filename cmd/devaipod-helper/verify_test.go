@@ -395,14 +395,25 @@ func TestVerifyPtrace(t *testing.T) {
 		return syscall.EPERM
 	}
 	res, detail := v.ptrace(context.Background())
-	wantResult(t, "denied", res, detail, verifyPass, "operation not permitted: PID 1", "ptrace_scope=0", "seccomp mode 2")
-	if !slices.Equal(tried, []int{1}) {
-		t.Errorf("tried PIDs %v; want only 1 (not itself, not its child)", tried)
+	wantResult(t, "denied", res, detail, verifyPass, "operation not permitted: itself, PID 1", "ptrace_scope=0", "seccomp mode 2")
+	if !slices.Equal(tried, []int{v.pid, 1}) {
+		t.Errorf("tried PIDs %v; want itself (the profile's test), then only 1 (not its child)", tried)
 	}
 
-	v.sys.readMemory = func(int) error { return nil }
+	v.sys.readMemory = func(pid int) error {
+		if pid == v.pid {
+			return syscall.EPERM
+		}
+		return nil
+	}
 	res, detail = v.ptrace(context.Background())
 	wantResult(t, "granted", res, detail, verifyFail, "PID 1 (devaipod-helpe)")
+
+	// Its own memory: only devaipod's seccomp profile refuses that.
+	v.sys.readMemory = func(int) error { return nil }
+	res, detail = v.ptrace(context.Background())
+	wantResult(t, "no profile", res, detail, verifyFail, "seccomp profile is not in force")
+	v.sys.readMemory = func(int) error { return syscall.EPERM }
 
 	os.RemoveAll(filepath.Join(root, "proc/1"))
 	res, detail = v.ptrace(context.Background())
