@@ -243,7 +243,7 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	for i, c := range pl.Checks {
 		go func() {
 			defer wg.Done()
-			errs[i+2] = runCheck(ctx, eng, pl, c)
+			errs[i+2] = runCheck(ctx, eng, c)
 		}()
 	}
 	wg.Wait()
@@ -272,12 +272,8 @@ func handTask(ctx context.Context, eng Engine, pl *plan.Plan, progress func(stri
 	return nil
 }
 
-func runCheck(ctx context.Context, eng Engine, pl *plan.Plan, c plan.Check) error {
-	spec := ExecSpec{Cmd: c.Command}
-	if c.GuardedHashes {
-		spec.Stdin = HashesInput(pl.GuardedHashes())
-	}
-	code, out, err := eng.Exec(ctx, c.Container, spec)
+func runCheck(ctx context.Context, eng Engine, c plan.Check) error {
+	code, out, err := eng.Exec(ctx, c.Container, ExecSpec{Cmd: c.Command})
 	if err != nil {
 		return fmt.Errorf("containment check in %s: %w", c.Container, err)
 	}

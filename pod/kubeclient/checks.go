@@ -105,8 +105,7 @@ type verifyRow struct {
 // PASSed, the others when the agent's Pod is selected by a deny-all
 // NetworkPolicy; the note then says what was let through, and why. The
 // egress check (no cluster-egress there) likewise, on the policy alone.
-func (c *Client) runClusterCheck(ctx context.Context, pl *plan.Plan, ch plan.Check) (*ClusterNote, error) {
-	short := pl.Name
+func (c *Client) runClusterCheck(ctx context.Context, short string, ch plan.Check) (*ClusterNote, error) {
 	argv := ch.Command
 	battery := len(argv) > 1 && argv[0] == plan.HelperBin && argv[1] == "verify"
 	var canaries []string
@@ -129,11 +128,7 @@ func (c *Client) runClusterCheck(ctx context.Context, pl *plan.Plan, ch plan.Che
 			}
 		}
 	}
-	spec := pod.ExecSpec{Cmd: argv}
-	if ch.GuardedHashes {
-		spec.Stdin = pod.HashesInput(pl.GuardedHashes())
-	}
-	code, out, err := c.Exec(ctx, ch.Container, spec)
+	code, out, err := c.Exec(ctx, ch.Container, pod.ExecSpec{Cmd: argv})
 	if err != nil {
 		return nil, fmt.Errorf("containment check in %s: %w", ch.Container, err)
 	}

@@ -264,7 +264,7 @@ func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, 
 	for i, ch := range pl.Checks {
 		go func() {
 			defer wg.Done()
-			notes[i], errs[i+2] = c.runClusterCheck(ctx, pl, ch)
+			notes[i], errs[i+2] = c.runClusterCheck(ctx, pl.Name, ch)
 		}()
 	}
 	wg.Wait()

@@ -399,7 +399,7 @@ func TestClusterChecks(t *testing.T) {
 			}
 			var x checkExecs
 			x.install(c, cmp.Or(tt.self, reachedSelf), tt.out)
-			note, err := c.runClusterCheck(context.Background(), &plan.Plan{Name: "demo"}, tt.check)
+			note, err := c.runClusterCheck(context.Background(), "demo", tt.check)
 			if tt.check.What == verify.What && len(x.execs) == 2 {
 				self, battery := x.execs[0], x.execs[1]
 				wantCanaries := []string{"--cluster-canary", "10.244.0.7:3129"}

@@ -106,7 +106,7 @@ func (b *builder) credentials() ([]Credential, []SecretSpec) {
 				continue
 			}
 			c.Secret, c.From = ObjectName(b.short, "cred-"+strings.ToLower(name)), "$"+env
-			secrets = append(secrets, SecretSpec{Name: c.Secret, Labels: b.labels(), Value: value, Guarded: true})
+			secrets = append(secrets, SecretSpec{Name: c.Secret, Labels: b.labels(), Value: value})
 		}
 		creds = append(creds, c)
 	}

@@ -1,10 +1,6 @@
 package plan
 
 import (
-	"crypto/sha256"
-	"fmt"
-	"strings"
-
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/devcontainer"
 	"github.com/devaipod/devaipod/pod/source"
@@ -150,10 +146,6 @@ type Check struct {
 	Command   []string `json:"command"`
 	// What it proves, for the error when it fails.
 	What string `json:"what"`
-	// GuardedHashes: the engine writes the SHA-256 of each guarded
-	// secret's value (SecretSpec.Guarded), one a line in hex, on the
-	// command's standard input.
-	GuardedHashes bool `json:"guarded_hashes,omitempty"`
 }
 
 // PodSpec is the pod itself. Its network namespace is shared by every
@@ -187,21 +179,6 @@ type SecretSpec struct {
 	Labels map[string]string `json:"labels"`
 	// Value is never printed or serialised.
 	Value string `json:"-"`
-	// Guarded: the agent must never hold the value, under any name (a
-	// trusted variable's, a credential's); up's check looks for it.
-	Guarded bool `json:"guarded,omitempty"`
-}
-
-// GuardedHashes are the SHA-256 sums of the guarded secrets' values, one a
-// line in hex (what a check with GuardedHashes reads).
-func (p *Plan) GuardedHashes() string {
-	var b strings.Builder
-	for _, s := range p.Secrets {
-		if s.Guarded {
-			fmt.Fprintf(&b, "%x\n", sha256.Sum256([]byte(s.Value)))
-		}
-	}
-	return b.String()
 }
 
 // Network modes of a container.

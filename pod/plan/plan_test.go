@@ -2,11 +2,9 @@ package plan
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -350,39 +348,5 @@ func TestDevcontainerAllowedDomainsWarnOfPublicSuffixes(t *testing.T) {
 	}
 	if !slices.ContainsFunc(p.Warnings, func(w string) bool { return strings.Contains(w, `"*.com"`) && strings.Contains(w, "public suffix") }) {
 		t.Errorf("no warning of *.com: %q", p.Warnings)
-	}
-}
-
-// TestGuardedHashes: up's check gets the hashes of the trusted and the
-// credential values devaipod holds, and of nothing the agent may hold by
-// design (its own password, the upstream CA).
-func TestGuardedHashes(t *testing.T) {
-	in := planInput()
-	in.AgentPassword = "agent-password"
-	in.UpstreamCA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-	in.Config.Network.UpstreamCA = []string{"/etc/devaipod/ca.pem"}
-	p, err := Build(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := func(v string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(v))) }
-	want := []string{sum("ghp-secret"), sum("jira-secret"), sum("sk-ant")}
-	got := strings.Fields(p.GuardedHashes())
-	slices.Sort(want)
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("guarded hashes %v; want those of GH_TOKEN, JIRA_TOKEN and ANTHROPIC_API_KEY %v", got, want)
-	}
-	var checks int
-	for _, c := range p.Checks {
-		if c.GuardedHashes {
-			checks++
-			if !slices.Contains(c.Command, "--secret-hashes-file") {
-				t.Errorf("check %q gets hashes on stdin but does not read them: %v", c.What, c.Command)
-			}
-		}
-	}
-	if checks != 1 {
-		t.Errorf("%d checks get the hashes; want the verify battery's", checks)
 	}
 }
