@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/devaipod/devaipod/pod/plan"
@@ -17,12 +18,15 @@ type auditEngine struct {
 	objects []Object
 	files   map[string]string // container -> the audit-log command's output; absent: exit 3
 	logs    map[string]string // container -> container log
+	mu      sync.Mutex
 	execs   []string
 }
 
 func (e *auditEngine) Objects(context.Context, string) ([]Object, error) { return e.objects, nil }
 func (e *auditEngine) Exec(_ context.Context, ctr string, s ExecSpec) (int, string, error) {
+	e.mu.Lock() // AuditLog reads the sidecars at once
 	e.execs = append(e.execs, ctr+" "+strings.Join(s.Cmd, " "))
+	e.mu.Unlock()
 	out, ok := e.files[ctr]
 	if !ok {
 		io.WriteString(s.Stderr, "no audit log")

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/devcontainer"
@@ -204,7 +206,8 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 				c.progress("running initializeCommand on this host: " + step.String())
 				run := exec.CommandContext(ctx, step.Args[0], step.Args[1:]...)
 				run.Dir, run.Stdout, run.Stderr = local, c.out, c.out
-				if err := run.Run(); err != nil {
+				run.WaitDelay = hostOutputDelay
+				if err := run.Run(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
 					return fmt.Errorf("initializeCommand %s: %w", step, err)
 				}
 			}
@@ -278,7 +281,8 @@ func (c *creation) buildWithFeatures(ctx context.Context, eng Engine, in *plan.P
 	build := exec.CommandContext(ctx, cli, "build", "--workspace-folder", tree, "--config", in.Devcontainer.File,
 		"--image-name", tag, "--docker-path", "podman")
 	build.Stdout, build.Stderr = c.out, c.out
-	if err := build.Run(); err != nil {
+	build.WaitDelay = hostOutputDelay
+	if err := build.Run(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
 		return fmt.Errorf("devcontainer build: %w", err)
 	}
 	return nil
@@ -315,3 +319,9 @@ func (e *repositoryError) Error() string {
 }
 
 func (e *repositoryError) Unwrap() error { return e.err }
+
+// hostOutputDelay is how long a host command's output is still read once
+// it has exited: c.out is no file, so the command writes to a pipe, and a
+// process it left in the background (initializeCommand "x &") would
+// otherwise hold up until it ends (what it writes later is lost).
+const hostOutputDelay = 2 * time.Second

@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/devaipod/devaipod/internal/cmdline"
 )
@@ -98,13 +99,15 @@ func inspectGit(repo string) []string {
 		nested := filepath.Join(filepath.FromSlash(p), ".git")
 		st, err := tree.Lstat(nested)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+			// No nested repository there (its folder is a file now).
 		case err != nil:
 			add("%s/.git, a gitlink of the index: %s", p, errText(err))
 		case !st.IsDir():
 			add("%s/.git, a gitlink of the index, is not a directory", p)
 		default:
-			data, err := tree.ReadFile(filepath.Join(nested, "config"))
+			f, err := tree.OpenFile(filepath.Join(nested, "config"), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+			data, err := readConfig(f, err)
 			inspectConfigText(data, err, p+"/.git/config (a gitlink of the index)", add)
 		}
 	}
@@ -126,8 +129,33 @@ var riskyConfig = []string{
 // inspectGitConfig reports the risky keys that the git config file at file
 // sets (name is how to call it). core.fsmonitor=false is fine.
 func inspectGitConfig(file, name string, add func(string, ...any)) {
-	data, err := os.ReadFile(file)
+	data, err := readConfig(os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0))
 	inspectConfigText(data, err, name, add)
+}
+
+// maxConfig bounds a git config file that inspect-git reads: the agent
+// may write one, and this runs as root in the workspace.
+const maxConfig = 1 << 20
+
+// readConfig reads a config file opened without following a symlink or
+// waiting (a FIFO): a regular file of at most maxConfig bytes.
+func readConfig(f *os.File, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
+	if err == nil && len(data) > maxConfig {
+		err = fmt.Errorf("larger than %d bytes", maxConfig)
+	}
+	return data, err
 }
 
 // inspectConfigText is inspectGitConfig of a file read already (err from
@@ -165,6 +193,11 @@ func inspectConfigText(data []byte, err error, name string, add func(string, ...
 				add("%s sets %s", name, key)
 			}
 		}
+	}
+	if err := sc.Err(); err != nil {
+		// A line too long to scan: what follows it is unread, and git
+		// reads it.
+		add("%s: %s", name, errText(err))
 	}
 }
 

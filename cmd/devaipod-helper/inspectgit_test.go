@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -62,6 +63,29 @@ func TestInspectGit(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
+	// A config git reads whole, with a line longer than a scan takes
+	// before the key: the key is not missed.
+	os.WriteFile(filepath.Join(sub, ".git", "config"), []byte("[core]\n\t# "+strings.Repeat("x", 100<<10)+"\n\tsshCommand = /tmp/trap\n"), 0o644)
+	if got := strings.Join(inspectGit(repo), "\n"); !strings.Contains(got, "sub/.git/config (a gitlink of the index): ") {
+		t.Errorf("a config with a long line:\n%s", got)
+	}
+	// A FIFO in its place: reported, nothing waits for a writer.
+	os.Remove(filepath.Join(sub, ".git", "config"))
+	if err := syscall.Mkfifo(filepath.Join(sub, ".git", "config"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(inspectGit(repo), "\n"); !strings.Contains(got, "sub/.git/config (a gitlink of the index): not a regular file") {
+		t.Errorf("a FIFO for a config:\n%s", got)
+	}
+	// The gitlink's folder a file now: no nested repository, nothing to
+	// report of it.
+	os.RemoveAll(sub)
+	os.WriteFile(sub, []byte("x"), 0o644)
+	if got := strings.Join(inspectGit(repo), "\n"); strings.Contains(got, "sub/") {
+		t.Errorf("a gitlink whose folder is a file:\n%s", got)
+	}
+	os.Remove(sub)
+
 	// A gitlink whose folder the agent made a symlink out of the tree:
 	// nothing is read through it, and it is reported.
 	outside := t.TempDir()

@@ -121,7 +121,7 @@ func shownAs(kind string) func(string) string {
 	return func(s string) string {
 		var b strings.Builder
 		for _, r := range safetext.Printable(s) {
-			if r > 0x7e {
+			if r > 0x7e || r == '\t' {
 				fmt.Fprintf(&b, `\u%04x`, r)
 				continue
 			}

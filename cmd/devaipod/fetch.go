@@ -35,7 +35,7 @@ configuration or hooks, nor any system or global configuration, and checks
 every object (transfer.fsckObjects). Only refs under refs/remotes/devaipod-NAME/
 are written (those of an earlier fetch that the agent no longer has are
 pruned); DIR's branches, work tree, configuration and hooks are untouched. A
-branch whose name has a control, bidirectional or zero-width character (one
+branch whose name has a control, bidirectional or invisible character (one
 that reads as main but is not) makes fetch refuse, and bring nothing.`,
 		Example: `  devaipod fetch myproject
   devaipod fetch myproject --repo ~/src/myproject`,

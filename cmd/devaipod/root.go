@@ -239,22 +239,31 @@ func (g *globalFlags) loadConfig() (*config.Config, error) {
 	return config.LoadConfig(config.DefaultConfigPath(), false)
 }
 
+// infof and warnf print progress and warnings, which may name what the
+// repository or the agent wrote (a path, a devaipod key, a command):
+// every line is shown printable.
 func (g *globalFlags) infof(cmd *cobra.Command, format string, args ...any) {
 	if !g.quiet {
-		fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...)
+		fmt.Fprintln(cmd.ErrOrStderr(), safetext.Lines(fmt.Sprintf(format, args...)))
 	}
 }
 
 func (g *globalFlags) warnf(cmd *cobra.Command, format string, args ...any) {
-	fmt.Fprintf(cmd.ErrOrStderr(), "Warning: "+format+"\n", args...)
+	fmt.Fprintln(cmd.ErrOrStderr(), "Warning: "+safetext.Lines(fmt.Sprintf(format, args...)))
 }
 
 func (g *globalFlags) json() bool { return g.output == "json" }
 
+// writeJSON writes v indented, with what JSON allows raw in strings but a
+// terminal obeys (C1 controls, bidirectional and invisible characters)
+// escaped: values may be the agent's.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, safetext.JSONSafe(string(b))+"\n")
+	return err
 }
 
 // podArg validates a NAME argument (with or without the devaipod- prefix).

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -16,12 +17,24 @@ import (
 // reorder what they read (Unicode's bidirectional controls).
 
 // Hidden tells the runes that Printable escapes: C0 controls but tab, DEL,
-// C1 controls, the bidirectional embeddings, overrides and isolates, and
-// the zero-width characters.
+// C1 controls, the bidirectional embeddings, overrides and isolates, the
+// line and paragraph separators, and the characters that show as nothing:
+// zero-width ones, the soft hyphen, fillers, invisible operators,
+// variation selectors and tags ("main\u200b" and "main\u00ad" look like
+// main).
 func Hidden(r rune) bool {
-	return (r < 0x20 && r != '\t') || (r >= 0x7f && r < 0xa0) ||
-		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c ||
-		(r >= 0x200b && r <= 0x200d) || r == 0x2060 || r == 0xfeff // zero-width: "main\u200b" looks like main
+	switch {
+	case (r < 0x20 && r != '\t') || (r >= 0x7f && r < 0xa0):
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c,
+		r == 0x2028, r == 0x2029:
+		return true
+	case r >= 0x200b && r <= 0x200d, r == 0x2060, r >= 0x2061 && r <= 0x2064, r == 0xfeff,
+		r == 0x00ad, r == 0x034f, r == 0x115f, r == 0x1160, r == 0x3164, r == 0xffa0, r == 0x180e,
+		r >= 0xfe00 && r <= 0xfe0f, r >= 0xe0000 && r <= 0xe007f:
+		return true
+	}
+	return false
 }
 
 // Printable returns s with the hidden runes and invalid UTF-8 shown as Go
@@ -37,6 +50,8 @@ func Printable(s string) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case r < 0x80 && Hidden(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
+		case Hidden(r) && r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
 		case Hidden(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
@@ -46,24 +61,34 @@ func Printable(s string) string {
 	return b.String()
 }
 
-// JSONSafe escapes the hidden runes that JSON allows raw in strings (DEL,
-// C1, the bidirectional controls) as \uXXXX: the line means the same to a
-// JSON reader and shows nothing hidden on a terminal. C0 controls are
-// escaped by every JSON encoder already.
-func JSONSafe(line string) string {
-	if !strings.ContainsFunc(line, Hidden) {
-		return line
+// JSONSafe escapes the hidden runes in JSON text as \uXXXX (a surrogate
+// pair past U+FFFF), newlines and tabs aside, and invalid UTF-8 as
+// \ufffd: the text means the same to a JSON reader (a JSON encoder
+// escapes controls in strings, and leaves none outside them) and shows
+// nothing hidden on a terminal, even when what made it was not a JSON
+// encoder.
+func JSONSafe(text string) string {
+	if !strings.ContainsFunc(text, jsonHidden) && utf8.ValidString(text) {
+		return text
 	}
 	var b strings.Builder
-	for _, r := range line {
-		if Hidden(r) && r >= 0x20 {
+	for i, r := range text {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(text[i:], "\uFFFD"):
+			b.WriteString(`\ufffd`)
+		case jsonHidden(r) && r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+		case jsonHidden(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
-		} else {
+		default:
 			b.WriteRune(r)
 		}
 	}
 	return b.String()
 }
+
+func jsonHidden(r rune) bool { return r != '\n' && Hidden(r) }
 
 // Lines makes each line of s printable, keeping the newlines: for a
 // message of several lines (an error with a command's output).

@@ -9,13 +9,15 @@ import (
 
 func TestPrintable(t *testing.T) {
 	for in, want := range map[string]string{
-		"api.example.test":               "api.example.test",
-		"evil\x1b]0;pwned\x07.test":      `evil\x1b]0;pwned\x07.test`,
-		"a\rb\x7fc\u009bd":               `a\x0db\x7fc\u009bd`,
-		"agent/\u202eexe.txt":            `agent/\u202eexe.txt`,
-		"main\u200b, \ufeffx":            `main\u200b, \ufeffx`,
-		"tab\tok, ünïcödé ok":            "tab\tok, ünïcödé ok",
-		"bad \xff utf-8, real \uFFFD ok": `bad \xff utf-8, real ` + "\uFFFD" + ` ok`,
+		"api.example.test":                   "api.example.test",
+		"evil\x1b]0;pwned\x07.test":          `evil\x1b]0;pwned\x07.test`,
+		"a\rb\x7fc\u009bd":                   `a\x0db\x7fc\u009bd`,
+		"agent/\u202eexe.txt":                `agent/\u202eexe.txt`,
+		"main\u200b, \ufeffx":                `main\u200b, \ufeffx`,
+		"tab\tok, ünïcödé ok":                "tab\tok, ünïcödé ok",
+		"bad \xff utf-8, real \uFFFD ok":     `bad \xff utf-8, real ` + "\uFFFD" + ` ok`,
+		"main\u00ad\u034f\u3164\ufe0f\u2028": `main\u00ad\u034f\u3164\ufe0f\u2028`,
+		"tag\U000e0041":                      `tag\U000e0041`,
 	} {
 		if got := Printable(in); got != want {
 			t.Errorf("printable(%q) = %q; want %q", in, got, want)
@@ -24,13 +26,13 @@ func TestPrintable(t *testing.T) {
 }
 
 func TestJSONSafe(t *testing.T) {
-	raw, _ := json.Marshal(map[string]string{"host": "a\u009b31m\u202eb\x7f"})
+	raw, _ := json.MarshalIndent(map[string]string{"host": "a\u009b31m\u202eb\x7f\U000e0041"}, "", "\t")
 	got := JSONSafe(string(raw))
 	var back map[string]string
-	if err := json.Unmarshal([]byte(got), &back); err != nil || back["host"] != "a\u009b31m\u202eb\x7f" {
+	if err := json.Unmarshal([]byte(got), &back); err != nil || back["host"] != "a\u009b31m\u202eb\x7f\U000e0041" {
 		t.Errorf("jsonSafe(%s) = %s: not the same JSON (%v)", raw, got, err)
 	}
-	if strings.ContainsFunc(got, Hidden) {
+	if strings.ContainsFunc(got, jsonHidden) {
 		t.Errorf("jsonSafe left a hidden rune: %q", got)
 	}
 }
@@ -86,5 +88,14 @@ func TestWriterConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := strings.Count(b.String(), "line\n"); n != 800 {
 		t.Errorf("%d lines of 800", n)
+	}
+}
+
+// TestJSONSafeNotFromAnEncoder: controls and invalid UTF-8 that no JSON
+// encoder would have left raw are escaped too.
+func TestJSONSafeNotFromAnEncoder(t *testing.T) {
+	got := JSONSafe("{\"a\": \"\x1b]0;t\x07 \xff\"}\n")
+	if want := `{"a": "\u001b]0;t\u0007 \ufffd"}` + "\n"; got != want {
+		t.Errorf("got %q; want %q", got, want)
 	}
 }

@@ -114,7 +114,7 @@ func hasHead(heads string) bool {
 }
 
 // HiddenRefError is a ref of the agent's whose name has characters that
-// hide what it is: controls, bidirectional or zero-width ones (a branch
+// hide what it is: controls, bidirectional or invisible ones (a branch
 // "main\u200b" reads as main). Fetch refuses all of the agent's work
 // rather than write such a name into the user's repository.
 type HiddenRefError struct {
@@ -122,7 +122,7 @@ type HiddenRefError struct {
 }
 
 func (e *HiddenRefError) Error() string {
-	return fmt.Sprintf("the agent's refs %s have names with control, bidirectional or zero-width characters; nothing was fetched "+
+	return fmt.Sprintf("the agent's refs %s have names with control, bidirectional or invisible characters; nothing was fetched "+
 		"(rename them in the agent's container, git branch -m, and fetch again)", strings.Join(e.Refs, ", "))
 }
 
