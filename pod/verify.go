@@ -95,7 +95,7 @@ func Verify(ctx context.Context, eng Engine, short string, fast bool, format str
 	argv := append(plan.HelperCommand(run), args...)
 	var stderr bytes.Buffer
 	code, _, err = eng.Exec(ctx, plan.ContainerName(short, plan.RoleAgent),
-		ExecSpec{Cmd: argv, Stdin: HashesInput(hashes.String()), Output: w, Stderr: &stderr})
+		ExecSpec{Cmd: argv, Stdin: hashesInput(hashes.String()), Output: w, Stderr: &stderr})
 	switch {
 	case err != nil:
 		return fmt.Errorf("verify in the agent: %w", err)
@@ -107,12 +107,12 @@ func Verify(ctx context.Context, eng Engine, short string, fast bool, format str
 	return nil
 }
 
-// HashesInput is the standard input of a command given hashes on it
+// hashesInput is the standard input of a command given hashes on it
 // (--secret-hashes-file -): none at all when there are none, so that it
 // reads an empty /dev/null. An empty stream attached and closed at once
 // made podman 4.3's exec hang now and then on a loaded machine, the
 // command never started and the attach never ended.
-func HashesInput(hashes string) io.Reader {
+func hashesInput(hashes string) io.Reader {
 	if hashes == "" {
 		return nil
 	}
