@@ -49,7 +49,7 @@ func TestE2EDevcontainer(t *testing.T) {
   "remoteUser": "agent",
   "capAdd": ["SYS_PTRACE"],
   "runArgs": ["--cap-add=NET_ADMIN", "-e", "RUNARG=1"],
-  "initializeCommand": "touch \"$E2E_INIT_MARKER\"",
+  "initializeCommand": "touch \"$E2E_INIT_MARKER\" && (sleep 30 &)",
   "onCreateCommand": "echo onCreate:` + side + ` >> ` + lcLog + `",
   "updateContentCommand": ["sh", "-c", "echo updateContent:` + side + ` >> ` + lcLog + `"],
   "postCreateCommand": {"a": "echo a > /var/tmp/postcreate-a", "b": ["sh", "-c", "echo $REMOTE > /var/tmp/postcreate-b"]},
@@ -114,9 +114,15 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 		t.Fatalf("refused or failed ups left %v", left)
 	}
 
+	began := time.Now()
 	up := mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", name, "--allow-host-commands")
 	if _, err := os.Stat(initMarker); err != nil {
 		t.Errorf("initializeCommand did not run on the host with --allow-host-commands: %v", err)
+	}
+	// It left a process in the background, which holds its output open:
+	// up does not wait for it.
+	if took := time.Since(began); took > 25*time.Second {
+		t.Errorf("up took %s: it waited for what initializeCommand left in the background", took)
 	}
 	if !strings.Contains(up.stderr, "building the devcontainer's image") {
 		t.Errorf("up did not say it built the image:\n%s", up.stderr)
