@@ -106,7 +106,7 @@ func inspectGit(repo string) []string {
 		case !st.IsDir():
 			add("%s/.git, a gitlink of the index, is not a directory", p)
 		default:
-			f, err := tree.OpenFile(filepath.Join(nested, "config"), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+			f, err := tree.OpenFile(filepath.Join(nested, "config"), openConfig, 0)
 			data, err := readConfig(f, err)
 			inspectConfigText(data, err, p+"/.git/config (a gitlink of the index)", add)
 		}
@@ -129,16 +129,20 @@ var riskyConfig = []string{
 // inspectGitConfig reports the risky keys that the git config file at file
 // sets (name is how to call it). core.fsmonitor=false is fine.
 func inspectGitConfig(file, name string, add func(string, ...any)) {
-	data, err := readConfig(os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0))
+	data, err := readConfig(os.OpenFile(file, openConfig, 0))
 	inspectConfigText(data, err, name, add)
 }
+
+// openConfig opens a config file without following a symlink or waiting
+// for a FIFO's writer.
+const openConfig = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOFOLLOW
 
 // maxConfig bounds a git config file that inspect-git reads: the agent
 // may write one, and this runs as root in the workspace.
 const maxConfig = 1 << 20
 
-// readConfig reads a config file opened without following a symlink or
-// waiting (a FIFO): a regular file of at most maxConfig bytes.
+// readConfig reads a config file opened with openConfig: a regular file of
+// at most maxConfig bytes.
 func readConfig(f *os.File, err error) ([]byte, error) {
 	if err != nil {
 		return nil, err

@@ -265,12 +265,18 @@ secret = "`+secret+`"
 	})
 	t.Run("verify finds a real value planted where the agent can read it", func(t *testing.T) {
 		// As if it had leaked: the proxy's value, in a file of the agent's.
-		agent("printf %s " + token + " > /tmp/leaked")
+		// Its name carries a terminal-title escape: the report, made in
+		// the agent's container, shows it escaped.
+		agent("printf %s " + token + " > \"/tmp/leaked$(printf '\\033]0;pwned\\007')\"")
 		v := devaipod(t, nil, "verify", name, "-o", "json")
 		if rows := verifyRows(t, v.stdout); v.code == 0 || rows["trusted-env-files"] != "FAIL" {
 			t.Errorf("verify with the value in /tmp/leaked: exit %d, trusted-env-files %s\n%s", v.code, rows["trusted-env-files"], v.stdout)
 		}
-		if strings.Contains(v.stdout+v.stderr, token) {
+		text := devaipod(t, nil, "verify", name)
+		if !strings.Contains(text.stdout, `leaked\x1b]0;pwned\x07`) || strings.ContainsRune(text.stdout+v.stdout, 0x1b) {
+			t.Errorf("verify showed the planted file's name raw, or not at all:\n%q", text.stdout)
+		}
+		if strings.Contains(v.stdout+v.stderr+text.stdout, token) {
 			t.Errorf("verify shows the value it found:\n%s", v.stdout)
 		}
 	})

@@ -162,6 +162,19 @@ containers = ["workspace", "agent"]
 		if !strings.HasPrefix(got["trusted-git"], "FAIL") || !strings.Contains(got["trusted-git"], "sub/.git/config (a gitlink of the index) sets core.fsmonitor") {
 			t.Errorf("verify row trusted-git = %q; want FAIL naming the staged nested repository\n%s", got["trusted-git"], r.stderr)
 		}
+		// The agent puts a symlink out of the tree in the gitlink's
+		// place: verify (root in the workspace) reads nothing through it
+		// and says so.
+		if r := inAgent("mv sub sub.real && ln -s /etc sub"); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		got, r = rows()
+		if !strings.HasPrefix(got["trusted-git"], "FAIL") || !strings.Contains(got["trusted-git"], "sub/.git, a gitlink of the index: ") {
+			t.Errorf("verify row trusted-git with the gitlink's folder a symlink out of the tree = %q\n%s", got["trusted-git"], r.stderr)
+		}
+		if r := inAgent("rm sub && mv sub.real sub"); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
 		if r := inWorkspace("git rm -q --cached sub"); r.code != 0 {
 			t.Fatalf("%s", r)
 		}

@@ -68,7 +68,7 @@ func Printable(s string) string {
 // nothing hidden on a terminal, even when what made it was not a JSON
 // encoder.
 func JSONSafe(text string) string {
-	if !strings.ContainsFunc(text, jsonHidden) && utf8.ValidString(text) {
+	if !strings.ContainsFunc(text, hiddenBesideNewline) && utf8.ValidString(text) {
 		return text
 	}
 	var b strings.Builder
@@ -76,10 +76,10 @@ func JSONSafe(text string) string {
 		switch {
 		case r == utf8.RuneError && !strings.HasPrefix(text[i:], "\uFFFD"):
 			b.WriteString(`\ufffd`)
-		case jsonHidden(r) && r > 0xffff:
+		case hiddenBesideNewline(r) && r > 0xffff:
 			r1, r2 := utf16.EncodeRune(r)
 			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
-		case jsonHidden(r):
+		case hiddenBesideNewline(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteRune(r)
@@ -88,12 +88,13 @@ func JSONSafe(text string) string {
 	return b.String()
 }
 
-func jsonHidden(r rune) bool { return r != '\n' && Hidden(r) }
+// hiddenBesideNewline is Hidden for text of several lines.
+func hiddenBesideNewline(r rune) bool { return r != '\n' && Hidden(r) }
 
 // Lines makes each line of s printable, keeping the newlines: for a
 // message of several lines (an error with a command's output).
 func Lines(s string) string {
-	if !strings.ContainsFunc(strings.ReplaceAll(s, "\n", ""), Hidden) && utf8.ValidString(s) {
+	if !strings.ContainsFunc(s, hiddenBesideNewline) && utf8.ValidString(s) {
 		return s
 	}
 	lines := strings.Split(s, "\n")

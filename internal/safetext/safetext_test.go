@@ -32,7 +32,7 @@ func TestJSONSafe(t *testing.T) {
 	if err := json.Unmarshal([]byte(got), &back); err != nil || back["host"] != "a\u009b31m\u202eb\x7f\U000e0041" {
 		t.Errorf("jsonSafe(%s) = %s: not the same JSON (%v)", raw, got, err)
 	}
-	if strings.ContainsFunc(got, jsonHidden) {
+	if strings.ContainsFunc(got, hiddenBesideNewline) {
 		t.Errorf("jsonSafe left a hidden rune: %q", got)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/devaipod/devaipod/internal/safetext"
 )
@@ -132,8 +131,8 @@ func checkRefNames(heads string) error {
 	var bad []string
 	for _, line := range strings.Split(heads, "\n") {
 		_, name, _ := strings.Cut(line, " ")
-		if strings.ContainsFunc(name, safetext.Hidden) || !utf8.ValidString(name) {
-			bad = append(bad, safetext.Printable(name))
+		if shown := safetext.Printable(name); shown != name {
+			bad = append(bad, shown)
 		}
 	}
 	if len(bad) > 0 {
