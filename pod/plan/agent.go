@@ -260,3 +260,35 @@ func (b *builder) agentBinds(readOnly bool) []Bind {
 	}
 	return binds
 }
+
+// GuardedValueError: the agent would get a trusted or credential value
+// under another name.
+type GuardedValueError struct {
+	Var    string // the agent's variable
+	Guards string // what its value is: "trusted variable GH_TOKEN"
+}
+
+func (e *GuardedValueError) Error() string {
+	return fmt.Sprintf("the agent's variable %s would hold the value of %s", e.Var, e.Guards)
+}
+
+// refuseGuardedValues refuses an agent environment that holds a value the
+// agent must never hold, under whatever name: a repository's envAllowlist
+// may ask for CI_TOKEN when it holds the same token as the trusted
+// GH_TOKEN. Trusted names are dropped from the agent's environment, but
+// only the values tell this. (Values devaipod reads from podman secrets
+// are not known here; devaipod verify compares those by hash.)
+func refuseGuardedValues(env map[string]string, secrets []SecretSpec) error {
+	guarded := map[string]string{}
+	for _, s := range secrets {
+		if s.Guards != "" && s.Value != "" {
+			guarded[s.Value] = s.Guards
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if what, ok := guarded[env[k]]; ok {
+			return &GuardedValueError{Var: k, Guards: what}
+		}
+	}
+	return nil
+}

@@ -174,6 +174,9 @@ func (b *builder) build() (*Plan, error) {
 		gator = &g
 		b.connectGator(&agent)
 	}
+	if err := refuseGuardedValues(agent.Env, p.Secrets); err != nil {
+		return nil, err
+	}
 	agent.Entrypoint, agent.Command = b.agentEntrypoint(agent.Command), nil
 	p.Containers = []ContainerSpec{ws, agent}
 	if gator != nil {

@@ -106,7 +106,7 @@ func (b *builder) credentials() ([]Credential, []SecretSpec) {
 				continue
 			}
 			c.Secret, c.From = ObjectName(b.short, "cred-"+strings.ToLower(name)), "$"+env
-			secrets = append(secrets, SecretSpec{Name: c.Secret, Labels: b.labels(), Value: value})
+			secrets = append(secrets, SecretSpec{Name: c.Secret, Labels: b.labels(), Value: value, Guards: "credential " + name})
 		}
 		creds = append(creds, c)
 	}

@@ -179,6 +179,11 @@ type SecretSpec struct {
 	Labels map[string]string `json:"labels"`
 	// Value is never printed or serialised.
 	Value string `json:"-"`
+	// Guards names what the value is when the agent must never hold it,
+	// under any name ("trusted variable GH_TOKEN", "credential
+	// OPENAI_API_KEY"); empty for what the agent may hold (its own
+	// password, the upstream CA).
+	Guards string `json:"-"`
 }
 
 // Network modes of a container.

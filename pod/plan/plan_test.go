@@ -350,3 +350,44 @@ func TestDevcontainerAllowedDomainsWarnOfPublicSuffixes(t *testing.T) {
 		t.Errorf("no warning of *.com: %q", p.Warnings)
 	}
 }
+
+// TestRefusesGuardedValuesInTheAgent: a trusted or credential value never
+// reaches the agent under another name, whichever way the name was asked
+// for; the agent's own password and an unrelated value do.
+func TestRefusesGuardedValuesInTheAgent(t *testing.T) {
+	tests := []struct {
+		name, guards string
+		edit         func(*PlanInput)
+	}{
+		{"repository envAllowlist, trusted value", "trusted variable GH_TOKEN", func(in *PlanInput) {
+			in.HostEnv["CI_TOKEN"] = "ghp-secret"
+			in.Devcontainer = &devcontainer.Config{Devaipod: devcontainer.Customizations{EnvAllowlist: []string{"CI_TOKEN"}}}
+		}},
+		{"shared allowlist, trusted var value", "trusted variable JIRA_TOKEN", func(in *PlanInput) {
+			in.HostEnv["EDITOR"] = "jira-secret"
+		}},
+		{"agent prefix, credential value", "credential ANTHROPIC_API_KEY", func(in *PlanInput) {
+			in.HostEnv["DEVAIPOD_AGENT_LLM"] = "sk-ant"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := planInput()
+			tt.edit(&in)
+			_, err := Build(in)
+			var ge *GuardedValueError
+			if !errors.As(err, &ge) || ge.Guards != tt.guards {
+				t.Fatalf("err = %v; want the agent refused a value of %s", err, tt.guards)
+			}
+			if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "sk-ant") {
+				t.Errorf("the error shows the value: %v", err)
+			}
+		})
+	}
+	in := planInput()
+	in.HostEnv["CI_TOKEN"] = "another-value"
+	in.Devcontainer = &devcontainer.Config{Devaipod: devcontainer.Customizations{EnvAllowlist: []string{"CI_TOKEN"}}}
+	if _, err := Build(in); err != nil {
+		t.Errorf("an unrelated value: %v", err)
+	}
+}

@@ -28,7 +28,7 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 			continue
 		}
 		name := ObjectName(b.short, "env-"+strings.ToLower(k))
-		secrets = append(secrets, SecretSpec{Name: name, Labels: b.labels(), Value: trusted[k]})
+		secrets = append(secrets, SecretSpec{Name: name, Labels: b.labels(), Value: trusted[k], Guards: "trusted variable " + k})
 		secretEnv[k] = name
 		delete(env, k)
 	}
