@@ -507,18 +507,28 @@ func TestE2EInterruptAndGC(t *testing.T) {
 	slow := filepath.Join(t.TempDir(), "slow.toml")
 	os.WriteFile(slow, []byte("[agent]\nkind = \"custom\"\ncommand = [\"sleep\", \"600\"]\n"), 0o644)
 
+	// A lifecycle command that runs on: an exec, which podman's bindings
+	// would wait for whatever the context says.
+	lifecycleRepo := fixtureRepo(t)
+	commitFiles(t, lifecycleRepo, map[string]string{".devcontainer/devcontainer.json": `{"image": "localhost/devaipod-default:latest", "postCreateCommand": "sleep 600"}`})
+
 	tests := []struct {
-		sig   syscall.Signal
-		after string // the progress line at which the signal is sent
+		name         string
+		sig          syscall.Signal
+		after        string // the progress line at which the signal is sent
+		repo, config string
+		delay        time.Duration // after the line, before the signal
 	}{
-		{syscall.SIGINT, "waiting for the agent"},
-		{syscall.SIGKILL, "creating container"},
+		{"SIGINT waiting for the agent", syscall.SIGINT, "waiting for the agent", repo, slow, 0},
+		// (The line comes just before the exec: wait until it runs.)
+		{"SIGINT in a lifecycle command", syscall.SIGINT, "running postCreateCommand", lifecycleRepo, standInConfig(t, ""), 2 * time.Second},
+		{"SIGKILL", syscall.SIGKILL, "creating container", repo, slow, 0},
 	}
 	for _, tt := range tests {
-		t.Run(tt.sig.String(), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			name := uniqueName("e2e-sig")
 			cleanup(t, name)
-			cmd := exec.Command(bin, "--config", slow, "up", repo, "--name", name, "--timeout", "60s")
+			cmd := exec.Command(bin, "--config", tt.config, "up", tt.repo, "--name", name, "--timeout", "60s")
 			stderr, err := cmd.StderrPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -532,6 +542,7 @@ func TestE2EInterruptAndGC(t *testing.T) {
 			for sc.Scan() {
 				log.WriteString(sc.Text() + "\n")
 				if strings.Contains(sc.Text(), tt.after) {
+					time.Sleep(tt.delay)
 					// SIGSTOP first freezes up right at this step, so
 					// SIGKILL lands before it can start the pod.
 					if tt.sig == syscall.SIGKILL {
@@ -542,12 +553,20 @@ func TestE2EInterruptAndGC(t *testing.T) {
 					break
 				}
 			}
+			// up must end at once, whatever podman is running for it.
+			start := time.Now()
+			timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
 			rest, _ := io.ReadAll(stderr)
 			log.Write(rest)
 			if !sent {
 				t.Fatalf("up never reached %q, so no signal was sent:\n%s", tt.after, log.String())
 			}
-			if err := cmd.Wait(); err == nil {
+			err = cmd.Wait()
+			timer.Stop()
+			if took := time.Since(start); took > 25*time.Second {
+				t.Errorf("up took %v to end after %s", took.Round(time.Second), tt.sig)
+			}
+			if err == nil {
 				t.Fatalf("up exited 0 after %s", tt.sig)
 			}
 			if tt.sig == syscall.SIGINT {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 
 	buildahDefine "github.com/containers/buildah/define"
 	"github.com/containers/podman/v5/pkg/api/handlers"
@@ -178,15 +179,32 @@ func (p *Podman) Exec(ctx context.Context, container string, e pod.ExecSpec) (in
 	if e.Stderr != nil {
 		errw = e.Stderr
 	}
+	// Once the attach is upgraded, the bindings read its socket without
+	// looking at ctx: a command that runs on (a lifecycle command, a hung
+	// exec) would hold Ctrl-C and every timeout until it ends. So the
+	// attach runs on its own, and a cancelled ctx leaves it: its writes
+	// are dropped from then on, and the command runs to its end in the
+	// container (podman 4.3 cannot stop an exec session), or until the
+	// caller's rollback removes the pod.
+	gate := &gate{}
+	w, errw = gate.writer(w), gate.writer(errw)
 	attach := true
 	opts := &containers.ExecStartAndAttachOptions{OutputStream: &w, ErrorStream: &errw,
 		AttachOutput: &attach, AttachError: &attach}
 	if e.Stdin != nil {
-		opts.InputStream = bufio.NewReader(e.Stdin)
+		opts.InputStream = bufio.NewReader(gate.reader(e.Stdin))
 		opts.AttachInput = &attach
 	}
-	if err := containers.ExecStartAndAttach(cctx, id, opts); err != nil {
-		return 0, out.String(), mapErr(err)
+	done := make(chan error, 1)
+	go func() { done <- containers.ExecStartAndAttach(cctx, id, opts) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return 0, out.String(), mapErr(err)
+		}
+	case <-ctx.Done():
+		gate.close()
+		return 0, out.String(), ctx.Err()
 	}
 	insp, err := containers.ExecInspect(cctx, id, nil)
 	if err != nil {
@@ -330,4 +348,55 @@ func (p *Podman) Attach(ctx context.Context, container string, e pod.ExecSpec, t
 		return ee.ExitCode(), nil
 	}
 	return 0, err
+}
+
+// gate passes writes and reads through until it is closed, and fails them
+// after: an abandoned exec attach cannot touch its caller's buffers once
+// Exec has returned.
+type gate struct {
+	mu     sync.Mutex
+	closed bool
+}
+
+var errAbandoned = errors.New("exec abandoned: its context ended")
+
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+func (g *gate) writer(w io.Writer) io.Writer { return gatedWriter{g, w} }
+func (g *gate) reader(r io.Reader) io.Reader { return gatedReader{g, r} }
+
+type gatedWriter struct {
+	g *gate
+	w io.Writer
+}
+
+func (gw gatedWriter) Write(p []byte) (int, error) {
+	gw.g.mu.Lock()
+	defer gw.g.mu.Unlock()
+	if gw.g.closed {
+		return 0, errAbandoned
+	}
+	return gw.w.Write(p)
+}
+
+type gatedReader struct {
+	g *gate
+	r io.Reader
+}
+
+// Read holds the gate only to look at it, so that close never waits for a
+// read (a read already under way may end after Exec returned: the readers
+// given to Exec are files and strings, which the caller drops).
+func (gr gatedReader) Read(p []byte) (int, error) {
+	gr.g.mu.Lock()
+	closed := gr.g.closed
+	gr.g.mu.Unlock()
+	if closed {
+		return 0, errAbandoned
+	}
+	return gr.r.Read(p)
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -203,5 +205,75 @@ func TestRootlessFromSocket(t *testing.T) {
 		if _, known := (&Podman{URI: uri}).Rootless(); known {
 			t.Errorf("Rootless() of %s claims to know", uri)
 		}
+	}
+}
+
+// TestExecEndsWithItsContext: the bindings read an upgraded attach without
+// looking at the context, so a command that never ends would hold Ctrl-C
+// and every timeout. Exec returns when its context ends, and what the
+// attach gets after that reaches none of the caller's writers.
+func TestExecEndsWithItsContext(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "podman.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Libpod-API-Version", "4.3.1")
+		w.Header().Set("API-Version", "1.41")
+		w.Header().Set("Content-Type", "application/json")
+		switch path.Base(r.URL.Path) {
+		case "_ping":
+			w.Write([]byte("OK"))
+		case "exec":
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"Id":"abc"}`))
+		case "json":
+			w.Write([]byte(`{"ID":"abc","ProcessConfig":{"tty":false},"Running":true}`))
+		case "start":
+			// The command starts, writes a line, and runs on.
+			c, bw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			bw.WriteString("HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.multiplexed-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+			bw.Write(append([]byte{1, 0, 0, 0, 0, 0, 0, 6}, "early\n"...))
+			bw.Flush()
+			<-release
+			bw.Write(append([]byte{1, 0, 0, 0, 0, 0, 0, 5}, "late\n"...))
+			bw.Flush()
+		default:
+			w.Write([]byte(`{}`))
+		}
+	})
+	go http.Serve(l, mux)
+	p, err := Connect(context.Background(), "unix://"+sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var got pod.SyncBuffer
+	res := make(chan error, 1)
+	go func() {
+		_, _, err := p.Exec(ctx, "c", pod.ExecSpec{Cmd: []string{"sleep", "infinity"}, Output: &got})
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Exec returned %v; want the context's deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exec still waits for its command 9 s after its context ended")
+	}
+	release <- struct{}{}
+	time.Sleep(100 * time.Millisecond)
+	if got.String() != "early\n" {
+		t.Errorf("the caller's writer got %q; want only what came before the deadline", got.String())
 	}
 }
