@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,16 +128,32 @@ type work struct {
 	protected []string
 }
 
+// DefaultMaxWork bounds the bundle of the agent's work that diff and fetch
+// copy to the host: the agent decides how large it is.
+const DefaultMaxWork = 1 << 30
+
+// WorkTooLargeError: the agent's work, as a bundle, is larger than the
+// caller allowed.
+type WorkTooLargeError struct{ Max int64 }
+
+func (e *WorkTooLargeError) Error() string {
+	return fmt.Sprintf("the agent's work is larger than %d bytes as a bundle; nothing was taken", e.Max)
+}
+
 // exportWork packs the agent's work into a bundle (see exportScript),
-// written to w.
-func exportWork(ctx context.Context, eng Engine, short string, wk work, w io.Writer) error {
+// written to w; more than max bytes of it is an error.
+func exportWork(ctx context.Context, eng Engine, short string, wk work, w io.Writer, max int64) error {
 	stderr := SyncBuffer{Max: ExecTail} // the agent's side's: bounded
 	argv := append(append([]string{"env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"}, source.TrustedGitEnv...),
 		"sh", "-c", exportScript, "devaipod-export", wk.base)
 	for _, p := range wk.protected {
 		argv = append(argv, ":(exclude,literal)"+p)
 	}
-	code, _, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleAgent), ExecSpec{Cmd: argv, Workdir: wk.dir, Output: w, Stderr: &stderr})
+	capped := &cappedWriter{w: w, left: max}
+	code, _, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleAgent), ExecSpec{Cmd: argv, Workdir: wk.dir, Output: capped, Stderr: &stderr})
+	if capped.over {
+		return &WorkTooLargeError{Max: max}
+	}
 	if err != nil {
 		return fmt.Errorf("pack the agent's work: %w", err)
 	}
@@ -144,6 +161,24 @@ func exportWork(ctx context.Context, eng Engine, short string, wk work, w io.Wri
 		return &WorkError{Step: "pack the agent's work in its container", Output: stderr.String()}
 	}
 	return nil
+}
+
+// cappedWriter passes on at most left bytes, then fails.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+var errOverCap = errors.New("over the size bound")
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		c.over = true
+		return 0, errOverCap
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
 }
 
 // WorkError is a step of taking the agent's work that failed, with git's
@@ -167,8 +202,9 @@ func lastLines(s string, n int) string {
 
 // DiffOptions choose what Diff shows.
 type DiffOptions struct {
-	Stat  bool     // a diffstat instead of the patch
-	Paths []string // pathspecs; none for everything
+	Stat    bool     // a diffstat instead of the patch
+	Paths   []string // pathspecs; none for everything
+	MaxWork int64    // the bound on the agent's work as a bundle (see Fetch); 0 for DefaultMaxWork
 }
 
 // Diff writes what the agent of pod short changed since the commit up
@@ -186,7 +222,7 @@ func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.
 	}
 	defer os.Remove(bundle.Name())
 	defer bundle.Close()
-	if err := exportWork(ctx, eng, short, wk, bundle); err != nil {
+	if err := exportWork(ctx, eng, short, wk, bundle, cmp.Or(opts.MaxWork, DefaultMaxWork)); err != nil {
 		return err
 	}
 	if _, err := bundle.Seek(0, io.SeekStart); err != nil {
@@ -224,8 +260,10 @@ type FetchResult struct {
 // Fetch brings the commits of pod short's agent into the git repository
 // at repoDir, as if fetched from a remote devaipod-NAME: its branches under
 // refs/remotes/devaipod-NAME/, its HEAD as refs/remotes/devaipod-NAME/HEAD.
-// Nothing of repoDir's configuration or hooks is used or changed.
-func Fetch(ctx context.Context, eng Engine, short, repoDir string) (FetchResult, error) {
+// Nothing of repoDir's configuration or hooks is used or changed. The
+// agent's work is copied to a temporary file first, as a bundle of at most
+// maxWork bytes (0 for DefaultMaxWork).
+func Fetch(ctx context.Context, eng Engine, short, repoDir string, maxWork int64) (FetchResult, error) {
 	wk, err := workOf(ctx, eng, short)
 	if err != nil {
 		return FetchResult{}, err
@@ -235,7 +273,7 @@ func Fetch(ctx context.Context, eng Engine, short, repoDir string) (FetchResult,
 		return FetchResult{}, err
 	}
 	defer os.Remove(bundle.Name())
-	err = exportWork(ctx, eng, short, wk, bundle)
+	err = exportWork(ctx, eng, short, wk, bundle, cmp.Or(maxWork, DefaultMaxWork))
 	if cerr := bundle.Close(); err == nil {
 		err = cerr
 	}

@@ -224,3 +224,39 @@ func TestFetchWorkRefusesHiddenRefNames(t *testing.T) {
 		}
 	}
 }
+
+// bulkExec is an engine whose Exec writes n bytes of output, in pieces, as
+// the podman engine does, and stops at the first failed write.
+type bulkExec struct {
+	Engine
+	n int
+}
+
+func (b bulkExec) Exec(_ context.Context, _ string, spec ExecSpec) (int, string, error) {
+	piece := make([]byte, 32<<10)
+	for left := b.n; left > 0; left -= len(piece) {
+		if _, err := spec.Output.Write(piece[:min(left, len(piece))]); err != nil {
+			return 0, "", err
+		}
+	}
+	return 0, "", nil
+}
+
+// TestExportWorkIsBounded: the agent decides how large its work's bundle
+// is; the host keeps at most the bound of it, and says so.
+func TestExportWorkIsBounded(t *testing.T) {
+	const max = 100 << 10
+	var got bytes.Buffer
+	err := exportWork(context.Background(), bulkExec{n: max + 1}, "demo", work{}, &got, max)
+	var te *WorkTooLargeError
+	if !errors.As(err, &te) || te.Max != max {
+		t.Errorf("a bundle one byte over the bound: %v", err)
+	}
+	if got.Len() > max {
+		t.Errorf("%d bytes kept; the bound is %d", got.Len(), max)
+	}
+	got.Reset()
+	if err := exportWork(context.Background(), bulkExec{n: max}, "demo", work{}, &got, max); err != nil || got.Len() != max {
+		t.Errorf("a bundle of exactly the bound: %v, %d bytes", err, got.Len())
+	}
+}

@@ -5,13 +5,16 @@ import (
 	"strings"
 
 	"github.com/devaipod/devaipod/internal/safetext"
+	"github.com/devaipod/devaipod/internal/size"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/podman"
+	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 )
 
 func newDiffCommand(g *globalFlags) *cobra.Command {
 	var stat bool
+	maxWork := sizeValue(pod.DefaultMaxWork)
 	cmd := &cobra.Command{
 		Use:   "diff NAME [-- PATHSPEC...]",
 		Short: "Show everything the agent changed: its commits and its uncommitted work",
@@ -25,7 +28,8 @@ there, where the agent runs anything anyway); the workspace container fetches
 the bundle with a git that reads no configuration but devaipod's and checks
 every object, and diffs two commits. On a terminal the diff is coloured and
 control characters in it are shown as escapes (\x1b), never obeyed; piped, it is
-the plain patch, ready for git apply.`,
+the plain patch, ready for git apply. The bundle comes to the host first, and
+may be at most --max-size.`,
 		Example: `  devaipod diff myproject
   devaipod diff myproject --stat
   devaipod diff myproject -- src/
@@ -37,7 +41,7 @@ the plain patch, ready for git apply.`,
 				return errors.New("diff takes one pod NAME; put pathspecs after --")
 			}
 			return withPod(cmd, g, args[:1], func(p *podman.Podman, short string) error {
-				opts := pod.DiffOptions{Stat: stat, Paths: args[1:]}
+				opts := pod.DiffOptions{Stat: stat, Paths: args[1:], MaxWork: int64(maxWork)}
 				out := cmd.OutOrStdout()
 				if !isTerminal(out) {
 					return pod.Diff(cmd.Context(), p, short, opts, out)
@@ -51,7 +55,23 @@ the plain patch, ready for git apply.`,
 		},
 	}
 	cmd.Flags().BoolVar(&stat, "stat", false, "a diffstat instead of the patch")
+	cmd.Flags().Var(&maxWork, "max-size", "the largest bundle of the agent's work to copy to this host (512m, 2g...)")
 	return cmd
+}
+
+// sizeValue is a size flag ("512m", "2g"), read as podman reads sizes.
+type sizeValue int64
+
+func (v *sizeValue) String() string { return units.BytesSize(float64(*v)) }
+func (v *sizeValue) Type() string   { return "SIZE" }
+
+func (v *sizeValue) Set(s string) error {
+	n, err := size.Parse(s)
+	if err != nil {
+		return err
+	}
+	*v = sizeValue(n)
+	return nil
 }
 
 // SGR colours of a diff on a terminal, as git uses them.

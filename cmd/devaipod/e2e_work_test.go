@@ -155,4 +155,26 @@ echo 'a new file' > new.txt
 			t.Errorf("fetch wrote refs:\n%s\nwas\n%s", after, before)
 		}
 	})
+	t.Run("the host keeps at most --max-size of the agent's work", func(t *testing.T) {
+		if r := agent("git checkout -q agent/work && head -c 3145728 /dev/urandom > big.bin && git add big.bin && git -c user.name=a -c user.email=a@a commit -qm big"); r.code != 0 {
+			t.Fatalf("agent commits 3 MiB: %s", r)
+		}
+		before := hostGit(clone, "for-each-ref")
+		for _, args := range [][]string{{"fetch", name, "--repo", clone, "--max-size", "1m"}, {"diff", name, "--stat", "--max-size", "1m"}} {
+			r := devaipod(t, nil, args...)
+			if r.code == 0 || !strings.Contains(r.stderr, "the agent's work is larger than 1048576 bytes as a bundle") || !strings.Contains(r.stderr, "--max-size") {
+				t.Errorf("%v: %s", args, r)
+			}
+		}
+		if after := hostGit(clone, "for-each-ref"); after != before {
+			t.Errorf("fetch wrote refs:\n%s\nwas\n%s", after, before)
+		}
+		if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "devaipod-work-*.bundle")); len(left) > 0 {
+			t.Errorf("bundles left on the host: %v", left)
+		}
+		// The control: the same work within the default bound.
+		if r := mustDevaipod(t, nil, "diff", name, "--stat"); !strings.Contains(r.stdout, "big.bin") {
+			t.Errorf("diff --stat within the bound: %s", r)
+		}
+	})
 }

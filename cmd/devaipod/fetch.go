@@ -14,6 +14,7 @@ import (
 
 func newFetchCommand(g *globalFlags) *cobra.Command {
 	var repo string
+	maxWork := sizeValue(pod.DefaultMaxWork)
 	cmd := &cobra.Command{
 		Use:   "fetch NAME [--repo DIR]",
 		Short: "Bring the agent's commits into a local git repository",
@@ -36,14 +37,15 @@ every object (transfer.fsckObjects). Only refs under refs/remotes/devaipod-NAME/
 are written (those of an earlier fetch that the agent no longer has are
 pruned); DIR's branches, work tree, configuration and hooks are untouched. A
 branch whose name has a control, bidirectional or invisible character (one
-that reads as main but is not) makes fetch refuse, and bring nothing.`,
+that reads as main but is not) makes fetch refuse, and bring nothing; so does
+a bundle larger than --max-size, which comes to the host first.`,
 		Example: `  devaipod fetch myproject
   devaipod fetch myproject --repo ~/src/myproject`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
-				res, err := pod.Fetch(cmd.Context(), p, short, repo)
+				res, err := pod.Fetch(cmd.Context(), p, short, repo, int64(maxWork))
 				if err != nil {
 					return err
 				}
@@ -69,5 +71,6 @@ that reads as main but is not) makes fetch refuse, and bring nothing.`,
 	}
 	cmd.Flags().StringVar(&repo, "repo", ".", "the git repository to fetch into")
 	cmd.MarkFlagDirname("repo")
+	cmd.Flags().Var(&maxWork, "max-size", "the largest bundle of the agent's work to copy to this host (512m, 2g...)")
 	return cmd
 }

@@ -96,6 +96,8 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, "Hint: `devaipod list` shows the pods that exist")
 	case errors.As(err, new(*pod.CheckError)):
 		fmt.Fprintln(w, "Hint: up refuses to report a pod ready whose agent can get out; everything it created was removed. `devaipod doctor` checks the host")
+	case errors.As(err, new(*pod.WorkTooLargeError)):
+		fmt.Fprintln(w, "Hint: if the agent's work is meant to be that large, pass a larger --max-size; `devaipod diff NAME --stat` (with --max-size too) shows what it holds")
 	case errors.As(err, new(*plan.GuardedValueError)):
 		fmt.Fprintln(w, "Hint: nothing was created. The agent never holds a trusted or credential value, under any name: give that variable a value of its own, or stop passing it to the agent (the repository's devcontainer.json envAllowlist, [env] in your config, DEVAIPOD_AGENT_* variables)")
 	case errors.As(err, new(*pod.NotRunningError)):
