@@ -3,6 +3,7 @@ package pod
 import (
 	"cmp"
 	"context"
+	"errors"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/pem"
@@ -296,16 +297,25 @@ func (c *creation) usePool(ctx context.Context, eng Engine, in plan.PlanInput, k
 		return nil, err
 	}
 	c.progress("took pod " + plan.PodName(short) + " from the pool; checking that its agent answers...")
+	// The claim is spent whatever happens next: a pod that cannot serve
+	// is deleted (on a context of its own: ctx may be cancelled by
+	// Ctrl-C), and, but on failure, one is made.
+	spend := func(err error) error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if _, derr := Delete(cctx, eng, short, false); derr != nil {
+			return errors.Join(err, fmt.Errorf("remove the claimed pool pod %s: %w", short, derr))
+		}
+		return err
+	}
 	in.Name, in.Pool = short, key
 	pl, err := plan.Build(in)
 	if err != nil {
-		return nil, err
+		return nil, spend(err)
 	}
-	// The claim is spent whatever happens next: a pod that cannot serve
-	// is deleted, and one is made.
 	unusable := func(why string) (*Result, error) {
 		c.warn(fmt.Sprintf("the pool's pod %s %s: deleting it and making a pod", short, why))
-		if _, err := Delete(ctx, eng, short, false); err != nil {
+		if err := spend(ctx.Err()); err != nil {
 			return nil, err
 		}
 		return nil, nil
@@ -319,14 +329,8 @@ func (c *creation) usePool(ctx context.Context, eng Engine, in plan.PlanInput, k
 		return unusable(fmt.Sprintf("does not answer (%v)", err))
 	}
 	if err := handTask(ctx, eng, pl, func(s string) { c.progress(s + "...") }); err != nil {
-		// All or nothing, as for a pod made by up: the claimed pod goes
-		// (on a context of its own: ctx may be cancelled by Ctrl-C).
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		if _, derr := Delete(cctx, eng, short, false); derr != nil {
-			err = fmt.Errorf("%w (and removing the claimed pod %s failed: %v)", err, short, derr)
-		}
-		return nil, err
+		// All or nothing, as for a pod made by up: the claimed pod goes.
+		return nil, spend(err)
 	}
 	return &Result{Plan: pl, Source: in.Source, Claimed: true, PoolKey: key}, nil
 }

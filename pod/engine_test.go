@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -333,5 +334,22 @@ func TestLeftoversSkipsLockedPod(t *testing.T) {
 	}
 	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != 0 {
 		t.Errorf("RemoveLeftovers: %v, left %v", err, f.objects)
+	}
+}
+
+// TestLockDirIgnoresTMPDIR: every devaipod of a user finds the same locks,
+// whether or not its environment has XDG_RUNTIME_DIR or another TMPDIR
+// (cron's gc against an interactive up).
+func TestLockDirIgnoresTMPDIR(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	t.Setenv("TMPDIR", t.TempDir())
+	a := lockDir()
+	t.Setenv("TMPDIR", t.TempDir())
+	if b := lockDir(); a != b || strings.HasPrefix(a, os.TempDir()) {
+		t.Errorf("lock dirs %s and %s under two TMPDIRs; want one, outside TMPDIR", a, b)
+	}
+	run := fmt.Sprintf("/run/user/%d", os.Getuid())
+	if st, err := os.Stat(run); err == nil && st.IsDir() && a != run+"/devaipod" {
+		t.Errorf("lock dir %s; want the user's runtime directory %s, as with XDG_RUNTIME_DIR", a, run)
 	}
 }

@@ -15,11 +15,20 @@ import (
 // stale lock. Lock files are never removed: unlinking a locked file would
 // let a second process lock a new file of the same name.
 
+// lockDir is the same for every devaipod of this user, whatever its
+// environment: cron and ssh without a session set no XDG_RUNTIME_DIR, and
+// TMPDIR varies, yet a gc from cron must see the locks of an interactive
+// up. So the user's runtime directory, where podman finds it too, comes
+// before a fixed folder in /tmp.
 func lockDir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		return filepath.Join(d, "devaipod")
 	}
-	return filepath.Join(os.TempDir(), "devaipod-"+strconv.Itoa(os.Getuid()))
+	uid := strconv.Itoa(os.Getuid())
+	if st, err := os.Stat(filepath.Join("/run/user", uid)); err == nil && st.IsDir() {
+		return filepath.Join("/run/user", uid, "devaipod")
+	}
+	return filepath.Join("/tmp", "devaipod-"+uid)
 }
 
 // checkLockDir refuses a lock directory another user could tamper with

@@ -67,6 +67,9 @@ type poolPod struct {
 	claimed bool
 	// ready: the pod and every container of it run.
 	ready bool
+	// busy: the up that makes it still runs (its checks may yet fail and
+	// remove it), so it is neither claimed nor counted nor deleted.
+	busy bool
 }
 
 // poolPods finds the pool's pods among objs.
@@ -76,7 +79,7 @@ func poolPods(objs []Object) []poolPod {
 		if o.Kind == KindPod && o.Labels[plan.LabelPool] != "" {
 			pr, _ := strconv.Atoi(o.Labels[plan.LabelPR])
 			byName[o.Pod] = &poolPod{short: o.Pod, key: o.Labels[plan.LabelPool], repo: o.Labels[plan.LabelRepo],
-				pr: pr, created: o.Created, ready: o.State == "running"}
+				pr: pr, created: o.Created, ready: o.State == "running", busy: podLocked(o.Pod)}
 		}
 	}
 	for _, o := range objs {
@@ -104,7 +107,7 @@ func poolPods(objs []Object) []poolPod {
 func idlePods(objs []Object, key string) []poolPod {
 	var out []poolPod
 	for _, p := range poolPods(objs) {
-		if p.key == key && p.ready && !p.claimed {
+		if p.key == key && p.ready && !p.claimed && !p.busy {
 			out = append(out, p)
 		}
 	}
@@ -139,6 +142,11 @@ func claimIdle(ctx context.Context, eng Engine, key, task string) (string, error
 	for _, p := range idlePods(objs, key) {
 		ok, err := claimPod(ctx, eng, p.short, task)
 		if err != nil {
+			// The service may have made the claim all the same (a
+			// cancelled context): give the pod back to the pool.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			eng.Remove(cctx, Object{Kind: KindVolume, Name: plan.ObjectName(p.short, plan.VolumeClaim), Pod: p.short})
 			return "", err
 		}
 		if ok {
@@ -191,7 +199,7 @@ func FillPool(ctx context.Context, eng Engine, req Request, size int) (*PoolRepo
 	kept := 0
 	var errs []error
 	for _, p := range poolPods(objs) {
-		if p.claimed || !SameSource(p.repo, p.pr, rep.Source) {
+		if p.claimed || p.busy || !SameSource(p.repo, p.pr, rep.Source) {
 			continue
 		}
 		if p.key == rep.Key && p.ready && kept < size {

@@ -74,3 +74,39 @@ func TestPoolFillAndClaim(t *testing.T) {
 		t.Errorf("fill after the claim made %v; want one pod (a claimed pod is not idle)", rep.Made)
 	}
 }
+
+// TestPoolPodBeingMadeIsLeftAlone: a pool pod runs before its up has
+// checked it, and those checks may yet remove it. While that up runs (it
+// holds the pod's lock), an up does not claim the pod, and another fill
+// neither counts nor deletes it.
+func TestPoolPodBeingMadeIsLeftAlone(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	repo := repoWith(t, map[string]string{"main.go": "package main\n"})
+	eng := newFake()
+	req := Request{Source: repo, HostEnv: map[string]string{}, NoVerify: true}
+	rep, err := FillPool(context.Background(), eng, req, 1)
+	if err != nil || len(rep.Idle) != 1 {
+		t.Fatalf("fill: %+v, %v", rep, err)
+	}
+	making := rep.Idle[0]
+	unlock, err := lockPod(making) // as its up, still checking it
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Create(context.Background(), eng, req)
+	if err != nil || res.Claimed || res.Plan.Name == making {
+		t.Errorf("up while the pool pod is being made: %+v, %v; want a pod of its own", res, err)
+	}
+	if again, err := FillPool(context.Background(), eng, req, 1); err != nil || slices.Contains(again.Removed, making) || len(again.Made) != 1 {
+		t.Errorf("fill while a pool pod is being made: %+v, %v; want it neither removed nor counted", again, err)
+	}
+	unlock()
+	if left, _ := eng.Objects(context.Background(), making); len(left) == 0 {
+		t.Error("the pod being made was removed")
+	}
+	res, err = Create(context.Background(), eng, req)
+	if err != nil || !res.Claimed {
+		t.Errorf("up once the pool pod is made: %+v, %v; want it claimed", res, err)
+	}
+}
