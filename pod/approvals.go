@@ -187,12 +187,18 @@ type Grants struct{ Path string }
 // DefaultGrants is $XDG_STATE_HOME/devaipod/grants.json, else
 // ~/.local/state/devaipod/grants.json.
 func DefaultGrants() *Grants {
+	return &Grants{Path: filepath.Join(stateDir(), "grants.json")}
+}
+
+// stateDir is $XDG_STATE_HOME/devaipod, else ~/.local/state/devaipod:
+// what devaipod keeps on this host across reboots.
+func stateDir() string {
 	dir := os.Getenv("XDG_STATE_HOME")
 	if dir == "" {
 		home, _ := os.UserHomeDir()
 		dir = filepath.Join(home, ".local", "state")
 	}
-	return &Grants{Path: filepath.Join(dir, "devaipod", "grants.json")}
+	return filepath.Join(dir, "devaipod")
 }
 
 // List returns every grant.

@@ -3,10 +3,10 @@ package pod
 import (
 	"cmp"
 	"context"
-	"errors"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"os"

@@ -157,15 +157,27 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	// Ctrl-C may still have created it. Removing what does not exist is not
 	// an error, so over-recording is safe; an ErrExists (another up won the
 	// race for the name) is not ours and is dropped.
+	if err := markUnfinished(pl.Name); err != nil {
+		return err
+	}
 	var created []Object
 	defer func() {
-		if err == nil || opts.KeepOnFailure {
-			return
+		if err == nil {
+			if err = clearUnfinished(pl.Name); err == nil {
+				return
+			}
+		}
+		if opts.KeepOnFailure {
+			return // unfinished: gc removes it
 		}
 		// ctx may be cancelled (Ctrl-C): clean up on a context of our own.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
-		if cerr := removeAll(cctx, eng, created); cerr != nil {
+		cerr := removeAll(cctx, eng, created)
+		if cerr == nil {
+			cerr = clearUnfinished(pl.Name)
+		}
+		if cerr != nil {
 			err = fmt.Errorf("%w (and cleanup failed: %v)", err, cerr)
 		}
 	}()
@@ -416,7 +428,10 @@ func Delete(ctx context.Context, eng Engine, short string, keepVolumes bool) ([]
 		}
 		doomed = append(doomed, o)
 	}
-	return doomed, removeAll(ctx, eng, doomed)
+	if err := removeAll(ctx, eng, doomed); err != nil {
+		return doomed, err
+	}
+	return doomed, clearUnfinished(short)
 }
 
 // Leftovers finds what a killed or failed up left behind: objects of pods
@@ -455,7 +470,11 @@ func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
 			errs = append(errs, err) // an up took it since: leave it alone
 			continue
 		}
-		errs = append(errs, removeAll(ctx, eng, group))
+		err = removeAll(ctx, eng, group)
+		if err == nil {
+			err = clearUnfinished(group[0].Pod)
+		}
+		errs = append(errs, err)
 		unlock()
 	}
 	return errors.Join(errs...)
@@ -469,7 +488,13 @@ func sortedGroups(m map[string][]Object) [][]Object {
 	return out
 }
 
+// halfCreated tells whether a pod's objects are what an up that did not
+// finish left: no pod, a container missing or never started, or the pod
+// still marked unfinished.
 func halfCreated(group []Object) bool {
+	if len(group) > 0 && unfinished(group[0].Pod) {
+		return true
+	}
 	var hasPod bool
 	roles := map[string]bool{}
 	for _, o := range group {

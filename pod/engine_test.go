@@ -167,6 +167,7 @@ func (f *fakeEngine) Remove(_ context.Context, o Object) error {
 func testPlan(t *testing.T, name string) (*plan.Plan, string) {
 	t.Helper()
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	src, err := source.Resolve(context.Background(), gittest.Repo(t), source.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -351,5 +352,35 @@ func TestLockDirIgnoresTMPDIR(t *testing.T) {
 	run := fmt.Sprintf("/run/user/%d", os.Getuid())
 	if st, err := os.Stat(run); err == nil && st.IsDir() && a != run+"/devaipod" {
 		t.Errorf("lock dir %s; want the user's runtime directory %s, as with XDG_RUNTIME_DIR", a, run)
+	}
+}
+
+// TestKilledUpIsALeftover: an up killed after its pod started leaves a
+// pod that runs with every container, yet never passed its checks; its
+// mark says so to gc (and to the next up), and the removal clears it. A
+// finished up leaves no mark.
+func TestKilledUpIsALeftover(t *testing.T) {
+	pl, src := testPlan(t, "killed")
+	f := newFake()
+	if err := Up(context.Background(), f, pl, src, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if unfinished(pl.Name) {
+		t.Fatal("a finished up left its pod marked unfinished")
+	}
+	if left, _ := Leftovers(context.Background(), f); len(left) != 0 {
+		t.Fatalf("a finished pod is a leftover: %v", left)
+	}
+	markUnfinished(pl.Name) // as an up killed while it checked the pod
+	objs, _ := f.Objects(context.Background(), pl.Name)
+	if !halfCreated(objs) {
+		t.Error("the killed up's pod is taken for complete (by up, which would report it running)")
+	}
+	left, _ := Leftovers(context.Background(), f)
+	if len(left) != len(objs) {
+		t.Fatalf("Leftovers = %v; want the killed up's %d objects", left, len(objs))
+	}
+	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != 0 || unfinished(pl.Name) {
+		t.Errorf("RemoveLeftovers: %v, left %v, marked %v", err, f.objects, unfinished(pl.Name))
 	}
 }

@@ -95,7 +95,7 @@ func (e *ExistingPodError) Error() string {
 		if e.State == "" {
 			return fmt.Sprintf("objects of a pod %s are left (an up or a delete --keep-volumes of that name): up cannot reuse them", e.Name)
 		}
-		return fmt.Sprintf("pod %s exists but an up of that name did not finish it (its containers never ran): up will not start it", e.Name)
+		return fmt.Sprintf("pod %s exists but an up of that name did not finish it (killed before its containers ran, or before its checks passed): up will not use it", e.Name)
 	default:
 		return fmt.Sprintf("pod %s exists (from %s) and is %s: up can neither use it nor start it", e.Name, e.Have, e.State)
 	}

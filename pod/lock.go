@@ -81,3 +81,36 @@ func podLocked(short string) bool {
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return false
 }
+
+// An up also marks its pod unfinished, in devaipod's state folder, from
+// before its first create until the pod is ready; success and the
+// rollback clear the mark. An up killed once the pod has started (SIGKILL,
+// the OOM killer) leaves a pod that runs with all its containers, yet
+// never passed its checks: the mark, which outlives the up's lock and a
+// reboot, tells gc, the pool and the next up that it is a leftover.
+
+func unfinishedPath(short string) string { return filepath.Join(stateDir(), "unfinished", short) }
+
+func markUnfinished(short string) error {
+	if err := os.MkdirAll(filepath.Dir(unfinishedPath(short)), 0o700); err != nil {
+		return fmt.Errorf("mark pod %s unfinished: %w", short, err)
+	}
+	if err := os.WriteFile(unfinishedPath(short), nil, 0o600); err != nil {
+		return fmt.Errorf("mark pod %s unfinished: %w", short, err)
+	}
+	return nil
+}
+
+func clearUnfinished(short string) error {
+	if err := os.Remove(unfinishedPath(short)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("mark pod %s finished: %w", short, err)
+	}
+	return nil
+}
+
+// unfinished tells whether an up of the pod began and neither finished
+// nor rolled back.
+func unfinished(short string) bool {
+	_, err := os.Lstat(unfinishedPath(short))
+	return err == nil
+}

@@ -521,8 +521,12 @@ func TestE2EInterruptAndGC(t *testing.T) {
 	}{
 		{"SIGINT waiting for the agent", syscall.SIGINT, "waiting for the agent", repo, slow, 0},
 		// (The line comes just before the exec: wait until it runs.)
+		{"SIGHUP waiting for the agent", syscall.SIGHUP, "waiting for the agent", repo, slow, 0},
 		{"SIGINT in a lifecycle command", syscall.SIGINT, "running postCreateCommand", lifecycleRepo, standInConfig(t, ""), 2 * time.Second},
 		{"SIGKILL", syscall.SIGKILL, "creating container", repo, slow, 0},
+		// Past the pod's start: it runs with every container, but its
+		// checks never passed.
+		{"SIGKILL after the pod started", syscall.SIGKILL, "waiting for the agent", repo, slow, time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -569,7 +573,7 @@ func TestE2EInterruptAndGC(t *testing.T) {
 			if err == nil {
 				t.Fatalf("up exited 0 after %s", tt.sig)
 			}
-			if tt.sig == syscall.SIGINT {
+			if tt.sig != syscall.SIGKILL {
 				if !strings.Contains(log.String(), "interrupted") {
 					t.Errorf("up did not say it was interrupted:\n%s", log.String())
 				}
@@ -580,6 +584,9 @@ func TestE2EInterruptAndGC(t *testing.T) {
 			}
 			if left := labelled(t, name); len(left) == 0 {
 				t.Fatalf("SIGKILL left nothing, so this test proves nothing about gc\n%s", log.String())
+			}
+			if r := devaipod(t, nil, "--config", tt.config, "up", tt.repo, "--name", name); r.code == 0 || !strings.Contains(r.stderr, "did not finish it") {
+				t.Errorf("up of the killed up's pod: want it refused as unfinished: %s", r)
 			}
 			r := mustDevaipod(t, nil, "gc", "-o", "json")
 			if !strings.Contains(r.stdout, "devaipod-"+name) {
