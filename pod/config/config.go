@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"net"
 	"os"
 	"path"
@@ -380,9 +381,18 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		ce := &ConfigError{File: file, Msg: err.Error()}
 		if m := decodeErr.FindStringSubmatch(err.Error()); m != nil {
 			ce.Line, _ = strconv.Atoi(m[1])
-			ce.Key, ce.Msg = m[2], m[3]
+			ce.Key, ce.Msg = m[2], typeMessage(m[3])
 		}
 		return nil, ce
+	}
+	// The decoder drops, without a word, a value that is not a table
+	// where a map is wanted ([env] vars = ["A=1"]).
+	// (A table made only by its sub-tables, [credentials.X], has no type.)
+	for _, t := range tableKeys {
+		if typ := md.Type(t.key...); typ != "" && typ != "Hash" {
+			return nil, &ConfigError{File: file, Line: keyLine(data, t.key), Key: t.key.String(),
+				Msg: fmt.Sprintf("must be a table, such as %s, not %s", t.example, tomlTypeName(typ))}
+		}
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		key := undecoded[0].String()
@@ -430,9 +440,89 @@ func (c *Config) warnings() []*ConfigError {
 	return out
 }
 
+// tableKeys are the keys whose values are tables of the user's own keys
+// (Go maps), with an example for the error.
+var tableKeys = []struct {
+	key     toml.Key
+	example string
+}{
+	{toml.Key{"env", "vars"}, `{ LANG = "C.UTF-8" }`},
+	{toml.Key{"trusted", "env", "vars"}, `{ JIRA_TOKEN = "..." }`},
+	{toml.Key{"credentials"}, `[credentials.MY_TOKEN] with hosts = ["api.example.com"]`},
+	{toml.Key{"gator", "github", "repos"}, `{ "octo/app" = ["read", "create-draft"] }`},
+}
+
+// tomlTypeName names a TOML type (MetaData.Type) for a person.
+func tomlTypeName(t string) string {
+	switch t {
+	case "Array", "ArrayHash":
+		return "a list"
+	case "String":
+		return "a string"
+	case "Integer":
+		return "a whole number"
+	case "Float":
+		return "a number"
+	case "Bool":
+		return "true or false"
+	}
+	return strings.ToLower(t)
+}
+
+// typeMessage rewrites the decoder's type errors, which name Go types,
+// in the configuration's terms.
+func typeMessage(msg string) string {
+	if m := incompatibleType.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("must be %s, not %s", goTypeWanted(m[2]), goTypeGiven(m[1]))
+	}
+	if m := notATable.FindStringSubmatch(msg); m != nil {
+		if strings.HasPrefix(m[1], "[]map") {
+			return "must be a single table ([name]), not a list of tables ([[name]])"
+		}
+		return fmt.Sprintf("must be a table, not %s", goTypeGiven(m[1]))
+	}
+	return msg
+}
+
+func goTypeWanted(t string) string {
+	switch t {
+	case "slice":
+		return `a list, such as ["a", "b"]`
+	case "string":
+		return "a string, in quotes"
+	case "integer":
+		return "a whole number"
+	case "float":
+		return "a number, such as 1.5"
+	case "boolean":
+		return "true or false"
+	}
+	return t
+}
+
+func goTypeGiven(t string) string {
+	switch {
+	case t == "string":
+		return "a string"
+	case t == "int64":
+		return "a whole number"
+	case t == "float64":
+		return "a number with a fraction"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map"):
+		return "a table"
+	}
+	return t
+}
+
 var (
-	decodeErr = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
-	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	incompatibleType = regexp.MustCompile(`^incompatible types: TOML value has type (\S+); destination has type (\S+)$`)
+	notATable        = regexp.MustCompile(`^type mismatch for \S+: expected table but found (\S+)$`)
+	decodeErr        = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
+	envName          = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 func (c *Config) validate() error {
@@ -618,14 +708,24 @@ func (cr CredentialConfig) check(name, mode string) error {
 	return nil
 }
 
+// Bounds of [*.limits]: podman refuses a memory limit under 6 MiB, and no
+// machine devaipod runs on has more CPUs than maxCPUs.
+const (
+	minMemory = 6 << 20
+	maxCPUs   = 4096
+)
+
 // check validates limits; key names their table in errors.
 func (l Limits) check(key string) error {
 	bad := func(k, format string, args ...any) error {
 		return &ConfigError{Key: key + "." + k, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case l.CPUs < 0:
-		return bad("cpus", "must not be negative")
+	case math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0) || l.CPUs < 0 || l.CPUs > maxCPUs:
+		// inf would overflow podman's CPU quota into no limit at all.
+		return bad("cpus", "must be a number of CPUs from 0.01 to %d (0 or none: no limit)", maxCPUs)
+	case l.CPUs > 0 && l.CPUs < 0.01:
+		return bad("cpus", "must be at least 0.01: the kernel's smallest CPU quota (0 or none: no limit)")
 	case l.Pids < 0:
 		return bad("pids", "must not be negative")
 	}
@@ -633,6 +733,9 @@ func (l Limits) check(key string) error {
 		if _, err := size.Parse(v); v != "" && err != nil {
 			return bad(k, "%v", err)
 		}
+	}
+	if n, _ := size.Parse(l.Memory); l.Memory != "" && n < minMemory {
+		return bad("memory", "%q is below podman's smallest memory limit, 6m", l.Memory)
 	}
 	if l.Timeout != "" {
 		if d, err := time.ParseDuration(l.Timeout); err != nil || d < time.Second {

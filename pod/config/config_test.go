@@ -60,7 +60,19 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unknown table", "[agnet]\nimage = \"x\"\n", 1, "agnet", "unknown key"},
 		{"unknown nested", "[trusted.env]\nallowlist = []\nsecret = []\n", 3, "trusted.env.secret", "unknown key"},
 		{"syntax", "[agent]\nimage = \n", 2, "", "expected value"},
-		{"wrong type", "[agent]\nport = \"x\"\n", 2, "agent.port", "incompatible types"},
+		{"wrong type", "[agent]\nport = \"x\"\n", 2, "agent.port", "must be a whole number, not a string"},
+		{"list for a string", "[agent.limits]\nmemory = 4\n", 2, "agent.limits.memory", "must be a string, in quotes, not a whole number"},
+		{"string for a list", "[network]\nallow = \"x.test\"\n", 2, "network.allow", "must be a list"},
+		{"scalar for a table", "agent = 3\n", 1, "agent", "must be a table, not a whole number"},
+		{"array of tables", "[[agent]]\nimage = \"x\"\n", 1, "agent", "not a list of tables"},
+		{"list for vars", "[env]\nvars = [\"LANG=C\"]\n", 2, "env.vars", "must be a table"},
+		{"string for trusted vars", "[trusted.env]\nvars = \"A=1\"\n", 2, "trusted.env.vars", "must be a table"},
+		{"number for credentials", "credentials = 3\n", 1, "credentials", "must be a table"},
+		{"list for repos", "[gator.github]\nrepos = [\"octo/app\"]\n", 2, "gator.github.repos", "must be a table"},
+		{"infinite cpus", "[agent.limits]\ncpus = inf\n", 2, "agent.limits.cpus", "from 0.01"},
+		{"nan cpus", "[workspace.limits]\ncpus = nan\n", 2, "workspace.limits.cpus", "from 0.01"},
+		{"tiny cpus", "[agent.limits]\ncpus = 0.001\n", 2, "agent.limits.cpus", "at least 0.01"},
+		{"tiny memory", "[agent.limits]\nmemory = \"1k\"\n", 2, "agent.limits.memory", "smallest memory limit"},
 		{"bad command", "[agent]\ncommand = 3\n", 2, "agent.command", "string or an array"},
 		{"empty command", "[agent]\ncommand = []\n", 2, "agent.command", "empty"},
 		{"bad env name", "[env]\nallowlist = [\"A-B\"]\n", 2, "env.allowlist", "not a valid environment variable name"},
@@ -103,7 +115,7 @@ func TestParseConfigErrors(t *testing.T) {
 
 // TestSizesPodmanTakes: what podman and docker accept as sizes is accepted.
 func TestSizesPodmanTakes(t *testing.T) {
-	for _, v := range []string{"1.5g", "1t", "1GiB", "512m", "4096"} {
+	for _, v := range []string{"1.5g", "1t", "1GiB", "512m", "8388608"} {
 		if _, err := ParseConfig("c.toml", []byte("[agent.limits]\nmemory = \""+v+"\"\ntmp_size = \""+v+"\"\n")); err != nil {
 			t.Errorf("size %q: %v", v, err)
 		}
