@@ -323,17 +323,40 @@ func printPlan(w io.Writer, p *plan.Plan, steps []pod.Step) {
 		}
 		fmt.Fprintf(w, "    user         %s\n", user)
 		fmt.Fprintf(w, "    network      %s\n", c.Network)
-		caps := "image default"
+		var caps []string
 		if len(c.CapDrop) > 0 {
-			caps = "drop " + strings.Join(c.CapDrop, ",")
+			caps = append(caps, "drop "+strings.Join(c.CapDrop, ","))
 		}
-		fmt.Fprintf(w, "    capabilities %s; no-new-privileges %v; read-only root %v\n", caps, c.NoNewPrivileges, c.ReadOnlyRoot)
+		if len(c.CapAdd) > 0 {
+			caps = append(caps, "add "+strings.Join(c.CapAdd, ","))
+		}
+		if len(caps) == 0 {
+			caps = []string{"image default"}
+		}
+		fmt.Fprintf(w, "    capabilities %s; no-new-privileges %v; read-only root %v\n", strings.Join(caps, ", "), c.NoNewPrivileges, c.ReadOnlyRoot)
+		if c.Privileged {
+			fmt.Fprintf(w, "    PRIVILEGED   every capability and device of the host's user\n")
+		}
+		seccomp := "podman's default"
+		if c.Seccomp != "" {
+			seccomp = "devaipod's " + c.Seccomp
+		}
+		fmt.Fprintf(w, "    seccomp      %s\n", seccomp)
+		for _, o := range c.SecurityOpt {
+			fmt.Fprintf(w, "    security-opt %s\n", o)
+		}
+		for _, d := range c.Devices {
+			fmt.Fprintf(w, "    device       %s\n", d)
+		}
 		for _, m := range c.Mounts {
-			mode := "rw"
-			if m.ReadOnly {
-				mode = "ro"
+			fmt.Fprintf(w, "    mount        %s -> %s (%s)\n", m.Volume, m.Dest, rwMode(m.ReadOnly))
+		}
+		for _, b := range c.Binds {
+			from := "host " + b.HostPath
+			if b.HostPath == "" {
+				from = b.Volume + ":" + b.SubPath
 			}
-			fmt.Fprintf(w, "    mount        %s -> %s (%s)\n", m.Volume, m.Dest, mode)
+			fmt.Fprintf(w, "    bind         %s -> %s (%s)\n", from, b.Dest, rwMode(b.ReadOnly))
 		}
 		for _, m := range c.ImageMounts {
 			fmt.Fprintf(w, "    mount        image %s -> %s (ro)\n", m.Image, m.Dest)
@@ -341,8 +364,8 @@ func printPlan(w io.Writer, p *plan.Plan, steps []pod.Step) {
 		for _, t := range c.Tmpfs {
 			fmt.Fprintf(w, "    tmpfs        %s size %s\n", t.Dest, t.Size)
 		}
-		if c.Limits != nil {
-			fmt.Fprintf(w, "    limits       memory %q cpus %v pids %d\n", c.Limits.Memory, c.Limits.CPUs, c.Limits.Pids)
+		if l := c.Limits; l != nil {
+			fmt.Fprintf(w, "    limits       memory %s cpus %s pids %s\n", cmp.Or(l.Memory, "none"), limitText(l.CPUs), limitText(l.Pids))
 		}
 		fmt.Fprintf(w, "    env          %s\n", strings.Join(slices.Sorted(maps.Keys(c.Env)), " "))
 		if len(c.SecretEnv) > 0 {
@@ -361,6 +384,21 @@ func printPlan(w io.Writer, p *plan.Plan, steps []pod.Step) {
 			fmt.Fprintf(w, "  %2d. %-10s %s\n", i+1, s.Kind, s.What)
 		}
 	}
+}
+
+func rwMode(readOnly bool) string {
+	if readOnly {
+		return "ro"
+	}
+	return "rw"
+}
+
+// limitText shows a limit, zero as none.
+func limitText[N int64 | float64](n N) string {
+	if n == 0 {
+		return "none"
+	}
+	return fmt.Sprint(n)
 }
 
 func labelString(l map[string]string) string {

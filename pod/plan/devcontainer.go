@@ -101,6 +101,24 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 	ws.Privileged = dc.Privileged || ra.Privileged
 	ws.SecurityOpt = append(slices.Clone(dc.SecurityOpt), ra.SecurityOpt...)
 	ws.Devices = ra.Devices
+	// The workspace holds your trusted values: say what the repository
+	// gives it beyond a container's defaults.
+	var grants []string
+	if ws.Privileged {
+		grants = append(grants, "privileged")
+	}
+	for _, c := range ws.CapAdd {
+		grants = append(grants, "cap-add "+c)
+	}
+	for _, d := range ws.Devices {
+		grants = append(grants, "device "+d)
+	}
+	for _, o := range ws.SecurityOpt {
+		grants = append(grants, "security-opt "+o)
+	}
+	if len(grants) > 0 {
+		b.warnings = append(b.warnings, "the repository's devcontainer.json gives the workspace (which holds your trusted values; never the agent): "+strings.Join(grants, ", "))
+	}
 	ws.ShmSize = ra.ShmSize
 	ws.Ulimits = ra.Ulimits
 	maps.Copy(ws.Labels, ra.Labels)
