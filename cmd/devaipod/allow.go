@@ -26,7 +26,7 @@ the private-address guard. The change is persisted for that pod and appears in
 its audit log. To change the default for new pods, edit [network] allow in the
 configuration file.`,
 		Example:           fmt.Sprintf("  devaipod %s myproject api.example.test\n  devaipod %s myproject '*.pkg.example.test'\n  devaipod %s myproject git.example.test:22", op, op, op),
-		Args:              cobra.ExactArgs(2),
+		Args:              positional("NAME", "HOST"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if op == pod.PolicyAllow {

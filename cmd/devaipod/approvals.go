@@ -157,7 +157,7 @@ A path request is shared (as devaipod share) read-only, or as a copy the agent
 may change with --rw, whatever the agent asked for.`,
 		Example: `  devaipod approve net-0a1b2c3d
   devaipod approve gator-4e5f6a7b --for pod`,
-		Args: cobra.ExactArgs(1),
+		Args: positional("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch scope {
 			case approval.ForOnce, approval.ForPod, pod.ForRepo:
@@ -184,7 +184,7 @@ func newRejectCommand(g *globalFlags) *cobra.Command {
 		Long: `Refuse the waiting request ID: a network request gets 403 with your reason,
 a gator call an error with it. The next request like it asks again.`,
 		Example: `  devaipod reject net-0a1b2c3d --reason "use the internal mirror"`,
-		Args:    cobra.ExactArgs(1),
+		Args:    positional("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return decide(cmd, g, approval.Decision{ID: args[0], Reason: reason, By: decider()})
 		},
@@ -217,7 +217,7 @@ func newRevokeCommand(g *globalFlags) *cobra.Command {
 		Short:   "Remove an approval kept for a repository",
 		Long:    `Remove an approval that approve --for repo kept (devaipod approvals --granted lists them). Pods already made keep what they were given.`,
 		Example: `  devaipod revoke grant-2`,
-		Args:    cobra.ExactArgs(1),
+		Args:    positional("GRANT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			gone, err := pod.DefaultGrants().Revoke(args[0])
 			if err != nil {

@@ -76,3 +76,48 @@ func TestAllowBreadth(t *testing.T) {
 		t.Errorf("allow '*.com' --force: no warning in %q", stderr)
 	}
 }
+
+// TestMissingArguments: a verb says which argument is missing, and where
+// to find it, or which one is too many.
+func TestMissingArguments(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status"}, "missing pod NAME (see `devaipod list`)"},
+		{[]string{"delete"}, "missing pod NAME"},
+		{[]string{"verify"}, "missing pod NAME"},
+		{[]string{"diff"}, "missing pod NAME"},
+		{[]string{"fetch"}, "missing pod NAME"},
+		{[]string{"allow"}, "missing pod NAME"},
+		{[]string{"allow", "p"}, "missing HOST (usage: devaipod allow NAME HOST)"},
+		{[]string{"share", "p"}, "missing PATH"},
+		{[]string{"approve"}, "missing request ID (see `devaipod approvals`)"},
+		{[]string{"revoke"}, "missing GRANT"},
+		{[]string{"stop", "a", "b"}, `too many arguments: stop takes NAME, and "b" is one more`},
+	} {
+		code, _, stderr := cliNoPodman(t, tt.args...)
+		if code == 0 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("devaipod %s: exit %d, stderr %q; want %q", strings.Join(tt.args, " "), code, stderr, tt.want)
+		}
+	}
+}
+
+// TestUpFlagsCheckedFirst: up refuses a bad --name or --timeout before it
+// reaches podman (or starts a podman service).
+func TestUpFlagsCheckedFirst(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", ".", "--name", "Bad Name"}, "--name:"},
+		{[]string{"up", ".", "--timeout", "-5s"}, "--timeout -5s: give at least 1s"},
+		{[]string{"up", ".", "--timeout", "0"}, "--timeout 0s"},
+		{[]string{"pool", ".", "--timeout", "0"}, "--timeout 0s"},
+	} {
+		code, _, stderr := cliNoPodman(t, tt.args...)
+		if code == 0 || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "podman service") {
+			t.Errorf("devaipod %s: exit %d, stderr %q; want %q, before podman", strings.Join(tt.args, " "), code, stderr, tt.want)
+		}
+	}
+}

@@ -20,7 +20,7 @@ agent's server through devaipod's bridge, with the pod's agent password.
 It runs the devcontainer's postAttachCommand first. This is
 'devaipod exec NAME -- oc'; it needs a terminal.`,
 		Example:           "  devaipod attach myproject",
-		Args:              cobra.ExactArgs(1),
+		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !noUI && !isTerminal(cmd.InOrStdin()) {

@@ -28,7 +28,7 @@ allow or deny, the rule that allowed or the reason that denied, bytes each way
 and duration; and the gator's calls (method "mcp"): the tool and repository,
 the permission it needed, or why it was denied. --output json prints the raw
 JSON lines (gator records carry "kind":"gator").`,
-		Args:              cobra.ExactArgs(1),
+		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {

@@ -51,7 +51,7 @@ the container's working directory).`,
 		Example: `  devaipod code myproject
   devaipod code myproject --print
   devaipod code myproject -o json`,
-		Args:              cobra.ExactArgs(1),
+		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {

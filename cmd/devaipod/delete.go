@@ -21,7 +21,7 @@ With --engine kube: the pod's Pods, then (once they are gone, so that the
 agent never runs without its deny-all NetworkPolicy) its NetworkPolicies
 and ConfigMaps, its PersistentVolumeClaims (the volumes) and Secrets, all
 found by the io.devaipod.pod label in the namespace.`,
-		Args:              cobra.ExactArgs(1),
+		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {

@@ -34,7 +34,12 @@ may be at most --max-size.`,
   devaipod diff myproject --stat
   devaipod diff myproject -- src/
   devaipod diff myproject > work.patch`,
-		Args:              cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return positional("NAME")(cmd, args)
+			}
+			return nil
+		},
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() > 1 || (cmd.ArgsLenAtDash() < 0 && len(args) > 1) {

@@ -41,7 +41,7 @@ that reads as main but is not) makes fetch refuse, and bring nothing; so does
 a bundle larger than --max-size, which comes to the host first.`,
 		Example: `  devaipod fetch myproject
   devaipod fetch myproject --repo ~/src/myproject`,
-		Args:              cobra.ExactArgs(1),
+		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {

@@ -21,7 +21,7 @@ the log the cluster keeps of the container (as kubectl logs).`,
 		Example: `  devaipod logs myproject
   devaipod logs myproject -c workspace --tail 50
   devaipod logs myproject -f`,
-		Args:              cobra.ExactArgs(1),
+		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {

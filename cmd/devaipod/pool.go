@@ -48,6 +48,9 @@ cannot take.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
 			cfg, err := g.loadConfig()
 			if err != nil {
 				return err

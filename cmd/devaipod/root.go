@@ -270,6 +270,31 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
+// positional checks a command's arguments against their names in its
+// usage ("NAME", "HOST"), and says which is missing or what is too many:
+// "missing pod NAME (see `devaipod list`)" rather than cobra's count.
+func positional(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < len(names) {
+			missing := names[len(args)]
+			switch missing {
+			case "NAME":
+				return errors.New("missing pod NAME (see `devaipod list`)")
+			case "ID":
+				return errors.New("missing request ID (see `devaipod approvals`)")
+			case "GRANT":
+				return errors.New("missing GRANT (see `devaipod approvals --granted`)")
+			}
+			return fmt.Errorf("missing %s (usage: devaipod %s)", missing, cmd.Use)
+		}
+		if len(args) > len(names) {
+			return fmt.Errorf("too many arguments: %s takes %s, and %q is one more (usage: devaipod %s)",
+				cmd.Name(), strings.Join(names, " "), args[len(names)], cmd.Use)
+		}
+		return nil
+	}
+}
+
 // podArg validates a NAME argument (with or without the devaipod- prefix).
 func podArg(args []string) (string, error) {
 	if len(args) == 0 {

@@ -27,7 +27,7 @@ the agent may change its copy, still not yours). At most 1 GiB or 100,000
 files. Share again to refresh it.`,
 		Example: `  devaipod share myproject ~/datasets/sample.csv
   devaipod share myproject ~/src/shared-lib --rw`,
-		Args:              cobra.ExactArgs(2),
+		Args:              positional("NAME", "PATH"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPod(cmd, g, args[:1], func(p *podman.Podman, short string) error {

@@ -13,7 +13,7 @@ func newStartCommand(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:               "start NAME",
 		Short:             "Start a stopped pod",
-		Args:              cobra.ExactArgs(1),
+		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return onPod(cmd, g, args, "started", func(p *podman.Podman, short string) error {

@@ -12,7 +12,7 @@ func newStatusCommand(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:               "status NAME",
 		Short:             "Show a pod's containers, volumes and whether its agent answers",
-		Args:              cobra.ExactArgs(1),
+		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {

@@ -10,7 +10,7 @@ func newStopCommand(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:               "stop NAME",
 		Short:             "Stop a pod's containers (the workspace volume and the agent's HOME stay)",
-		Args:              cobra.ExactArgs(1),
+		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return onPod(cmd, g, args, "stopped", func(p *podman.Podman, short string) error {

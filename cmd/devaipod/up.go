@@ -128,6 +128,9 @@ func addPlanFlags(cmd *cobra.Command, f *upFlags) {
 }
 
 func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) error {
+	if err := f.check(); err != nil {
+		return err
+	}
 	if g.engine == engineKube {
 		return runUpKube(cmd, g, f, input, task)
 	}
@@ -224,6 +227,20 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 			fmt.Fprintf(out, "  credential %s: the agent holds a placeholder; the proxy puts in %s on %s\n", c.Name, c.From, strings.Join(c.Hosts, ", "))
 		}
 		printGetIn(out, pl.Name)
+	}
+	return nil
+}
+
+// check refuses, before anything else happens, flag values that can
+// only fail later: a name podman would refuse, a wait that cannot end.
+func (f *upFlags) check() error {
+	if f.timeout < time.Second {
+		return fmt.Errorf("--timeout %v: give at least 1s (such as 90s or 5m)", f.timeout)
+	}
+	if f.name != "" {
+		if _, err := plan.NormalizeName(f.name); err != nil {
+			return fmt.Errorf("--name: %w", err)
+		}
 	}
 	return nil
 }

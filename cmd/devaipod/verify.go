@@ -26,7 +26,7 @@ docs/verify.md explains each row and what to do when one FAILs.
 Exit status: 0 when nothing FAILs, 1 when something does.`,
 		Example: `  devaipod verify myproject
   devaipod verify myproject --output json`,
-		Args:              cobra.ExactArgs(1),
+		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {
