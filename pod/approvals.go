@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"sync"
 	"time"
 
@@ -220,6 +221,11 @@ func (g *Grants) List() ([]Grant, error) {
 // Add keeps a grant (one of the same repository, kind and rule is kept
 // once).
 func (g *Grants) Add(n Grant) error {
+	unlock, err := g.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	list, err := g.List()
 	if err != nil {
 		return err
@@ -240,6 +246,11 @@ func (g *Grants) Add(n Grant) error {
 
 // Revoke removes the grant of that id.
 func (g *Grants) Revoke(id string) (Grant, error) {
+	unlock, err := g.lock()
+	if err != nil {
+		return Grant{}, err
+	}
+	defer unlock()
 	list, err := g.List()
 	if err != nil {
 		return Grant{}, err
@@ -252,19 +263,43 @@ func (g *Grants) Revoke(id string) (Grant, error) {
 	return gone, g.save(slices.Delete(list, i, i+1))
 }
 
-func (g *Grants) save(list []Grant) error {
+// lock holds the grants file's lock until unlock: Add and Revoke read,
+// change and write the file, and two approvals at once must not lose one.
+func (g *Grants) lock() (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(g.Path), 0o700); err != nil {
-		return err
+		return nil, err
 	}
+	f, err := os.OpenFile(g.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", g.Path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// save writes the list whole, through a file of its own that replaces the
+// old one, so that a reader sees one or the other.
+func (g *Grants) save(list []Grant) error {
 	b, err := json.MarshalIndent(list, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := g.Path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(g.Path), filepath.Base(g.Path)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, g.Path)
+	defer os.Remove(tmp.Name()) // after the rename: nothing
+	_, err = tmp.Write(append(b, '\n'))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), g.Path)
 }
 
 // For returns what the grants give a new pod of src: the network rules

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,5 +103,38 @@ func TestApprovalsAndDecide(t *testing.T) {
 	}
 	if _, err := Decide(context.Background(), e, g, approval.Decision{ID: "net-ffffffff"}, nil); !errors.Is(err, approval.ErrNotPending) {
 		t.Errorf("Decide of no request: %v", err)
+	}
+}
+
+// TestGrantsAtOnce: approvals kept by several devaipods at once are all
+// kept, each under an id of its own.
+func TestGrantsAtOnce(t *testing.T) {
+	g := &Grants{Path: filepath.Join(t.TempDir(), "grants.json")}
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A Grants of its own, as another process has.
+			other := &Grants{Path: g.Path}
+			errs[i] = other.Add(Grant{Repo: "github.com/octo/app", Kind: approval.KindNetwork, Rule: fmt.Sprintf("h%d.example.test:443", i)})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	list, err := g.List()
+	ids := map[string]bool{}
+	for _, o := range list {
+		ids[o.ID] = true
+	}
+	if err != nil || len(list) != n || len(ids) != n {
+		t.Errorf("%d grants with %d ids after %d approvals at once (%v): %+v", len(list), len(ids), n, err, list)
+	}
+	if left, _ := filepath.Glob(g.Path + ".*.tmp"); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
