@@ -59,6 +59,22 @@ func Share(ctx context.Context, eng Engine, short, p string, rw bool, forbidden 
 		return Shared{}, err
 	}
 	sh := Shared{Path: abs, Resolved: mounts[0].Source, At: plan.HostShareDir + abs, RW: rw}
+	// A first walk finds what would fail the copy (too much, a file that
+	// cannot be read) before anything reaches the pod: a copy cut off
+	// half-way would stay in the agent's /host.
+	probe := sh
+	if err := walkShare(&probe, func(hdr *tar.Header, p string) error {
+		if hdr.Typeflag != tar.TypeReg {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}); err != nil {
+		return Shared{}, fmt.Errorf("share %s: %w", p, err)
+	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarShare(pw, &sh)) }()
 	err = eng.CopyInto(ctx, plan.ContainerName(short, plan.RoleAgent), plan.HostShareDir, pr)
@@ -75,7 +91,6 @@ func Share(ctx context.Context, eng Engine, short, p string, rw bool, forbidden 
 // symlink at sh.Path to the copy. It counts files and bytes into sh.
 func tarShare(w io.Writer, sh *Shared) error {
 	tw := tar.NewWriter(w)
-	rel := func(p string) string { return strings.TrimPrefix(filepath.ToSlash(p), "/") }
 	parents := func(p string) error {
 		var dirs []string
 		for d := path.Dir(rel(p)); d != "." && d != "/"; d = path.Dir(d) {
@@ -91,11 +106,44 @@ func tarShare(w io.Writer, sh *Shared) error {
 	if err := parents(sh.Resolved); err != nil {
 		return err
 	}
+	err := walkShare(sh, func(hdr *tar.Header, p string) error {
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.CopyN(tw, f, hdr.Size)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if sh.Path != sh.Resolved {
+		if err := parents(sh.Path); err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: rel(sh.Path), Linkname: plan.HostShareDir + sh.Resolved, Mode: 0o777}); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// walkShare walks sh.Resolved and calls each with the tar header of every
+// file, folder and symlink in it, owned and moded as sh.RW says, counting
+// files and bytes into sh and failing past the limits.
+func walkShare(sh *Shared, each func(hdr *tar.Header, p string) error) error {
 	uid, writable := 0, int64(0)
 	if sh.RW {
 		uid, writable = plan.AgentUID, 0o200
 	}
-	err := filepath.WalkDir(sh.Resolved, func(p string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(sh.Resolved, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -124,30 +172,9 @@ func tarShare(w io.Writer, sh *Shared) error {
 		if sh.Files > maxShareFiles || sh.Bytes > maxShareBytes {
 			return fmt.Errorf("%s holds more than %d files or %d MiB: %w", sh.Resolved, maxShareFiles, maxShareBytes>>20, ErrShareTooLarge)
 		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if hdr.Typeflag != tar.TypeReg {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyN(tw, f, hdr.Size)
-		return err
+		return each(hdr, p)
 	})
-	if err != nil {
-		return err
-	}
-	if sh.Path != sh.Resolved {
-		if err := parents(sh.Path); err != nil {
-			return err
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: rel(sh.Path), Linkname: plan.HostShareDir + sh.Resolved, Mode: 0o777}); err != nil {
-			return err
-		}
-	}
-	return tw.Close()
 }
+
+// rel is a host path's name in the share's tar stream.
+func rel(p string) string { return strings.TrimPrefix(filepath.ToSlash(p), "/") }

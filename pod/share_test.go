@@ -3,9 +3,12 @@ package pod
 import (
 	"archive/tar"
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/devaipod/devaipod/pod/plan"
@@ -64,5 +67,33 @@ func TestTarShare(t *testing.T) {
 		if l := entries[rel(link)]; l == nil || l.Typeflag != tar.TypeSymlink || l.Linkname != plan.HostShareDir+data {
 			t.Errorf("rw=%v: the asked path: %+v", rw, l)
 		}
+	}
+}
+
+// TestShareTooLargeSendsNothing: what would stop the copy half-way (here,
+// more than the bound) is found before a byte reaches the pod, so no
+// partial copy is left in the agent's /host.
+func TestShareTooLargeSendsNothing(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("first"), 0o644)
+	big, err := os.Create(filepath.Join(dir, "z.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big.Truncate(maxShareBytes) // sparse: costs no disk
+	big.Close()
+	f := newFake()
+	f.add(KindPod, plan.PodName("s"), "s", map[string]string{plan.LabelPod: "s"})
+	f.add(KindContainer, plan.ContainerName("s", plan.RoleAgent), "s", map[string]string{plan.LabelPod: "s", plan.LabelRole: plan.RoleAgent})
+	for k, o := range f.objects {
+		o.State = "running"
+		f.objects[k] = o
+	}
+	_, err = Share(context.Background(), f, "s", dir, false, nil)
+	if !errors.Is(err, ErrShareTooLarge) {
+		t.Fatalf("share of more than the bound: %v", err)
+	}
+	if f.copied != 0 || slices.Contains(f.calls, "copy") {
+		t.Errorf("%d bytes went into the pod before the refusal", f.copied)
 	}
 }
