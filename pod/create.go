@@ -447,7 +447,7 @@ func (c *creation) input(id identity) (in plan.PlanInput, forbidden []string, er
 	}
 	upstreamCA, err := readUpstreamCA(cfg.Network.UpstreamCA)
 	if err != nil {
-		return plan.PlanInput{}, nil, err
+		return plan.PlanInput{}, nil, fmt.Errorf("%s: %w", req.ConfigFile, err)
 	}
 	in = plan.PlanInput{Name: name, Config: &cfg, Source: src, Image: req.Image, HostEnv: req.HostEnv, Allow: allow,
 		Mounts: mounts, AgentPassword: password, Task: req.Task, NoVerify: req.NoVerify,

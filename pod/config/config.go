@@ -652,6 +652,13 @@ func (c *Config) validate() error {
 	if u := c.Forge.APIURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
 		return bad("forge.api_url", "%q must be an http(s) URL", u)
 	}
+	if _, err := policy.ScopesFromConfig(c.Gator.GitHub.Repos); err != nil {
+		// The key and the repository are in the message already.
+		// (Not the --gator flag's syntax, which the message may name.)
+		msg := strings.TrimPrefix(err.Error(), "[gator.github] repos ")
+		msg, _, _ = strings.Cut(msg, "; want github:")
+		return bad("gator.github.repos", "%s (such as repos = { \"octo/app\" = [\"read\", \"create-draft\"] })", msg)
+	}
 	for _, p := range c.Gator.GitHub.ProtectedPaths {
 		if err := policy.CheckProtectedPattern(p); err != nil {
 			return bad("gator.github.protected_paths", "%v", err)

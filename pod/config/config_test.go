@@ -69,6 +69,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"string for trusted vars", "[trusted.env]\nvars = \"A=1\"\n", 2, "trusted.env.vars", "must be a table"},
 		{"number for credentials", "credentials = 3\n", 1, "credentials", "must be a table"},
 		{"list for repos", "[gator.github]\nrepos = [\"octo/app\"]\n", 2, "gator.github.repos", "must be a table"},
+		{"repo without owner", "[gator.github]\nrepos = { \"octo\" = [\"read\"] }\n", 2, "gator.github.repos", `"octo": missing "/" between owner and repository (such as`},
+		{"unknown permission", "[gator.github]\nrepos = { \"octo/app\" = [\"admin\"] }\n", 2, "gator.github.repos", `unknown permission "admin"`},
 		{"infinite cpus", "[agent.limits]\ncpus = inf\n", 2, "agent.limits.cpus", "from 0.01"},
 		{"nan cpus", "[workspace.limits]\ncpus = nan\n", 2, "workspace.limits.cpus", "from 0.01"},
 		{"tiny cpus", "[agent.limits]\ncpus = 0.001\n", 2, "agent.limits.cpus", "at least 0.01"},
