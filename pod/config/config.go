@@ -523,6 +523,8 @@ var (
 	notATable        = regexp.MustCompile(`^type mismatch for \S+: expected table but found (\S+)$`)
 	decodeErr        = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
 	envName          = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// secretName is what podman takes as a secret's name.
+	secretName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$`)
 )
 
 func (c *Config) validate() error {
@@ -556,8 +558,8 @@ func (c *Config) validate() error {
 	}
 	for _, s := range c.Trusted.Env.Secrets {
 		v, secret, ok := strings.Cut(s, "=")
-		if !ok || !envName.MatchString(v) || secret == "" {
-			return bad("trusted.env.secrets", "%q must have the form VAR=podman_secret_name", s)
+		if !ok || !envName.MatchString(v) || !secretName.MatchString(secret) {
+			return bad("trusted.env.secrets", "%q must have the form VAR=podman_secret_name (a secret's name: letters, digits, and _ . - after the first)", s)
 		}
 		// objectPrefix is plan.Prefix (a test holds them equal): config
 		// sits below plan and cannot import it.
@@ -697,6 +699,8 @@ func (cr CredentialConfig) check(name, mode string) error {
 		return bad("", "give env or secret, not both")
 	case cr.Env != "" && !envName.MatchString(cr.Env):
 		return bad(".env", "%q is not a valid environment variable name", cr.Env)
+	case cr.Secret != "" && !secretName.MatchString(cr.Secret):
+		return bad(".secret", "%q is not a podman secret's name (letters, digits, and _ . - after the first)", cr.Secret)
 	case strings.HasPrefix(cr.Secret, objectPrefix):
 		return bad(".secret", "%q: secrets named %s* are devaipod's own and deleted with pods; rename yours", cr.Secret, objectPrefix)
 	}
