@@ -121,3 +121,17 @@ func TestUpFlagsCheckedFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestCompletion: scripts for the shells cobra knows, an error for another,
+// and the values of --workspace-access.
+func TestCompletion(t *testing.T) {
+	if code, stdout, _ := cliNoPodman(t, "completion", "bash"); code != 0 || !strings.Contains(stdout, "bash completion") {
+		t.Errorf("completion bash: exit %d, %.60q", code, stdout)
+	}
+	if code, _, stderr := cliNoPodman(t, "completion", "ksh"); code == 0 || !strings.Contains(stderr, `unknown command "ksh"`) {
+		t.Errorf("completion ksh: exit %d, %q; want a refusal", code, stderr)
+	}
+	if code, stdout, _ := cliNoPodman(t, "__complete", "up", ".", "--workspace-access", ""); code != 0 || !strings.Contains(stdout, "rw\nro\n") {
+		t.Errorf("completion of --workspace-access: exit %d, %q", code, stdout)
+	}
+}

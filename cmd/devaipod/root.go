@@ -217,6 +217,13 @@ NetworkPolicy, the workspace, proxy and gator in another (docs/kubernetes.md).`,
 	for _, c := range extraCommands {
 		root.AddCommand(c())
 	}
+	// cobra's completion command, not runnable, shows its help and exits 0
+	// for a shell it does not know; runnable, it refuses it ("unknown
+	// command").
+	root.InitDefaultCompletionCmd() // after the verbs: it makes nothing for a root without them
+	if c, _, err := root.Find([]string{"completion"}); err == nil && c.Name() == "completion" {
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
 	return root
 }
 

@@ -123,6 +123,7 @@ func addPlanFlags(cmd *cobra.Command, f *upFlags) {
 	fl.BoolVar(&f.noVerify, "no-verify", false, "skip the fast containment battery (devaipod verify --fast) that up runs in the agent before it reports ready")
 	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
+	cmd.RegisterFlagCompletionFunc("workspace-access", cobra.FixedCompletions([]string{config.AccessRW, config.AccessRO}, cobra.ShellCompDirectiveNoFileComp))
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
 	fl.BoolVar(&f.force, "force", false, "accept an --allow rule that opens a whole public suffix, such as '*.com' (refused without it)")
 }
