@@ -3,6 +3,7 @@ package pod
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -116,17 +117,34 @@ func idlePods(objs []Object, key string) []poolPod {
 
 // claimPod takes p for one task: it creates p's claim volume, which
 // carries the task's label (the pod's own labels were set before it had
-// one). ok is false when another up claimed it first.
+// one). ok is false when another up claimed it first. When the create
+// fails otherwise (a cancelled context, a dropped connection), the service
+// may have made the volume all the same: it is removed again if it is this
+// call's (its claim label, a time and a random suffix, tells), so the pod
+// goes back to the pool; another up's claim is left alone.
 func claimPod(ctx context.Context, eng Engine, short, task string) (ok bool, err error) {
-	labels := map[string]string{plan.LabelPod: short, plan.LabelClaimed: time.Now().UTC().Format(time.RFC3339)}
+	var nonce [6]byte
+	rand.Read(nonce[:])
+	claim := time.Now().UTC().Format(time.RFC3339) + "/" + hex.EncodeToString(nonce[:])
+	labels := map[string]string{plan.LabelPod: short, plan.LabelClaimed: claim}
 	if task != "" {
 		labels[plan.LabelTask] = plan.TaskLabel(task)
 	}
-	err = eng.CreateVolume(ctx, plan.VolumeSpec{Name: plan.ObjectName(short, plan.VolumeClaim), Labels: labels})
+	name := plan.ObjectName(short, plan.VolumeClaim)
+	err = eng.CreateVolume(ctx, plan.VolumeSpec{Name: name, Labels: labels})
 	switch {
 	case errors.Is(err, ErrExists):
 		return false, nil
 	case err != nil:
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if objs, lerr := eng.Objects(cctx, short); lerr == nil {
+			for _, o := range objs {
+				if o.Kind == KindVolume && o.Name == name && o.Labels[plan.LabelClaimed] == claim {
+					eng.Remove(cctx, o)
+				}
+			}
+		}
 		return false, fmt.Errorf("claim pool pod %s: %w", short, err)
 	}
 	return true, nil
@@ -142,11 +160,6 @@ func claimIdle(ctx context.Context, eng Engine, key, task string) (string, error
 	for _, p := range idlePods(objs, key) {
 		ok, err := claimPod(ctx, eng, p.short, task)
 		if err != nil {
-			// The service may have made the claim all the same (a
-			// cancelled context): give the pod back to the pool.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			eng.Remove(cctx, Object{Kind: KindVolume, Name: plan.ObjectName(p.short, plan.VolumeClaim), Pod: p.short})
 			return "", err
 		}
 		if ok {

@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -108,5 +109,44 @@ func TestPoolPodBeingMadeIsLeftAlone(t *testing.T) {
 	res, err = Create(context.Background(), eng, req)
 	if err != nil || !res.Claimed {
 		t.Errorf("up once the pool pod is made: %+v, %v; want it claimed", res, err)
+	}
+}
+
+// lostClaimEngine answers the create of a claim volume with an error that
+// is not ErrExists, having made the volume (as a service does when the
+// client's context ends mid-call), or having found another up's there.
+type lostClaimEngine struct {
+	*fakeEngine
+	othersFirst bool
+}
+
+func (e lostClaimEngine) CreateVolume(ctx context.Context, v plan.VolumeSpec) error {
+	if !strings.HasSuffix(v.Name, "-"+plan.VolumeClaim) {
+		return e.fakeEngine.CreateVolume(ctx, v)
+	}
+	if e.othersFirst {
+		other := maps.Clone(v.Labels)
+		other[plan.LabelClaimed] = "another up's claim"
+		e.fakeEngine.CreateVolume(ctx, plan.VolumeSpec{Name: v.Name, Labels: other})
+	} else {
+		e.fakeEngine.CreateVolume(ctx, v)
+	}
+	return context.Canceled
+}
+
+// TestFailedClaimGivesBackOnlyItsOwn: a claim whose create failed but was
+// made gives the pod back to the pool; another up's claim stays.
+func TestFailedClaimGivesBackOnlyItsOwn(t *testing.T) {
+	for _, othersFirst := range []bool{false, true} {
+		f := newFake()
+		f.add(KindPod, plan.PodName("p"), "p", map[string]string{plan.LabelPod: "p"})
+		eng := lostClaimEngine{f, othersFirst}
+		if ok, err := claimPod(context.Background(), eng, "p", "a task"); ok || !errors.Is(err, context.Canceled) {
+			t.Fatalf("othersFirst=%v: claim = %v, %v; want the create's error", othersFirst, ok, err)
+		}
+		_, claimed := f.objects[KindVolume+"/"+plan.ObjectName("p", plan.VolumeClaim)]
+		if claimed != othersFirst {
+			t.Errorf("othersFirst=%v: the claim volume is there: %v", othersFirst, claimed)
+		}
 	}
 }

@@ -94,7 +94,7 @@ that name from another source is refused, and left as it is.`,
 	fl.StringVar(&f.name, "name", "", "pod name (default: the repository's name plus a random suffix)")
 	addKubeUpFlags(cmd, &f.kube)
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (every object, with its security settings) and create nothing; with --name of an existing pod, say what up would do with it")
-	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection")
+	fl.BoolVar(&f.keepOnFailure, "keep-on-failure", false, "leave what was created when up fails, for inspection (devaipod delete removes it; so does gc, since the pod is unfinished)")
 	fl.BoolVar(&f.timings, "timings", false, "print how long each step took (with --output json: a \"timings\" list)")
 	fl.BoolVar(&f.noPool, "no-pool", false, "make a pod even when the warm pool (devaipod pool) has one for this request")
 	addPodFlags(cmd, f)

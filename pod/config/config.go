@@ -523,8 +523,9 @@ var (
 	notATable        = regexp.MustCompile(`^type mismatch for \S+: expected table but found (\S+)$`)
 	decodeErr        = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
 	envName          = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// secretName is what podman takes as a secret's name.
-	secretName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$`)
+	// secretName is what podman takes as a secret's name (its library's
+	// rule; podman 4.3 wanted less, but a secret that exists passed).
+	secretName = regexp.MustCompile(`^[^,/=\x00]{1,253}$`)
 )
 
 func (c *Config) validate() error {
@@ -559,7 +560,7 @@ func (c *Config) validate() error {
 	for _, s := range c.Trusted.Env.Secrets {
 		v, secret, ok := strings.Cut(s, "=")
 		if !ok || !envName.MatchString(v) || !secretName.MatchString(secret) {
-			return bad("trusted.env.secrets", "%q must have the form VAR=podman_secret_name (a secret's name: letters, digits, and _ . - after the first)", s)
+			return bad("trusted.env.secrets", "%q must have the form VAR=podman_secret_name (a secret's name has no , / or =)", s)
 		}
 		// objectPrefix is plan.Prefix (a test holds them equal): config
 		// sits below plan and cannot import it.
@@ -700,7 +701,7 @@ func (cr CredentialConfig) check(name, mode string) error {
 	case cr.Env != "" && !envName.MatchString(cr.Env):
 		return bad(".env", "%q is not a valid environment variable name", cr.Env)
 	case cr.Secret != "" && !secretName.MatchString(cr.Secret):
-		return bad(".secret", "%q is not a podman secret's name (letters, digits, and _ . - after the first)", cr.Secret)
+		return bad(".secret", "%q is not a podman secret's name (it has no , / or =, and at most 253 bytes)", cr.Secret)
 	case strings.HasPrefix(cr.Secret, objectPrefix):
 		return bad(".secret", "%q: secrets named %s* are devaipod's own and deleted with pods; rename yours", cr.Secret, objectPrefix)
 	}

@@ -71,7 +71,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"list for repos", "[gator.github]\nrepos = [\"octo/app\"]\n", 2, "gator.github.repos", "must be a table"},
 		{"repo without owner", "[gator.github]\nrepos = { \"octo\" = [\"read\"] }\n", 2, "gator.github.repos", `"octo": missing "/" between owner and repository (such as`},
 		{"unknown permission", "[gator.github]\nrepos = { \"octo/app\" = [\"admin\"] }\n", 2, "gator.github.repos", `unknown permission "admin"`},
-		{"bad secret name", "[trusted.env]\nsecrets = [\"A=Bad Secret\"]\n", 2, "trusted.env.secrets", "a secret's name"},
+		{"bad secret name", "[trusted.env]\nsecrets = [\"A=bad,secret\"]\n", 2, "trusted.env.secrets", "a secret's name"},
 		{"credential with a bad secret name", "[credentials.MY_TOKEN]\nhosts = [\"a.test\"]\nsecret = \"a/b\"\n", 3, "credentials.MY_TOKEN.secret", "not a podman secret's name"},
 		{"infinite cpus", "[agent.limits]\ncpus = inf\n", 2, "agent.limits.cpus", "from 0.01"},
 		{"nan cpus", "[workspace.limits]\ncpus = nan\n", 2, "workspace.limits.cpus", "from 0.01"},

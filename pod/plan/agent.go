@@ -272,22 +272,25 @@ func (e *GuardedValueError) Error() string {
 	return fmt.Sprintf("the agent's variable %s would hold the value of %s", e.Var, e.Guards)
 }
 
+// minGuarded is the length from which refuseGuardedValues compares a
+// value: a shorter one ("1", "us-east-1") is no credential, and would
+// refuse ups for a value that is legitimately both trusted and the
+// agent's. devaipod verify compares every length, by hash.
+const minGuarded = 12
+
 // refuseGuardedValues refuses an agent environment that holds a value the
-// agent must never hold, under whatever name: a repository's envAllowlist
-// may ask for CI_TOKEN when it holds the same token as the trusted
-// GH_TOKEN. Trusted names are dropped from the agent's environment, but
-// only the values tell this. (Values devaipod reads from podman secrets
-// are not known here; devaipod verify compares those by hash.)
+// agent must never hold, under whatever name and inside whatever longer
+// value (a URL with the token in it): a repository's envAllowlist may ask
+// for CI_TOKEN when it holds the same token as the trusted GH_TOKEN.
+// Trusted names are dropped from the agent's environment, but only the
+// values tell this. (Values devaipod reads from podman secrets are not
+// known here; devaipod verify compares those by hash.)
 func refuseGuardedValues(env map[string]string, secrets []SecretSpec) error {
-	guarded := map[string]string{}
-	for _, s := range secrets {
-		if s.Guards != "" && s.Value != "" {
-			guarded[s.Value] = s.Guards
-		}
-	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if what, ok := guarded[env[k]]; ok {
-			return &GuardedValueError{Var: k, Guards: what}
+		for _, s := range secrets {
+			if s.Guards != "" && len(s.Value) >= minGuarded && strings.Contains(env[k], s.Value) {
+				return &GuardedValueError{Var: k, Guards: s.Guards}
+			}
 		}
 	}
 	return nil

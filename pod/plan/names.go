@@ -41,7 +41,8 @@ const (
 	// must match to claim it.
 	LabelPool = "io.devaipod.pool"
 	// LabelClaimed is on the claim volume (VolumeClaim) an up creates to
-	// take a pool pod: when it was claimed (RFC 3339).
+	// take a pool pod: when it was claimed (RFC 3339), a slash and a
+	// random suffix that tells one claim from another.
 	LabelClaimed = "io.devaipod.claimed"
 )
 

@@ -352,42 +352,62 @@ func TestDevcontainerAllowedDomainsWarnOfPublicSuffixes(t *testing.T) {
 }
 
 // TestRefusesGuardedValuesInTheAgent: a trusted or credential value never
-// reaches the agent under another name, whichever way the name was asked
-// for; the agent's own password and an unrelated value do.
+// reaches the agent under another name, or inside another value, whichever
+// way the name was asked for; the agent's own password, an unrelated value
+// and a short one (no credential: "us-east-1") do.
 func TestRefusesGuardedValuesInTheAgent(t *testing.T) {
+	const token, jira, key = "ghp_0123456789abcdefXYZ", "jira-0123456789abc", "sk-ant-0123456789abc"
+	long := func(in *PlanInput) {
+		in.HostEnv["GH_TOKEN"], in.HostEnv["ANTHROPIC_API_KEY"] = token, key
+		in.Config.Trusted.Env.Vars = map[string]string{"JIRA_TOKEN": jira}
+	}
 	tests := []struct {
 		name, guards string
 		edit         func(*PlanInput)
 	}{
 		{"repository envAllowlist, trusted value", "trusted variable GH_TOKEN", func(in *PlanInput) {
-			in.HostEnv["CI_TOKEN"] = "ghp-secret"
+			in.HostEnv["CI_TOKEN"] = token
 			in.Devcontainer = &devcontainer.Config{Devaipod: devcontainer.Customizations{EnvAllowlist: []string{"CI_TOKEN"}}}
 		}},
 		{"shared allowlist, trusted var value", "trusted variable JIRA_TOKEN", func(in *PlanInput) {
-			in.HostEnv["EDITOR"] = "jira-secret"
+			in.HostEnv["EDITOR"] = jira
 		}},
 		{"agent prefix, credential value", "credential ANTHROPIC_API_KEY", func(in *PlanInput) {
-			in.HostEnv["DEVAIPOD_AGENT_LLM"] = "sk-ant"
+			in.HostEnv["DEVAIPOD_AGENT_LLM"] = key
+		}},
+		{"inside a longer value", "trusted variable GH_TOKEN", func(in *PlanInput) {
+			in.HostEnv["DEVAIPOD_AGENT_REMOTE"] = "https://x:" + token + "@git.example.test/o/r.git"
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := planInput()
+			long(&in)
 			tt.edit(&in)
 			_, err := Build(in)
 			var ge *GuardedValueError
 			if !errors.As(err, &ge) || ge.Guards != tt.guards {
 				t.Fatalf("err = %v; want the agent refused a value of %s", err, tt.guards)
 			}
-			if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "sk-ant") {
-				t.Errorf("the error shows the value: %v", err)
+			for _, v := range []string{token, jira, key} {
+				if strings.Contains(err.Error(), v) {
+					t.Errorf("the error shows the value: %v", err)
+				}
 			}
 		})
 	}
-	in := planInput()
-	in.HostEnv["CI_TOKEN"] = "another-value"
-	in.Devcontainer = &devcontainer.Config{Devaipod: devcontainer.Customizations{EnvAllowlist: []string{"CI_TOKEN"}}}
-	if _, err := Build(in); err != nil {
-		t.Errorf("an unrelated value: %v", err)
+	for name, edit := range map[string]func(*PlanInput){
+		"an unrelated value": func(in *PlanInput) { in.HostEnv["DEVAIPOD_AGENT_CI_TOKEN"] = "another-value-entirely" },
+		"a short value": func(in *PlanInput) {
+			in.Config.Trusted.Env.Vars["REGION"] = "us-east-1"
+			in.HostEnv["DEVAIPOD_AGENT_REGION"] = "us-east-1"
+		},
+	} {
+		in := planInput()
+		long(&in)
+		edit(&in)
+		if _, err := Build(in); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

@@ -187,6 +187,7 @@ func (p *Podman) Exec(ctx context.Context, container string, e pod.ExecSpec) (in
 	// container (podman 4.3 cannot stop an exec session), or until the
 	// caller's rollback removes the pod.
 	gate := &gate{}
+	defer gate.close() // the bindings' copy of stdin may still read after the attach ends
 	w, errw = gate.writer(w), gate.writer(errw)
 	attach := true
 	opts := &containers.ExecStartAndAttachOptions{OutputStream: &w, ErrorStream: &errw,
