@@ -465,16 +465,24 @@ func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
 	}
 	var errs []error
 	for _, group := range sortedGroups(byPod) {
-		unlock, err := lockPod(group[0].Pod)
+		short := group[0].Pod
+		unlock, err := lockPod(short)
 		if err != nil {
 			errs = append(errs, err) // an up took it since: leave it alone
 			continue
 		}
-		err = removeAll(ctx, eng, group)
-		if err == nil {
-			err = clearUnfinished(group[0].Pod)
+		// Under the lock, what is there now: an up of that name may have
+		// made and finished a pod since the list was made, and its
+		// objects have the same names.
+		if now, err := eng.Objects(ctx, short); err != nil {
+			errs = append(errs, err)
+		} else if len(now) > 0 && halfCreated(now) {
+			err = removeAll(ctx, eng, now)
+			if err == nil {
+				err = clearUnfinished(short)
+			}
+			errs = append(errs, err)
 		}
-		errs = append(errs, err)
 		unlock()
 	}
 	return errors.Join(errs...)

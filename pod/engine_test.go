@@ -384,3 +384,26 @@ func TestKilledUpIsALeftover(t *testing.T) {
 		t.Errorf("RemoveLeftovers: %v, left %v, marked %v", err, f.objects, unfinished(pl.Name))
 	}
 }
+
+// TestRemoveLeftoversLooksAgain: between gc's list and its removal, an up
+// of the same name may finish a pod whose objects have the listed names;
+// the removal looks again under the pod's lock and leaves a finished pod.
+func TestRemoveLeftoversLooksAgain(t *testing.T) {
+	pl, src := testPlan(t, "again")
+	f := newFake()
+	f.add(KindVolume, plan.ObjectName("again", plan.VolumeWorkspace), "again", map[string]string{plan.LabelPod: "again"})
+	left, err := Leftovers(context.Background(), f)
+	if err != nil || len(left) != 1 {
+		t.Fatalf("Leftovers = %v, %v; want the lone volume", left, err)
+	}
+	// The up: it would refuse a name whose pod exists, not one whose
+	// volume is left; here it makes the pod from scratch.
+	f.objects = map[string]Object{}
+	if err := Up(context.Background(), f, pl, src, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.objects)
+	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != before {
+		t.Errorf("RemoveLeftovers after the up finished the pod: %v; %d of %d objects left", err, len(f.objects), before)
+	}
+}
