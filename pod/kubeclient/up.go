@@ -3,9 +3,12 @@ package kubeclient
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -152,15 +155,36 @@ func (c *Client) claim(ctx context.Context, m *kube.Manifests, short string) (Re
 	}
 	cm := m.ConfigMaps[i].DeepCopy()
 	cm.Namespace = c.Namespace
+	// A create that fails otherwise than AlreadyExists (a cancelled
+	// context, a dropped connection) may have been made all the same: a
+	// random annotation tells this call's claim, which is removed again,
+	// from another up's, which is left alone.
+	var nonce [8]byte
+	rand.Read(nonce[:])
+	claimID := hex.EncodeToString(nonce[:])
+	cm.Annotations = maps.Clone(cm.Annotations)
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[claimAnnotation] = claimID
 	_, err := c.cs.CoreV1().ConfigMaps(c.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		return Ref{}, fmt.Errorf("pod %s: %w", short, pod.ErrExists)
 	}
 	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if got, gerr := c.cs.CoreV1().ConfigMaps(c.Namespace).Get(cctx, name, metav1.GetOptions{}); gerr == nil && got.Annotations[claimAnnotation] == claimID {
+			_ = c.deleteOne(cctx, Ref{Kind: "ConfigMap", Name: name})
+		}
 		return Ref{}, fmt.Errorf("create ConfigMap %s: %w", name, err)
 	}
 	return Ref{Kind: "ConfigMap", Name: name}, nil
 }
+
+// claimAnnotation is on the meta ConfigMap an up creates to claim a pod's
+// name: a random id of that up's.
+const claimAnnotation = "io.devaipod/claim"
 
 // localImages are the images of m's Pods under localhost/: podman's name
 // for images built on this host.

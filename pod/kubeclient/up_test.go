@@ -25,7 +25,9 @@ import (
 	"github.com/devaipod/devaipod/pod/source"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 )
@@ -465,5 +467,32 @@ func TestExecAddsClusterCanaries(t *testing.T) {
 	x.install(c, `{"rows":[]}`, `{"rows":[]}`)
 	if _, _, err := c.Exec(ctx, agent, pod.ExecSpec{Cmd: battery}); err == nil || !strings.Contains(err.Error(), "cluster-egress") {
 		t.Errorf("err %v: want cluster-egress's", err)
+	}
+}
+
+// TestUpFailedClaimRemovesOnlyItsOwn: a claim whose create failed, yet was
+// made (a cancelled context), is removed again, so the name is free; a
+// claim another up made is left.
+func TestUpFailedClaimRemovesOnlyItsOwn(t *testing.T) {
+	for _, othersFirst := range []bool{false, true} {
+		k, c, pl, tree := upFixture(t, func(string, []string) int { return 0 })
+		ctx := context.Background()
+		k.cs.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			cm := a.(k8stesting.CreateAction).GetObject().(*corev1.ConfigMap).DeepCopy()
+			if othersFirst {
+				cm.Annotations = map[string]string{claimAnnotation: "another up's"}
+			}
+			if err := k.cs.Tracker().Add(cm); err != nil {
+				return true, nil, err
+			}
+			return true, nil, context.Canceled
+		})
+		if err := c.Up(ctx, pl, tree, UpOptions{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("othersFirst=%v: err %v, want the create's", othersFirst, err)
+		}
+		_, err := k.cs.CoreV1().ConfigMaps(ns).Get(ctx, kube.MetaConfigMap("demo"), metav1.GetOptions{})
+		if left := err == nil; left != othersFirst {
+			t.Errorf("othersFirst=%v: the claim is there: %v", othersFirst, left)
+		}
 	}
 }
