@@ -11,10 +11,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -512,27 +515,49 @@ func TestE2EInterruptAndGC(t *testing.T) {
 	lifecycleRepo := fixtureRepo(t)
 	commitFiles(t, lifecycleRepo, map[string]string{".devcontainer/devcontainer.json": `{"image": "localhost/devaipod-default:latest", "postCreateCommand": "sleep 600"}`})
 
+	// How up is started: as it is, with SIGHUP at its default whatever
+	// this test inherited (a closed terminal), or under nohup (SIGHUP
+	// ignored, which up must keep).
+	const (
+		plain = iota
+		hangable
+		nohup
+	)
 	tests := []struct {
 		name         string
 		sig          syscall.Signal
 		after        string // the progress line at which the signal is sent
 		repo, config string
 		delay        time.Duration // after the line, before the signal
+		launch       int
 	}{
-		{"SIGINT waiting for the agent", syscall.SIGINT, "waiting for the agent", repo, slow, 0},
+		{"SIGINT waiting for the agent", syscall.SIGINT, "waiting for the agent", repo, slow, 0, plain},
+		{"SIGHUP waiting for the agent", syscall.SIGHUP, "waiting for the agent", repo, slow, 0, hangable},
+		{"SIGHUP under nohup", syscall.SIGHUP, "waiting for the agent", repo, slow, 0, nohup},
 		// (The line comes just before the exec: wait until it runs.)
-		{"SIGHUP waiting for the agent", syscall.SIGHUP, "waiting for the agent", repo, slow, 0},
-		{"SIGINT in a lifecycle command", syscall.SIGINT, "running postCreateCommand", lifecycleRepo, standInConfig(t, ""), 2 * time.Second},
-		{"SIGKILL", syscall.SIGKILL, "creating container", repo, slow, 0},
+		{"SIGINT in a lifecycle command", syscall.SIGINT, "running postCreateCommand", lifecycleRepo, standInConfig(t, ""), 2 * time.Second, plain},
+		{"SIGKILL", syscall.SIGKILL, "creating container", repo, slow, 0, plain},
 		// Past the pod's start: it runs with every container, but its
 		// checks never passed.
-		{"SIGKILL after the pod started", syscall.SIGKILL, "waiting for the agent", repo, slow, time.Second},
+		{"SIGKILL after the pod started", syscall.SIGKILL, "waiting for the agent", repo, slow, time.Second, plain},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			name := uniqueName("e2e-sig")
 			cleanup(t, name)
-			cmd := exec.Command(bin, "--config", tt.config, "up", tt.repo, "--name", name, "--timeout", "60s")
+			args := []string{"--config", tt.config, "up", tt.repo, "--name", name, "--timeout", "60s"}
+			cmd := exec.Command(bin, args...)
+			switch tt.launch {
+			case hangable:
+				self, err := os.Executable()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cmd = exec.Command(self, args...)
+				cmd.Env = append(os.Environ(), execHangableEnv+"="+bin)
+			case nohup:
+				cmd = exec.Command("nohup", append([]string{bin}, args...)...)
+			}
 			stderr, err := cmd.StderrPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -557,11 +582,21 @@ func TestE2EInterruptAndGC(t *testing.T) {
 					break
 				}
 			}
+			restc := make(chan []byte, 1)
+			go func() { rest, _ := io.ReadAll(stderr); restc <- rest }()
+			if tt.launch == nohup && sent {
+				// It goes on; Ctrl-C still ends it.
+				select {
+				case rest := <-restc:
+					t.Fatalf("up under nohup ended on SIGHUP:\n%s%s", log.String(), rest)
+				case <-time.After(3 * time.Second):
+				}
+				cmd.Process.Signal(syscall.SIGINT)
+			}
 			// up must end at once, whatever podman is running for it.
 			start := time.Now()
 			timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-			rest, _ := io.ReadAll(stderr)
-			log.Write(rest)
+			log.Write(<-restc)
 			if !sent {
 				t.Fatalf("up never reached %q, so no signal was sent:\n%s", tt.after, log.String())
 			}
@@ -597,4 +632,21 @@ func TestE2EInterruptAndGC(t *testing.T) {
 			}
 		})
 	}
+}
+
+// execHangableEnv names the devaipod that the test binary, started with it
+// set, runs in its own place with SIGHUP at its default: exec resets a
+// signal the process catches, not one it ignores (a test run under nohup
+// or setsid would pass SIGHUP on ignored).
+const execHangableEnv = "DEVAIPOD_TEST_EXEC_HANGABLE"
+
+func TestMain(m *testing.M) {
+	if bin := os.Getenv(execHangableEnv); bin != "" {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, execHangableEnv+"=") })
+		err := syscall.Exec(bin, append([]string{bin}, os.Args[1:]...), env)
+		fmt.Fprintln(os.Stderr, "exec", bin+":", err)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
 }
