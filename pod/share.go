@@ -63,16 +63,7 @@ func Share(ctx context.Context, eng Engine, short, p string, rw bool, forbidden 
 	// cannot be read) before anything reaches the pod: a copy cut off
 	// half-way would stay in the agent's /host.
 	probe := sh
-	if err := walkShare(&probe, func(hdr *tar.Header, p string) error {
-		if hdr.Typeflag != tar.TypeReg {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	}); err != nil {
+	if err := walkShare(&probe, func(*tar.Header, *os.File) error { return nil }); err != nil {
 		return Shared{}, fmt.Errorf("share %s: %w", p, err)
 	}
 	pr, pw := io.Pipe()
@@ -106,19 +97,11 @@ func tarShare(w io.Writer, sh *Shared) error {
 	if err := parents(sh.Resolved); err != nil {
 		return err
 	}
-	err := walkShare(sh, func(hdr *tar.Header, p string) error {
-		if err := tw.WriteHeader(hdr); err != nil {
+	err := walkShare(sh, func(hdr *tar.Header, f *os.File) error {
+		if err := tw.WriteHeader(hdr); err != nil || f == nil {
 			return err
 		}
-		if hdr.Typeflag != tar.TypeReg {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyN(tw, f, hdr.Size)
+		_, err := io.CopyN(tw, f, hdr.Size)
 		return err
 	})
 	if err != nil {
@@ -136,9 +119,10 @@ func tarShare(w io.Writer, sh *Shared) error {
 }
 
 // walkShare walks sh.Resolved and calls each with the tar header of every
-// file, folder and symlink in it, owned and moded as sh.RW says, counting
-// files and bytes into sh and failing past the limits.
-func walkShare(sh *Shared, each func(hdr *tar.Header, p string) error) error {
+// file, folder and symlink in it, owned and moded as sh.RW says, and a
+// regular file opened (nil for the rest), counting files and bytes into sh
+// and failing past the limits or at a file it cannot open.
+func walkShare(sh *Shared, each func(hdr *tar.Header, f *os.File) error) error {
 	uid, writable := 0, int64(0)
 	if sh.RW {
 		uid, writable = plan.AgentUID, 0o200
@@ -172,7 +156,15 @@ func walkShare(sh *Shared, each func(hdr *tar.Header, p string) error) error {
 		if sh.Files > maxShareFiles || sh.Bytes > maxShareBytes {
 			return fmt.Errorf("%s holds more than %d files or %d MiB: %w", sh.Resolved, maxShareFiles, maxShareBytes>>20, ErrShareTooLarge)
 		}
-		return each(hdr, p)
+		if hdr.Typeflag != tar.TypeReg {
+			return each(hdr, nil)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return each(hdr, f)
 	})
 }
 
