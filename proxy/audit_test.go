@@ -97,19 +97,25 @@ func FuzzAppendJSONString(f *testing.F) {
 	})
 }
 
-// TestAuditorWriteRequest: the line a request record becomes is one whole
-// Write, and reads back as the record.
+// TestAuditorWriteRequest: a request record reads back as the record;
+// request records wait and go out together, in whole lines, when the
+// auditor flushes, when the batch is full, or by themselves after the
+// delay; a policy record goes out at once.
 func TestAuditorWriteRequest(t *testing.T) {
 	t.Parallel()
 	buf := &auditBuffer{}
-	a := &auditor{pod: "demo", w: buf}
+	a := &auditor{pod: "demo", w: buf, delay: time.Hour}
 	in := Record{Event: EventRequest, Method: "CONNECT", Host: "h.test", Port: 443, Decision: DecisionAllow,
 		Rule: "h.test", Status: 200, BytesUp: 5, BytesDown: 7, DurationMS: 9}
 	a.writeRequest(&in)
 	a.writeRequest(&in)
+	if n := buf.writes(); n != 0 {
+		t.Fatalf("%d writes before the flush; want the records to wait", n)
+	}
+	a.flush()
 	rs := buf.records(t)
-	if len(rs) != 2 {
-		t.Fatalf("%d records; want 2", len(rs))
+	if len(rs) != 2 || buf.writes() != 1 {
+		t.Fatalf("%d records in %d writes; want 2 in 1", len(rs), buf.writes())
 	}
 	got := rs[0]
 	if _, err := time.Parse(time.RFC3339Nano, got.Time); err != nil || !strings.HasSuffix(got.Time, "Z") {
@@ -119,6 +125,24 @@ func TestAuditorWriteRequest(t *testing.T) {
 	if !equalRecords(got, in) {
 		t.Errorf("record %+v; want %+v", got, in)
 	}
+
+	a.writeRequest(&in)
+	a.write(Record{Event: EventPolicy, File: "/p"})
+	if rs := buf.records(t); len(rs) != 4 || rs[3].Event != EventPolicy || buf.writes() != 2 {
+		t.Errorf("after a policy record: %d records in %d writes; want it and the request before it out at once", len(rs), buf.writes())
+	}
+
+	for buf.writes() == 2 {
+		a.writeRequest(&in)
+		if len(a.batch) > auditBatchBytes {
+			t.Fatalf("the batch holds %d bytes without a write", len(a.batch))
+		}
+	}
+
+	timed := &auditBuffer{}
+	b := &auditor{pod: "demo", w: timed}
+	b.writeRequest(&in)
+	timed.waitRecord(t, "written after the delay", func(r Record) bool { return r.Host == "h.test" })
 }
 
 func BenchmarkAuditRecord(b *testing.B) {

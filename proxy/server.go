@@ -671,5 +671,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		<-acceptDone
 	}
 	<-httpDone // http.ErrServerClosed
+	s.audit.flush()
 	return err
 }

@@ -33,25 +33,40 @@ import (
 
 var loopback = netip.MustParseAddr("127.0.0.1")
 
-// auditBuffer collects audit lines; each Write must be exactly one line.
+// auditBuffer collects audit lines; each Write must be whole lines.
 type auditBuffer struct {
+	flush func() // the auditor's: records writes what waits first
+
 	mu     sync.Mutex
 	lines  [][]byte
 	broken []string
+	n      int // Writes
+}
+
+func (b *auditBuffer) writes() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
 }
 
 func (b *auditBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(p) == 0 || p[len(p)-1] != '\n' || bytes.Count(p, []byte("\n")) != 1 {
+	b.n++
+	if len(p) == 0 || p[len(p)-1] != '\n' {
 		b.broken = append(b.broken, string(p))
 	}
-	b.lines = append(b.lines, slices.Clone(p))
+	for l := range bytes.Lines(p) {
+		b.lines = append(b.lines, slices.Clone(l))
+	}
 	return len(p), nil
 }
 
 func (b *auditBuffer) records(t *testing.T) []Record {
 	t.Helper()
+	if b.flush != nil {
+		b.flush()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.broken) > 0 {
@@ -110,6 +125,7 @@ func startProxy(t *testing.T, opts Options) *testProxy {
 		ln.Close()
 		t.Fatal(err)
 	}
+	p.audit.flush = p.s.audit.flush
 	p.addr = ln.Addr().String()
 	p.url = &url.URL{Scheme: "http", Host: p.addr}
 	var ctx context.Context

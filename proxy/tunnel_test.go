@@ -176,6 +176,7 @@ func startProxyOn(t *testing.T, ln net.Listener, opts Options) *testProxy {
 		ln.Close()
 		t.Fatal(err)
 	}
+	p.audit.flush = p.s.audit.flush
 	var ctx context.Context
 	ctx, p.cancel = context.WithCancel(context.Background())
 	go func() { p.done <- p.s.Serve(ctx, ln) }()
