@@ -271,22 +271,51 @@ func podIPs(p *corev1.Pod) []string {
 }
 
 // agentDenyAll checks that a NetworkPolicy of the pod selects its agent's
-// Pod and allows it no egress and no ingress.
+// Pod and allows it no egress and no ingress, and that no other policy in
+// the namespace selects the Pod with a rule: the policies that select a Pod
+// add up, so a namespace's "allow DNS" or "allow the internet" for every
+// Pod would open the agent's way out past the proxy. Policies of other
+// kinds (AdminNetworkPolicy, a CNI plugin's own global policies) are not
+// seen; docs/kubernetes.md says so.
 func (c *Client) agentDenyAll(ctx context.Context, short string) error {
 	agent, _, err := c.locate(ctx, plan.ContainerName(short, plan.RoleAgent))
 	if err != nil {
 		return err
 	}
-	list, err := c.cs.NetworkingV1().NetworkPolicies(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector(short)})
+	list, err := c.cs.NetworkingV1().NetworkPolicies(c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
+	denied := false
 	for _, np := range list.Items {
-		if selects(np, agent) && denyAll(np) {
-			return nil
+		if !selects(np, agent) {
+			continue
+		}
+		if opens := policyOpens(np); opens != "" {
+			return fmt.Errorf("NetworkPolicy %s also selects the agent's Pod %s and allows it %s; policies add up, so the agent is not denied all traffic: narrow its podSelector to leave out Pods labelled %s=%s",
+				np.Name, agent.Name, opens, plan.LabelRole, plan.RoleAgent)
+		}
+		if np.Labels[plan.LabelPod] == short && denyAll(np) {
+			denied = true
 		}
 	}
-	return fmt.Errorf("no NetworkPolicy denies the agent's Pod %s all traffic", agent.Name)
+	if !denied {
+		return fmt.Errorf("no NetworkPolicy denies the agent's Pod %s all traffic", agent.Name)
+	}
+	return nil
+}
+
+// policyOpens says what np allows the Pods it selects ("" for nothing):
+// any rule, even one that names no peer, lets something through.
+func policyOpens(np networkingv1.NetworkPolicy) string {
+	var opens []string
+	if len(np.Spec.Egress) > 0 {
+		opens = append(opens, "egress")
+	}
+	if len(np.Spec.Ingress) > 0 {
+		opens = append(opens, "ingress")
+	}
+	return strings.Join(opens, " and ")
 }
 
 func selects(np networkingv1.NetworkPolicy, p *corev1.Pod) bool {

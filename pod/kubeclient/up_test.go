@@ -24,8 +24,10 @@ import (
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/source"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/remotecommand"
@@ -357,12 +359,13 @@ func TestClusterChecks(t *testing.T) {
 		name   string
 		check  plan.Check
 		out    string
-		self   string   // the workspace's own cluster-egress run
-		ips    []string // the workspace Pod's addresses besides 10.244.0.7; "none": no address
-		drop   bool     // the policy is gone
-		want   string   // "" passes with a note; else in the CheckError
-		shown  []string // the rows cluster-egress stood in for
-		policy []string // the rows the policy alone answers for
+		self   string                      // the workspace's own cluster-egress run
+		ips    []string                    // the workspace Pod's addresses besides 10.244.0.7; "none": no address
+		drop   bool                        // the policy is gone
+		extra  *networkingv1.NetworkPolicy // another policy in the namespace
+		want   string                      // "" passes with a note; else in the CheckError
+		shown  []string                    // the rows cluster-egress stood in for
+		policy []string                    // the rows the policy alone answers for
 	}{
 		{name: "by design", check: verify, out: byDesign,
 			shown: []string{"tcp-direct", "udp-direct"}, policy: []string{"net-interfaces", "net-routes", "dns-direct"}},
@@ -386,6 +389,18 @@ func TestClusterChecks(t *testing.T) {
 		{name: "another row fails", check: verify, out: rows(policyOnly, direct, []string{dropped, row("proc-mem", "FAIL", "read it")}), want: "FAIL proc-mem (a): read it"},
 		{name: "a direct probe got out", check: verify, out: rows([]string{row("tcp-direct", "FAIL", "reached 192.0.2.1:9"), dropped}), want: "FAIL tcp-direct"},
 		{name: "no policy", check: verify, out: byDesign, drop: true, want: "no NetworkPolicy denies"},
+		{name: "a namespace policy opens egress for every Pod", check: verify, out: byDesign,
+			extra: namespacePolicy(metav1.LabelSelector{}, []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}}}}, nil),
+			want:  "NetworkPolicy allow-out also selects the agent's Pod devaipod-demo-agent and allows it egress"},
+		{name: "a namespace policy lets DNS out", check: egress, out: "FAIL no interface but loopback: eth0 is up\nok   no direct connection to 127.0.0.1:1",
+			extra: namespacePolicy(metav1.LabelSelector{}, []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{{Port: new(intstr.FromInt32(53))}}}}, nil),
+			want:  "allows it egress"},
+		{name: "a namespace policy lets others in", check: verify, out: byDesign,
+			extra: namespacePolicy(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: plan.LabelPod, Operator: metav1.LabelSelectorOpExists}}}, nil, []networkingv1.NetworkPolicyIngressRule{{}}),
+			want:  "allows it ingress"},
+		{name: "a namespace policy for other Pods", check: verify, out: byDesign,
+			extra: namespacePolicy(metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, []networkingv1.NetworkPolicyEgressRule{{}}, nil),
+			shown: []string{"tcp-direct", "udp-direct"}, policy: []string{"net-interfaces", "net-routes", "dns-direct"}},
 		{name: "not json", check: verify, out: "garbage", want: "garbage"},
 		{name: "egress by design", check: egress, out: "FAIL no interface but loopback: eth0 is up\nok   no direct connection to 127.0.0.1:1",
 			policy: []string{"no interface but loopback"}},
@@ -398,6 +413,11 @@ func TestClusterChecks(t *testing.T) {
 			}
 			if tt.drop {
 				cs.NetworkingV1().NetworkPolicies(ns).Delete(context.Background(), "devaipod-demo-agent-deny-all", metav1.DeleteOptions{})
+			}
+			if tt.extra != nil {
+				if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(context.Background(), tt.extra, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			var x checkExecs
 			x.install(c, cmp.Or(tt.self, reachedSelf), tt.out)
@@ -495,4 +515,18 @@ func TestUpFailedClaimRemovesOnlyItsOwn(t *testing.T) {
 			t.Errorf("othersFirst=%v: the claim is there: %v", othersFirst, left)
 		}
 	}
+}
+
+// namespacePolicy is a NetworkPolicy of the namespace's own, not
+// devaipod's, named allow-out.
+func namespacePolicy(sel metav1.LabelSelector, egress []networkingv1.NetworkPolicyEgressRule, ingress []networkingv1.NetworkPolicyIngressRule) *networkingv1.NetworkPolicy {
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allow-out", Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: sel, Egress: egress, Ingress: ingress}}
+	if egress != nil {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+	}
+	if ingress != nil {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	}
+	return np
 }
