@@ -230,6 +230,9 @@ type renderer struct {
 	// commit): the Pods carry the pod's too (agent URL, task, verify).
 	labels   map[string]string
 	warnings []string
+	// pids are the containers' process limits ("agent 512"), which have
+	// no counterpart: Render warns of them once.
+	pids []string
 	// volumes collects the Pod volumes a Pod's containers need, by name.
 	volumes map[string]corev1.Volume
 }
@@ -320,6 +323,10 @@ func Render(p *plan.Plan, o Options) (*Manifests, error) {
 	}
 	if p.Pod.HostLoopback {
 		r.warn("[network] host_loopback has no Kubernetes counterpart: the pod cannot reach this host's loopback")
+	}
+	if len(r.pids) > 0 {
+		r.warn("the process limits (%s) are not rendered: Kubernetes bounds a Pod's processes only by the kubelet's podPidsLimit, a setting of the node (devaipod --engine kube verify, row limit-pids, shows what the agent gets)",
+			strings.Join(r.pids, ", "))
 	}
 	m.Warnings = r.warnings
 	return m, nil
@@ -690,6 +697,9 @@ func (r *renderer) container(c plan.ContainerSpec, inAgentPod bool) (corev1.Cont
 			}
 			if len(res) > 0 {
 				k.Resources.Limits = res
+			}
+			if l.Pids > 0 {
+				r.pids = append(r.pids, fmt.Sprintf("%s %d", c.Role, l.Pids))
 			}
 		}
 		if l.Timeout != "" {
