@@ -134,6 +134,19 @@ func kubeInit(ctx context.Context, o kubeInitOptions, log io.Writer) error {
 		if err := os.Lchown(c.path, c.uid, c.gid); err != nil {
 			return err
 		}
+		// A provisioner may make a volume's root writable by all
+		// (local-path's are 0777); podman makes it 0755. Only the owner
+		// writes there: the agent must not plant entries in a root it
+		// does not own, such as host-share's markers.
+		st, err := os.Lstat(c.path)
+		if err != nil {
+			return err
+		}
+		if perm := st.Mode().Perm(); perm&0o022 != 0 {
+			if err := os.Chmod(c.path, perm&^0o022); err != nil {
+				return err
+			}
+		}
 	}
 	for _, s := range o.secrets {
 		c, _ := parseSecretCopy(s)
@@ -142,10 +155,7 @@ func kubeInit(ctx context.Context, o kubeInitOptions, log io.Writer) error {
 		}
 	}
 	if o.subPathProbe != "" {
-		if err := os.MkdirAll(o.subPathProbe, 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(o.subPathProbe, "ok"), nil, 0o644); err != nil {
+		if err := makeSubPathProbe(o.subPathProbe); err != nil {
 			return err
 		}
 	}
@@ -158,6 +168,24 @@ func kubeInit(ctx context.Context, o kubeInitOptions, log io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// makeSubPathProbe makes dir afresh with an empty file ok in it. It lies
+// in a volume the agent mounts, so whatever is there (from an earlier run)
+// is removed, not followed: a symlink there would lead this root process
+// to write elsewhere.
+func makeSubPathProbe(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "ok"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // waitMarker waits for o.wait, if set.

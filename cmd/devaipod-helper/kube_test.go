@@ -174,11 +174,26 @@ func TestKubeInit(t *testing.T) {
 	os.Chmod(install, 0o755)
 
 	// The subPath probe: the directory itself passes, the volume it lies in
-	// (what a runtime that ignores subPath mounts) does not.
-	vol := t.TempDir()
+	// (what a runtime that ignores subPath mounts) does not. A volume root
+	// that all may write (a local-path provisioner's) is made the owner's
+	// alone, and what the agent left at the probe's path is replaced, not
+	// followed.
+	vol, elsewhere := t.TempDir(), t.TempDir()
+	os.Chmod(vol, 0o777)
 	probe := filepath.Join(vol, ".probe")
-	if err := kubeInit(context.Background(), kubeInitOptions{subPathProbe: probe, subPathCheck: probe}, &log); err != nil {
+	os.Symlink(elsewhere, probe)
+	if err := kubeInit(context.Background(), kubeInitOptions{chowns: []string{helperargs.Chown(vol, os.Getuid(), os.Getgid())},
+		subPathProbe: probe, subPathCheck: probe}, &log); err != nil {
 		t.Errorf("subPath honoured: %v", err)
+	}
+	if st, err := os.Stat(vol); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("a volume root of mode 0777: now %v (%v); want 0755", st.Mode(), err)
+	}
+	if st, err := os.Lstat(probe); err != nil || !st.IsDir() {
+		t.Errorf("the probe: %v %v; want a directory of its own", st, err)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "ok")); err == nil {
+		t.Error("the probe followed a symlink the agent left")
 	}
 	if err := kubeInit(context.Background(), kubeInitOptions{subPathCheck: vol}, &log); err == nil || !strings.Contains(err.Error(), "ignores subPath") {
 		t.Errorf("subPath ignored: %v", err)
