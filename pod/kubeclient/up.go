@@ -97,6 +97,16 @@ func (c *Client) Up(ctx context.Context, pl *plan.Plan, tree string, opts UpOpti
 	} else if exists {
 		return fmt.Errorf("pod %s: %w", pl.Name, pod.ErrExists)
 	}
+	// Claims kept by delete --keep-volumes: apply would adopt them (and a
+	// rollback delete them), where podman refuses a volume that exists.
+	kept, err := c.cs.CoreV1().PersistentVolumeClaims(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector(pl.Name), Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(kept.Items) > 0 {
+		return fmt.Errorf("pod %s: its volumes are still there (PersistentVolumeClaim %s, kept by delete --keep-volumes?): %w",
+			pl.Name, kept.Items[0].Name, pod.ErrExists)
+	}
 
 	// The name is claimed with a create, which the API server does once:
 	// of two ups of one name (from any host), one gets ErrExists and

@@ -261,6 +261,36 @@ func TestUpKeepOnFailure(t *testing.T) {
 	}
 }
 
+// TestUpRefusesKeptVolumes: after delete --keep-volumes, an up of the name
+// refuses, as podman refuses a volume that exists, and leaves the kept
+// claims alone (apply would have adopted them, and a failed up's rollback
+// deleted them).
+func TestUpRefusesKeptVolumes(t *testing.T) {
+	k, c, pl, tree := upFixture(t, func(string, []string) int { return 0 })
+	ctx := context.Background()
+	if err := c.Up(ctx, pl, tree, UpOptions{PodTimeout: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pod.Delete(ctx, c, "demo", true); err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := k.cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if len(kept.Items) == 0 {
+		t.Fatal("delete --keep-volumes kept no claim")
+	}
+	err := c.Up(ctx, pl, tree, UpOptions{PodTimeout: 10 * time.Second})
+	if !errors.Is(err, pod.ErrExists) || !strings.Contains(err.Error(), "keep-volumes") {
+		t.Errorf("up over kept claims: %v; want ErrExists naming them", err)
+	}
+	after, _ := k.cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if len(after.Items) != len(kept.Items) {
+		t.Errorf("%d claims after the refused up; want the %d kept", len(after.Items), len(kept.Items))
+	}
+	if pods, _ := k.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); len(pods.Items) > 0 {
+		t.Errorf("the refused up made %d Pods", len(pods.Items))
+	}
+}
+
 // TestUpClaimsTheName: the name is claimed by a create, so that an up that
 // lost a race for it (another host's, between the existence check and the
 // apply) touches nothing of the winner's.
