@@ -243,14 +243,13 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	}
 	errs := make([]error, 2+len(pl.Checks))
 	var wg sync.WaitGroup
-	wg.Add(len(errs))
+	wg.Add(1 + len(pl.Checks))
 	go func() {
 		defer wg.Done()
-		errs[0] = waitReady(ctx, eng, pl, opts.ReadyTimeout)
-	}()
-	go func() {
-		defer wg.Done()
-		errs[1] = RunLifecycle(ctx, eng, pl.Name, pl.Lifecycle, plan.StageCreate, opts.Output)
+		// The agent starts once the setup commands are done (RunSetup).
+		if errs[1] = RunSetup(ctx, eng, pl, opts.Output); errs[1] == nil {
+			errs[0] = waitReady(ctx, eng, pl, opts.ReadyTimeout)
+		}
 	}()
 	for i, c := range pl.Checks {
 		go func() {

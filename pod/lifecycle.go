@@ -1,15 +1,19 @@
 package pod
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/devaipod/devaipod/pod/plan"
 )
 
@@ -24,10 +28,41 @@ func (e *LifecycleError) Error() string {
 	return fmt.Sprintf("%s failed (exit %d):\n%s", e.Command, e.Code, strings.TrimRight(e.Output, "\n"))
 }
 
+// RunSetup runs up's setup commands (the create stage) and then, when
+// there are any, lets the agent start: its init waits for
+// plan.SetupDoneFile, which RunSetup writes through the workspace. The
+// agent's container runs from the pod's start, but the agent itself only
+// from then on, so that the setup commands, on the trusted side, never
+// run what it wrote. Without setup commands the agent does not wait.
+func RunSetup(ctx context.Context, eng Engine, pl *plan.Plan, out io.Writer) error {
+	if !pl.Lifecycle.Has(plan.StageCreate) {
+		return nil
+	}
+	if err := RunLifecycle(ctx, eng, pl.Name, pl.Lifecycle, plan.StageCreate, out); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Name: path.Base(plan.SetupDoneFile), Mode: 0o644, Typeflag: tar.TypeReg})
+	tw.Close()
+	// Through the helper's untar, as root: podman cannot copy into a
+	// volume of a running container.
+	untar := AsRoot(plan.HelperCommand(helperargs.Untar{Dir: path.Dir(plan.SetupDoneFile)}))
+	untar.Stdin = &b
+	code, msg, err := eng.Exec(ctx, plan.ContainerName(pl.Name, plan.RoleWorkspace), untar)
+	if err == nil && code != 0 {
+		err = errors.New(strings.TrimSpace(msg))
+	}
+	if err != nil {
+		return fmt.Errorf("let the agent start after the setup commands: %w", err)
+	}
+	return nil
+}
+
 // RunLifecycle runs a stage's commands in order in the workspace, as the
 // devcontainer's remote user and without the trusted variables; the steps
 // of an object-form command run in parallel. out hears the output. Up runs
-// it before the agent has worked on the repository.
+// the create stage before the agent starts (RunSetup).
 func RunLifecycle(ctx context.Context, eng Engine, short string, l *plan.Lifecycle, which string, out io.Writer) error {
 	return runStages(ctx, eng, plan.ContainerName(short, plan.RoleWorkspace), l, which, out, func(argv []string) ExecSpec {
 		user, cmd := plan.ExecAs{User: l.User, Env: l.Env}.Command(argv, false)

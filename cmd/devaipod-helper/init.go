@@ -38,6 +38,7 @@ type initOptions struct {
 	canary      string
 	proxyCA     string // URL of the proxy's CA
 	caDir       string // where to write it, with a bundle
+	waitFor     string // a file that must exist before CMD starts
 	command     []string
 }
 
@@ -71,6 +72,8 @@ func newInitFlagSet(o *initOptions) *flag.FlagSet {
 	fs.StringVar(&o.proxyCA, "proxy-ca", "",
 		"before CMD, fetch the proxy's CA from `URL` into --ca-dir (ca.pem, and bundle.pem with this image's roots)")
 	fs.StringVar(&o.caDir, "ca-dir", "", "the `DIR` for --proxy-ca's files")
+	fs.StringVar(&o.waitFor, "wait-for", "",
+		"start CMD only once `FILE` exists (up writes it when the workspace's setup commands are done); the bridges serve meanwhile")
 	fs.DurationVar(&o.grace, "grace", defaultGrace,
 		"how long to wait, after CMD exits, for the processes it left behind")
 	fs.Usage = func() {
@@ -159,11 +162,38 @@ func runInit(ctx context.Context, logger *log.Logger, args []string, stderr io.W
 	}
 	logger.Printf("init: %s", describeStartup(o))
 
+	if o.waitFor != "" && len(o.command) > 0 {
+		logger.Printf("init: waiting for %s before starting the command", o.waitFor)
+		if !waitForFile(o.waitFor, sigs) {
+			return 0
+		}
+	}
 	if len(o.command) == 0 {
 		serveUntilStopped(ctx, sigs)
 		return 0
 	}
 	return superviseChild(logger, o, sigs)
+}
+
+// waitForFile waits until path exists, or false when a signal to stop
+// (SIGTERM, SIGINT, SIGHUP) comes first. The agent's command waits so for
+// the workspace's setup commands: they run on the trusted side, and must
+// not run what the agent wrote meanwhile.
+func waitForFile(path string, sigs <-chan os.Signal) bool {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGHUP {
+				return false
+			}
+		case <-tick.C:
+		}
+	}
 }
 
 func describeStartup(o *initOptions) string {

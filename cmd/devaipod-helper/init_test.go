@@ -411,3 +411,25 @@ func TestInitBridgesEndToEnd(t *testing.T) {
 		t.Errorf("stderr = %q; want the startup line %q", h.stderr, want)
 	}
 }
+
+// TestWaitForFile: init's --wait-for returns once the file is there, and
+// gives up on SIGTERM (the pod stopped while up's setup commands ran).
+func TestWaitForFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "setup-done")
+	sigs := make(chan os.Signal, 1)
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		os.WriteFile(file, nil, 0o644)
+	}()
+	if !waitForFile(file, sigs) {
+		t.Error("the file appeared, yet init did not go on")
+	}
+	sigs <- syscall.SIGCHLD // not a reason to stop
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		sigs <- syscall.SIGTERM
+	}()
+	if waitForFile(filepath.Join(t.TempDir(), "never"), sigs) {
+		t.Error("init went on without the file")
+	}
+}

@@ -275,3 +275,35 @@ E2E_WS_SECRET = "ws-secret"
 		t.Errorf("attach without a terminal: %s", r)
 	}
 }
+
+// TestE2ESetupRunsBeforeTheAgent: up's setup commands run on the trusted
+// side, in the workspace, so the agent must not have run before them: a
+// custom agent starts working as soon as it starts (it has its task in
+// $DEVAIPOD_TASK), and one that rewrote the script a postCreateCommand runs
+// would have the workspace run its code. This agent rewrites setup.sh the
+// moment it starts; the postCreateCommand runs setup.sh after a pause. The
+// setup's own script ran, the agent's never did, and the agent did start,
+// after the setup.
+func TestE2ESetupRunsBeforeTheAgent(t *testing.T) {
+	e2e(t)
+	repo := fixtureRepo(t)
+	commitFiles(t, repo, map[string]string{
+		"setup.sh":                        "echo setup > setup-ran.txt\n",
+		".devcontainer/devcontainer.json": `{"image": "localhost/devaipod-default:latest", "postCreateCommand": "sleep 3; sh setup.sh"}`,
+	})
+	cfg := filepath.Join(t.TempDir(), "devaipod.toml")
+	if err := os.WriteFile(cfg, []byte(`[agent]
+kind = "custom"
+command = ["sh", "-c", "echo 'echo agent > agent-code-ran.txt' > setup.sh && ls setup-ran.txt > agent-saw.txt 2>&1; exec busybox httpd -f -p 127.0.0.1:4096 -h /tmp"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	name := uniqueName("e2e-setup")
+	cleanup(t, name)
+	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name)
+	r := devaipod(t, nil, "exec", name, "--", "sh", "-c",
+		`cat setup-ran.txt; cat agent-saw.txt; cat setup.sh; ls agent-code-ran.txt 2>/dev/null || echo no-agent-code`)
+	if got := strings.TrimSpace(r.stdout); r.code != 0 || got != "setup\nsetup-ran.txt\necho agent > agent-code-ran.txt\nno-agent-code" {
+		t.Errorf("want the setup's script run before the agent started (which then saw its result and rewrote the script), and the agent's script never run:\n%s", r)
+	}
+}

@@ -55,7 +55,9 @@ type Init struct {
 	// ProxyCA is the URL of the proxy's CA, fetched into CADir before
 	// Command starts.
 	ProxyCA, CADir string
-	Command        []string // after "--"
+	// WaitFor is a file that must exist before Command starts.
+	WaitFor string
+	Command []string // after "--"
 }
 
 // Args is init's command line, with "--" before the command if any.
@@ -66,6 +68,7 @@ func (x Init) Args() []string {
 	a.list("expose", x.Exposes)
 	a.str("proxy-ca", x.ProxyCA)
 	a.str("ca-dir", x.CADir)
+	a.str("wait-for", x.WaitFor)
 	if len(x.Command) == 0 {
 		return a
 	}

@@ -277,9 +277,13 @@ func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, 
 	ws := plan.ContainerName(pl.Name, plan.RoleWorkspace)
 	errs := make([]error, 2+len(pl.Checks))
 	var wg sync.WaitGroup
-	wg.Add(len(errs))
+	wg.Add(1 + len(pl.Checks))
 	go func() {
 		defer wg.Done()
+		// The agent starts once the setup commands are done (RunSetup).
+		if errs[1] = pod.RunSetup(ctx, c, pl, opts.Output); errs[1] != nil {
+			return
+		}
 		code, out, err := c.Exec(ctx, ws, pod.AsRoot(pl.ReadyProbe(opts.ReadyTimeout)))
 		switch {
 		case err != nil:
@@ -289,10 +293,6 @@ func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, 
 			_ = c.Logs(ctx, plan.ContainerName(pl.Name, plan.RoleAgent), 20, false, &logs)
 			errs[0] = &pod.ReadyError{Detail: strings.TrimSpace(out), Logs: logs.String()}
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		errs[1] = pod.RunLifecycle(ctx, c, pl.Name, pl.Lifecycle, plan.StageCreate, opts.Output)
 	}()
 	notes := make([]*ClusterNote, len(pl.Checks))
 	for i, ch := range pl.Checks {

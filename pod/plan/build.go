@@ -177,6 +177,11 @@ func (b *builder) build() (*Plan, error) {
 	if err := refuseGuardedValues(agent.Env, p.Secrets); err != nil {
 		return nil, err
 	}
+	if p.Lifecycle.Has(StageCreate) {
+		// up's setup commands run in the workspace, on the trusted side:
+		// the agent starts once they are done (see SetupDone).
+		b.agentInit.WaitFor = SetupDoneFile
+	}
 	agent.Entrypoint, agent.Command = b.agentEntrypoint(agent.Command), nil
 	p.Containers = []ContainerSpec{ws, agent}
 	if gator != nil {

@@ -52,6 +52,16 @@ func (l *Lifecycle) Stages(which string) []Stage {
 	return nil
 }
 
+// Has tells whether stage which has a command.
+func (l *Lifecycle) Has(which string) bool {
+	for _, s := range l.Stages(which) {
+		if s.Cmd != nil && len(s.Cmd.Steps) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Empty tells whether there is nothing to run at all.
 func (l *Lifecycle) Empty() bool {
 	for _, w := range []string{StageCreate, StageAttach} {

@@ -15,6 +15,12 @@ const (
 	AgentHome      = "/home/agent"
 	AgentSocketDir = "/run/devaipod/agent"
 	AgentSocket    = AgentSocketDir + "/agent.sock"
+	// SetupDoneFile, in the workspace volume (the agent's and the
+	// workspace's) but outside the repository's folder, is what the
+	// agent's init waits for before it starts the agent when up runs setup
+	// commands in the workspace: up writes it through the workspace once
+	// they are done, so that they never run what the agent wrote meanwhile.
+	SetupDoneFile = WorkspacesDir + "/.devaipod-setup-done"
 	// AgentGitCopyDir mounts the agent's git directory (VolumeAgentGit) a
 	// second time, where no bind mount lies over it: up copies the
 	// directory in there (podman's copy into a created container resolves
