@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,7 +199,7 @@ func TestFetchWorkWithoutCommits(t *testing.T) {
 // is (a zero-width space after main, a right-to-left override) brings
 // nothing into the user's repository.
 func TestFetchWorkRefusesHiddenRefNames(t *testing.T) {
-	for _, branch := range []string{"main\u200b", "agent/\u202eexe.txt", "x\x1b[31m"} {
+	for _, branch := range []string{"main\u200b", "agent/\u202eexe.txt", "x\x1b[31m", "main\U000e0100"} {
 		agent := gittest.Repo(t)
 		base := strings.TrimSpace(string(must(exec.Command("git", "-C", agent, "rev-parse", "HEAD").Output())))
 		trusted := t.TempDir()
@@ -222,6 +223,38 @@ func TestFetchWorkRefusesHiddenRefNames(t *testing.T) {
 		if refs, _ := exec.Command("git", "-C", trusted, "for-each-ref", "refs/remotes/devaipod-p/", "refs/devaipod/").Output(); len(refs) > 0 {
 			t.Errorf("branch %q: refs were written: %s", branch, refs)
 		}
+	}
+}
+
+// TestFetchWorkRefusesTooManyRefs: the agent decides how many branches
+// its bundle names, and each becomes a ref (and a reflog) in the user's
+// repository: past MaxAgentRefs, nothing is fetched.
+func TestFetchWorkRefusesTooManyRefs(t *testing.T) {
+	agent := gittest.Repo(t)
+	base := strings.TrimSpace(string(must(exec.Command("git", "-C", agent, "rev-parse", "HEAD").Output())))
+	trusted := t.TempDir()
+	gittest.Git(t, trusted, []string{"clone", "-q", agent, "."})
+	gittest.WriteFile(t, filepath.Join(agent, "a"), "a\n")
+	gittest.Git(t, agent, []string{"add", "a"}, []string{"commit", "-q", "-m", "a"})
+	head := strings.TrimSpace(string(must(exec.Command("git", "-C", agent, "rev-parse", "HEAD").Output())))
+	var refs strings.Builder
+	for i := range source.MaxAgentRefs + 1 {
+		fmt.Fprintf(&refs, "create refs/heads/b%d %s\n", i, head)
+	}
+	cmd := exec.Command("git", "-C", agent, "update-ref", "--stdin")
+	cmd.Stdin = strings.NewReader(refs.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("update-ref: %v %s", err, out)
+	}
+	bundle, _ := runScript(t, agent, exportScript, nil, append([]string{"PATH=" + os.Getenv("PATH")}, source.TrustedGitEnv...), base)
+	path := filepath.Join(t.TempDir(), "work.bundle")
+	os.WriteFile(path, bundle, 0o600)
+	_, _, err := source.FetchWork(context.Background(), trusted, path, "devaipod-p", worktreeRef)
+	if err == nil || !strings.Contains(err.Error(), "refs, more than") {
+		t.Errorf("FetchWork of %d branches: %v; want a refusal", source.MaxAgentRefs+2, err)
+	}
+	if out, _ := exec.Command("git", "-C", trusted, "for-each-ref", "refs/remotes/devaipod-p/", "refs/devaipod/").Output(); len(out) > 0 {
+		t.Errorf("refs were written: %.200s", out)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -21,9 +22,14 @@ import (
 // line and paragraph separators, and the characters that show as nothing:
 // zero-width ones, the soft hyphen, fillers, invisible operators,
 // variation selectors and tags ("main\u200b" and "main\u00ad" look like
-// main).
+// main), and with them every other format character (Unicode's Cf),
+// variation selector and default-ignorable code point, by Unicode's own
+// tables rather than a list: the supplementary variation selectors alone
+// can carry a byte each of text that shows as nothing.
 func Hidden(r rune) bool {
 	switch {
+	case r >= 0x80 && (unicode.In(r, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)):
+		return true
 	case (r < 0x20 && r != '\t') || (r >= 0x7f && r < 0xa0):
 		return true
 	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c,

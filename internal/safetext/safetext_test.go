@@ -9,15 +9,19 @@ import (
 
 func TestPrintable(t *testing.T) {
 	for in, want := range map[string]string{
-		"api.example.test":                   "api.example.test",
-		"evil\x1b]0;pwned\x07.test":          `evil\x1b]0;pwned\x07.test`,
-		"a\rb\x7fc\u009bd":                   `a\x0db\x7fc\u009bd`,
-		"agent/\u202eexe.txt":                `agent/\u202eexe.txt`,
-		"main\u200b, \ufeffx":                `main\u200b, \ufeffx`,
-		"tab\tok, ünïcödé ok":                "tab\tok, ünïcödé ok",
-		"bad \xff utf-8, real \uFFFD ok":     `bad \xff utf-8, real ` + "\uFFFD" + ` ok`,
-		"main\u00ad\u034f\u3164\ufe0f\u2028": `main\u00ad\u034f\u3164\ufe0f\u2028`,
-		"tag\U000e0041":                      `tag\U000e0041`,
+		"api.example.test":                        "api.example.test",
+		"evil\x1b]0;pwned\x07.test":               `evil\x1b]0;pwned\x07.test`,
+		"a\rb\x7fc\u009bd":                        `a\x0db\x7fc\u009bd`,
+		"agent/\u202eexe.txt":                     `agent/\u202eexe.txt`,
+		"main\u200b, \ufeffx":                     `main\u200b, \ufeffx`,
+		"tab\tok, ünïcödé ok":                     "tab\tok, ünïcödé ok",
+		"bad \xff utf-8, real \uFFFD ok":          `bad \xff utf-8, real ` + "\uFFFD" + ` ok`,
+		"main\u00ad\u034f\u3164\ufe0f\u2028":      `main\u00ad\u034f\u3164\ufe0f\u2028`,
+		"tag\U000e0041":                           `tag\U000e0041`,
+		"vs\U000e0100\U000e01ef\u180b\u180f":      `vs\U000e0100\U000e01ef\u180b\u180f`,
+		"fmt\u206a\u206f\ufff9\ufffb\u17b4\u17b5": `fmt\u206a\u206f\ufff9\ufffb\u17b4\u17b5`,
+		"music\U0001d173\U0001d17a\U0001bca0":     `music\U0001d173\U0001d17a\U0001bca0`,
+		"emoji 🚀 ok, ĳ ok, ＡＢ ok":                 "emoji 🚀 ok, ĳ ok, ＡＢ ok",
 	} {
 		if got := Printable(in); got != want {
 			t.Errorf("printable(%q) = %q; want %q", in, got, want)

@@ -112,6 +112,11 @@ func hasHead(heads string) bool {
 	return false
 }
 
+// MaxAgentRefs is how many branches fetch takes from the agent: each
+// becomes a ref and a reflog in the user's repository, and the agent
+// decides how many there are.
+const MaxAgentRefs = 1000
+
 // HiddenRefError is a ref of the agent's whose name has characters that
 // hide what it is: controls, bidirectional or invisible ones (a branch
 // "main\u200b" reads as main). Fetch refuses all of the agent's work
@@ -128,8 +133,13 @@ func (e *HiddenRefError) Error() string {
 // checkRefNames refuses a bundle's list-heads that names a ref with a
 // hidden character or invalid UTF-8.
 func checkRefNames(heads string) error {
+	lines := strings.Split(heads, "\n")
+	if len(lines) > MaxAgentRefs+2 { // its branches, HEAD and the snapshot
+		return fmt.Errorf("the agent's bundle names %d refs, more than %d branches; nothing was fetched (delete branches in the agent's container, git branch -D, and fetch again)",
+			len(lines), MaxAgentRefs)
+	}
 	var bad []string
-	for _, line := range strings.Split(heads, "\n") {
+	for _, line := range lines {
 		_, name, _ := strings.Cut(line, " ")
 		if shown := safetext.Printable(name); shown != name {
 			bad = append(bad, shown)
