@@ -225,6 +225,11 @@ func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.
 	if err := exportWork(ctx, eng, short, wk, bundle, cmp.Or(opts.MaxWork, DefaultMaxWork)); err != nil {
 		return err
 	}
+	// The workspace's git would hold each object whole (the workspace
+	// has no memory limit).
+	if err := source.CheckBundle(bundle.Name(), source.MaxObjectSize); err != nil {
+		return err
+	}
 	if _, err := bundle.Seek(0, io.SeekStart); err != nil {
 		return err
 	}

@@ -43,7 +43,10 @@ var FetchOptions = []string{"--no-tags", "--no-recurse-submodules", "--no-write-
 // under refs/remotes/REMOTE/, HEAD as refs/remotes/REMOTE/HEAD. Refs of an
 // earlier fetch that the agent no longer has are pruned. It returns the
 // refs written and whether the agent has uncommitted work, which it does
-// not bring. The repository's hooks and configuration play no part.
+// not bring. The repository's hooks and configuration play no part. It
+// refuses, fetching nothing, a bundle with an object larger than
+// MaxObjectSize (CheckBundle), more than MaxAgentRefs branches, or a
+// branch whose name hides what it is.
 func FetchWork(ctx context.Context, dir, bundle, remote, worktreeRef string) (map[string]string, bool, error) {
 	run := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, "git", append(append([]string{"-C", dir}, TrustedGitOptions...), args...)...)
@@ -57,6 +60,9 @@ func FetchWork(ctx context.Context, dir, bundle, remote, worktreeRef string) (ma
 	}
 	if _, err := run("rev-parse", "--git-dir"); err != nil {
 		return nil, false, fmt.Errorf("%s is not a git repository (give --repo DIR): %w", dir, err)
+	}
+	if err := CheckBundle(bundle, MaxObjectSize); err != nil {
+		return nil, false, err
 	}
 	heads, err := run("bundle", "list-heads", bundle)
 	if err != nil {

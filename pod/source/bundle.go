@@ -1,0 +1,210 @@
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// MaxObjectSize is the largest object that devaipod lets git take from the
+// agent's work: a file, or what a delta makes. The agent writes the
+// bundle, and git holds each object it resolves whole in memory, as large
+// as the object's header says: a delta of a few bytes that says 1.5 GiB
+// and repeats one copy instruction made the host's git take gigabytes.
+// GitHub refuses files over 100 MiB too.
+const MaxObjectSize = 100 << 20
+
+// ObjectTooLargeError is an object of the agent's work past MaxObjectSize.
+type ObjectTooLargeError struct {
+	Size int64 // what its header says
+	Max  int64
+}
+
+func (e *ObjectTooLargeError) Error() string {
+	return fmt.Sprintf("the agent's work has an object of %d MiB (a file, or what a delta makes of one), more than %d MiB; nothing was taken",
+		e.Size>>20, e.Max>>20)
+}
+
+// CheckBundle reads the git bundle at path and refuses it, before any git
+// reads it, when an object in its pack is, or a delta makes one, larger
+// than max bytes, or when the bundle is malformed. It inflates every
+// object to find where the next one starts, and never keeps more than a
+// delta's header of one.
+func CheckBundle(path string, max int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := checkBundle(bufio.NewReaderSize(f, 64<<10), max); err != nil {
+		return fmt.Errorf("check the agent's bundle: %w", err)
+	}
+	return nil
+}
+
+var errBadBundle = errors.New("not a git bundle of the kind devaipod makes")
+
+// Pack object types (gitformat-pack).
+const (
+	packCommit   = 1
+	packTree     = 2
+	packBlob     = 3
+	packTag      = 4
+	packOfsDelta = 6
+	packRefDelta = 7
+)
+
+func checkBundle(br *bufio.Reader, max int64) error {
+	hashLen := 20
+	line, err := bundleLine(br)
+	if err != nil {
+		return err
+	}
+	switch line {
+	case "# v2 git bundle":
+	case "# v3 git bundle":
+	default:
+		return errBadBundle
+	}
+	// Capabilities (v3), prerequisites and refs, up to an empty line.
+	for {
+		line, err := bundleLine(br)
+		if err != nil {
+			return err
+		}
+		if line == "" {
+			break
+		}
+		if line == "@object-format=sha256" {
+			hashLen = 32
+		}
+	}
+	var head [12]byte
+	if _, err := io.ReadFull(br, head[:]); err != nil {
+		return fmt.Errorf("%w: %w", errBadBundle, err)
+	}
+	if string(head[:4]) != "PACK" {
+		return errBadBundle
+	}
+	if v := binary.BigEndian.Uint32(head[4:8]); v != 2 && v != 3 {
+		return fmt.Errorf("%w: pack version %d", errBadBundle, v)
+	}
+	count := binary.BigEndian.Uint32(head[8:12])
+	var zr io.ReadCloser
+	for range count {
+		typ, size, err := entryHeader(br, hashLen)
+		if err != nil {
+			return err
+		}
+		if size > max {
+			return &ObjectTooLargeError{Size: size, Max: max}
+		}
+		if zr == nil {
+			if zr, err = zlib.NewReader(br); err != nil {
+				return fmt.Errorf("%w: %w", errBadBundle, err)
+			}
+		} else if err := zr.(zlib.Resetter).Reset(br, nil); err != nil {
+			return fmt.Errorf("%w: %w", errBadBundle, err)
+		}
+		inflated := &io.LimitedReader{R: zr, N: size + 1}
+		data := bufio.NewReaderSize(inflated, 64)
+		if typ == packOfsDelta || typ == packRefDelta {
+			// A delta starts with the sizes of its base and of what it
+			// makes.
+			if _, err := deltaSize(data); err != nil {
+				return err
+			}
+			made, err := deltaSize(data)
+			if err != nil {
+				return err
+			}
+			if made > max {
+				return &ObjectTooLargeError{Size: made, Max: max}
+			}
+		}
+		// To the end of the entry's zlib stream, which must hold what
+		// its header says, no more and no less: the next entry starts
+		// right after it.
+		if _, err := io.Copy(io.Discard, data); err != nil {
+			return fmt.Errorf("%w: %w", errBadBundle, err)
+		}
+		if inflated.N != 1 {
+			return fmt.Errorf("%w: an object is not the size its header says", errBadBundle)
+		}
+	}
+	return nil
+}
+
+// bundleLine reads one line of a bundle's header, without its newline.
+func bundleLine(br *bufio.Reader) (string, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", errBadBundle, err)
+	}
+	return string(bytes.TrimSuffix(line, []byte{'\n'})), nil
+}
+
+// entryHeader reads a pack entry's type and inflated size, and skips a
+// delta's base.
+func entryHeader(br *bufio.Reader, hashLen int) (typ byte, size int64, err error) {
+	c, err := br.ReadByte()
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %w", errBadBundle, err)
+	}
+	typ, size = (c>>4)&7, int64(c&15)
+	for shift := 4; c&0x80 != 0; shift += 7 {
+		if shift > 56 {
+			return 0, 0, fmt.Errorf("%w: an object's size overflows", errBadBundle)
+		}
+		if c, err = br.ReadByte(); err != nil {
+			return 0, 0, fmt.Errorf("%w: %w", errBadBundle, err)
+		}
+		size |= int64(c&0x7f) << shift
+	}
+	switch typ {
+	case packCommit, packTree, packBlob, packTag:
+	case packOfsDelta:
+		for i := 0; ; i++ {
+			if i > 9 {
+				return 0, 0, fmt.Errorf("%w: a delta's offset overflows", errBadBundle)
+			}
+			if c, err = br.ReadByte(); err != nil {
+				return 0, 0, fmt.Errorf("%w: %w", errBadBundle, err)
+			}
+			if c&0x80 == 0 {
+				break
+			}
+		}
+	case packRefDelta:
+		if _, err := br.Discard(hashLen); err != nil {
+			return 0, 0, fmt.Errorf("%w: %w", errBadBundle, err)
+		}
+	default:
+		return 0, 0, fmt.Errorf("%w: object type %d", errBadBundle, typ)
+	}
+	return typ, size, nil
+}
+
+// deltaSize reads one of the sizes at a delta's start: 7 bits a byte,
+// least significant first.
+func deltaSize(r io.ByteReader) (int64, error) {
+	var size int64
+	for shift := 0; ; shift += 7 {
+		if shift > 56 {
+			return 0, fmt.Errorf("%w: a delta's size overflows", errBadBundle)
+		}
+		c, err := r.ReadByte()
+		if err != nil {
+			return 0, fmt.Errorf("%w: a delta's header: %w", errBadBundle, err)
+		}
+		size |= int64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return size, nil
+		}
+	}
+}
