@@ -105,7 +105,7 @@ func printPending(w io.Writer, pending []pod.Pending) {
 		show := shownAs(p.Kind)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Pod, p.Kind, time.Since(p.Created).Round(time.Second), show(p.What))
 		for _, k := range slices.Sorted(maps.Keys(p.Details)) {
-			fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", safetext.Printable(k), show(p.Details[k]))
+			fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", safetext.Cell(k), show(p.Details[k]))
 		}
 	}
 	tw.Flush()
@@ -116,7 +116,7 @@ func printPending(w io.Writer, pending []pod.Pending) {
 // cannot pass for another path; the rest printable.
 func shownAs(kind string) func(string) string {
 	if kind != approval.KindPath {
-		return safetext.Printable
+		return safetext.Cell
 	}
 	return func(s string) string {
 		var b strings.Builder
@@ -247,7 +247,7 @@ func printGrants(cmd *cobra.Command, g *globalFlags) error {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GRANT\tREPOSITORY\tKIND\tRULE\tBY\tAT")
 	for _, o := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.ID, safetext.Printable(o.Repo), o.Kind, safetext.Printable(o.Rule), safetext.Printable(o.By), o.At.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.ID, safetext.Cell(o.Repo), o.Kind, safetext.Cell(o.Rule), safetext.Cell(o.By), o.At.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
 }

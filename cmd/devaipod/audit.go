@@ -82,8 +82,8 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 			when = t.Local().Format("15:04:05")
 		}
 		// Host, method and reason come from the agent's requests.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%d\n", safetext.Printable(when),
-			safetext.Printable(r.Decision), safetext.Printable(r.Method), safetext.Printable(r.Host), r.Port, safetext.Printable(why), r.BytesUp, r.BytesDown, r.DurationMS)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%d\t%d\n", safetext.Cell(when),
+			safetext.Cell(r.Decision), safetext.Cell(r.Method), safetext.Cell(r.Host), r.Port, safetext.Cell(why), r.BytesUp, r.BytesDown, r.DurationMS)
 		if follow {
 			tw.Flush()
 		}
@@ -122,8 +122,8 @@ func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, 
 	if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
 		when = t.Local().Format("15:04:05")
 	}
-	fmt.Fprintf(tw, "%s\t%s\tmcp\t%s %s\t%s\t-\t-\t%d\n", safetext.Printable(when), safetext.Printable(r.Decision),
-		safetext.Printable(r.Tool), safetext.Printable(r.Repo), safetext.Printable(why), r.DurationMS)
+	fmt.Fprintf(tw, "%s\t%s\tmcp\t%s %s\t%s\t-\t-\t%d\n", safetext.Cell(when), safetext.Cell(r.Decision),
+		safetext.Cell(r.Tool), safetext.Cell(r.Repo), safetext.Cell(why), r.DurationMS)
 }
 
 // lineWriter calls fn for every complete line written to it.

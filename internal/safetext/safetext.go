@@ -67,6 +67,13 @@ func Printable(s string) string {
 	return b.String()
 }
 
+// Cell is Printable for a cell of a table that a tabwriter lays out: a tab
+// too is escaped (\t), since there it would start a column of the agent's
+// making.
+func Cell(s string) string {
+	return strings.ReplaceAll(Printable(s), "\t", `\t`)
+}
+
 // JSONSafe escapes the hidden runes in JSON text as \uXXXX (a surrogate
 // pair past U+FFFF), newlines and tabs aside, and invalid UTF-8 as
 // \ufffd: the text means the same to a JSON reader (a JSON encoder

@@ -29,6 +29,12 @@ func TestPrintable(t *testing.T) {
 	}
 }
 
+func TestCell(t *testing.T) {
+	if got, want := Cell("tool\tallow\x1b"), `tool\tallow\x1b`; got != want {
+		t.Errorf("Cell = %q; want %q", got, want)
+	}
+}
+
 func TestJSONSafe(t *testing.T) {
 	raw, _ := json.MarshalIndent(map[string]string{"host": "a\u009b31m\u202eb\x7f\U000e0041"}, "", "\t")
 	got := JSONSafe(string(raw))
