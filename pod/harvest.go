@@ -45,13 +45,18 @@ const worktreeRef = "refs/devaipod/worktree"
 // chatter goes to standard error. Even there nothing the agent planted
 // runs: git works in a shadow repository of devaipod's (no configuration,
 // no hooks, no attributes file) that borrows the agent's objects and
-// copies its branches, HEAD and index (whose skip-worktree bits keep the
-// masked files, emptied in the work tree, out of the snapshot; their
-// blobs, which the agent's objects lack, are in the commit up started
-// from and so stay out of the bundle); the
-// agent's own git directory is only read (refs, index, objects), by
-// commands that run no program. Undefined filter and diff drivers named by
-// the work tree's .gitattributes run nothing.
+// copies its branches and HEAD; the agent's own git directory is only read
+// (refs, objects), by commands that run no program. Undefined filter and
+// diff drivers named by the work tree's .gitattributes run nothing.
+//
+// The snapshot's index is made afresh from HEAD, not copied from the
+// agent's: there its skip-worktree and assume-unchanged bits would keep a
+// change out of the snapshot, and so out of devaipod diff, while the
+// workspace's git sees it. Only the masked files are skipped: up binds
+// /dev/null read-only over each, and the agent can neither make a
+// character device nor move a mount point (a symlink to /dev/null is not
+// taken for one). Their blobs, which the agent's objects lack, are in the
+// commit up started from and so stay out of the bundle.
 const exportScript = `set -e
 base="$1"
 shift
@@ -66,7 +71,9 @@ a for-each-ref --format='%(objectname) %(refname)' refs/heads/ > "$t/refs"
 export GIT_DIR="$t/r" GIT_COMMON_DIR="$t/r" GIT_WORK_TREE="$(pwd)" GIT_INDEX_FILE="$t/index"
 while read -r oid ref; do git update-ref "$ref" "$oid"; done < "$t/refs"
 git update-ref --no-deref HEAD "$head"
-if [ -f "$agent/index" ]; then cp "$agent/index" "$t/index"; else git read-tree HEAD; fi
+git read-tree HEAD
+git ls-files -z | xargs -0 sh -c 'for f; do [ -c "$f" ] && [ ! -L "$f" ] && printf "%s\0" "$f"; done; :' sh |
+	git update-index -z --skip-worktree --stdin
 git -c core.fsmonitor=false -c core.hooksPath=/dev/null add -A -- . "$@" >&2
 tree=$(git write-tree --missing-ok)
 snap=$(GIT_AUTHOR_NAME=devaipod GIT_AUTHOR_EMAIL=devaipod@localhost GIT_COMMITTER_NAME=devaipod GIT_COMMITTER_EMAIL=devaipod@localhost \

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,6 +62,24 @@ func runScript(t *testing.T, dir, script string, stdin []byte, env []string, arg
 	return stdout.Bytes(), stderr.String()
 }
 
+// runExportMasked runs exportScript in the agent's repository at dir as up
+// makes the agent's view of it: each of masked (names without spaces) is
+// /dev/null bound read-only over its path, in a mount namespace of its own
+// (unshare, as the tests' unprivileged user).
+func runExportMasked(t *testing.T, dir string, masked []string, env []string, args ...string) []byte {
+	t.Helper()
+	mount := `for f in $DEVAIPOD_TEST_MASKED; do : > "$f" && mount --bind -o ro /dev/null "$f" || exit 1; done; exec sh -c "$0" test "$@"`
+	cmd := exec.Command("unshare", append([]string{"-rm", "sh", "-c", mount, exportScript}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(slices.Clone(env), "DEVAIPOD_TEST_MASKED="+strings.Join(masked, " "))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("exportScript under unshare: %v\n%s", err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
 // TestTakeWorkRunsNothingTheAgentPlanted plays both sides on this host:
 // the agent's repository, full of traps, packs its work with exportScript
 // (its traps may fire there: that is the agent's side); then the trusted
@@ -69,7 +88,10 @@ func runScript(t *testing.T, dir, script string, stdin []byte, env []string, arg
 func TestTakeWorkRunsNothingTheAgentPlanted(t *testing.T) {
 	trusted := gittest.Repo(t)
 	gittest.WriteFile(t, filepath.Join(trusted, ".env"), "SECRET=masked\n")
-	gittest.Git(t, trusted, []string{"add", ".env"}, []string{"commit", "-q", "-m", "env"})
+	for _, f := range []string{"hidden.txt", "assumed.txt", "linked.txt"} {
+		gittest.WriteFile(t, filepath.Join(trusted, f), "as committed\n")
+	}
+	gittest.Git(t, trusted, []string{"add", "."}, []string{"commit", "-q", "-m", "env"})
 	base := strings.TrimSpace(string(must(exec.Command("git", "-C", trusted, "rev-parse", "HEAD").Output())))
 	// The agent's git directory as up makes it: without the masked
 	// file's blob, which is skip-worktree and absent from the work tree.
@@ -90,14 +112,23 @@ func TestTakeWorkRunsNothingTheAgentPlanted(t *testing.T) {
 	gittest.WriteFile(t, filepath.Join(agent, "README.md"), "hello, edited\n")
 	gittest.WriteFile(t, filepath.Join(agent, "new.txt"), "new file\n")
 	gittest.WriteFile(t, filepath.Join(agent, ".envrc"), "") // a protected path's placeholder, as up makes it
+	// A change the agent hides from its own index, and one it replaces
+	// by a link to /dev/null, which is no masked file.
+	gittest.WriteFile(t, filepath.Join(agent, "hidden.txt"), "changed in secret\n")
+	gittest.Git(t, agent, []string{"update-index", "--skip-worktree", "hidden.txt"})
+	gittest.WriteFile(t, filepath.Join(agent, "assumed.txt"), "changed too\n")
+	gittest.Git(t, agent, []string{"update-index", "--assume-unchanged", "assumed.txt"})
+	os.Remove(filepath.Join(agent, "linked.txt"))
+	os.Symlink("/dev/null", filepath.Join(agent, "linked.txt"))
 
 	os.RemoveAll(markers) // the setup's own git sprang some
 	os.MkdirAll(markers, 0o755)
 
 	env := append([]string{"PATH=" + os.Getenv("PATH")}, source.TrustedGitEnv...)
-	bundle, _ := runScript(t, agent, exportScript, nil, env, base, ":(exclude,literal).envrc")
+	bundle := runExportMasked(t, agent, []string{".env"}, env, base, ":(exclude,literal).envrc")
 	patch, _ := runScript(t, trusted, diffScript, bundle, env, trusted, base, "patch")
-	for _, want := range []string{"+package fix", "-hello", "+hello, edited", "+new file", "diff --git a/.gitattributes b/.gitattributes"} {
+	for _, want := range []string{"+package fix", "-hello", "+hello, edited", "+new file", "diff --git a/.gitattributes b/.gitattributes",
+		"+changed in secret", "+changed too", "+/dev/null"} {
 		if !strings.Contains(string(patch), want) {
 			t.Errorf("diff lacks %q:\n%s", want, patch)
 		}

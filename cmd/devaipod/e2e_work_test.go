@@ -46,6 +46,9 @@ func TestE2EDiffAndFetch(t *testing.T) {
 	workspace := func(script string) result {
 		return devaipod(t, nil, "exec", name, "--", "sh", "-c", script)
 	}
+	// The uncommitted edit is hidden from the agent's own index
+	// (skip-worktree): diff must show it anyway, as the workspace's git
+	// would commit it.
 	// The trap leaves a marker in /tmp and in the folder it runs in,
 	// wherever that is, and passes its input through (a filter).
 	plant := `set -e
@@ -74,6 +77,7 @@ echo 'the fix' > fix.txt
 git add fix.txt .gitattributes .trap.sh sub
 git -c user.name=agent -c user.email=agent@e2e commit -qm 'the agent fixed it'
 echo 'uncommitted edit' >> README.md
+git update-index --skip-worktree README.md
 echo 'a new file' > new.txt
 `
 	if r := agent(plant); r.code != 0 {
