@@ -319,7 +319,7 @@ func Render(p *plan.Plan, o Options) (*Manifests, error) {
 		m.Agent = agent
 		m.Policies = append(m.Policies, r.policy(plan.RoleAgent, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}))
 	} else {
-		r.warn("network mode %q: the agent is in the workspace's Pod and shares its network; no NetworkPolicy restricts it", p.Network)
+		r.warn("network mode %q: the agent is in the workspace's Pod and shares its network and IPC namespace; no NetworkPolicy restricts it, so it reaches whatever the Pod reaches on the cluster's network (the API server, the kubelets, a cloud's metadata endpoint, other tenants' Services)", p.Network)
 	}
 	if p.Pod.HostLoopback {
 		r.warn("[network] host_loopback has no Kubernetes counterpart: the pod cannot reach this host's loopback")
