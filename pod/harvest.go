@@ -53,7 +53,8 @@ const worktreeRef = "refs/devaipod/worktree"
 // agent's: there its skip-worktree and assume-unchanged bits would keep a
 // change out of the snapshot, and so out of devaipod diff, while the
 // workspace's git sees it. Only the masked files are skipped: up binds
-// /dev/null read-only over each, and the agent can neither make a
+// /dev/null read-only over each (on podman, the only engine diff and
+// fetch serve), and the agent can neither make a
 // character device nor move a mount point (a symlink to /dev/null is not
 // taken for one). Their blobs, which the agent's objects lack, are in the
 // commit up started from and so stay out of the bundle.
@@ -72,6 +73,7 @@ export GIT_DIR="$t/r" GIT_COMMON_DIR="$t/r" GIT_WORK_TREE="$(pwd)" GIT_INDEX_FIL
 while read -r oid ref; do git update-ref "$ref" "$oid"; done < "$t/refs"
 git update-ref --no-deref HEAD "$head"
 git read-tree HEAD
+command -v xargs >/dev/null || { echo "devaipod: the agent's image has no xargs, which diff and fetch need there" >&2; exit 1; }
 git ls-files -z | xargs -0 sh -c 'for f; do [ -c "$f" ] && [ ! -L "$f" ] && printf "%s\0" "$f"; done; :' sh |
 	git update-index -z --skip-worktree --stdin
 git -c core.fsmonitor=false -c core.hooksPath=/dev/null add -A -- . "$@" >&2
@@ -234,7 +236,7 @@ func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.
 	}
 	// The workspace's git would hold each object whole (the workspace
 	// has no memory limit).
-	if err := source.CheckBundle(bundle.Name(), source.MaxObjectSize); err != nil {
+	if err := source.CheckBundle(ctx, bundle.Name(), source.MaxObjectSize); err != nil {
 		return err
 	}
 	if _, err := bundle.Seek(0, io.SeekStart); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/zlib"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -34,17 +35,31 @@ func (e *ObjectTooLargeError) Error() string {
 // reads it, when an object in its pack is, or a delta makes one, larger
 // than max bytes, or when the bundle is malformed. It inflates every
 // object to find where the next one starts, and never keeps more than a
-// delta's header of one.
-func CheckBundle(path string, max int64) error {
+// delta's header of one. That can take minutes for a bundle of large
+// objects: it ends when ctx does.
+func CheckBundle(ctx context.Context, path string, max int64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := checkBundle(bufio.NewReaderSize(f, 64<<10), max); err != nil {
+	if err := checkBundle(bufio.NewReaderSize(ctxReader{ctx, f}, 64<<10), max); err != nil {
 		return fmt.Errorf("check the agent's bundle: %w", err)
 	}
 	return nil
+}
+
+// ctxReader reads r until ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 var errBadBundle = errors.New("not a git bundle of the kind devaipod makes")

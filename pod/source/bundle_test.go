@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"compress/zlib"
+	"context"
 	"crypto/sha1"
 	"encoding/binary"
 	"errors"
@@ -92,7 +93,7 @@ func writeBundle(t *testing.T, b []byte) string {
 }
 
 func TestCheckBundle(t *testing.T) {
-	if err := CheckBundle(writeBundle(t, gitBundle(t)), MaxObjectSize); err != nil {
+	if err := CheckBundle(context.Background(), writeBundle(t, gitBundle(t)), MaxObjectSize); err != nil {
 		t.Errorf("a bundle git made: %v", err)
 	}
 	blob := []byte("x")
@@ -123,9 +124,10 @@ func TestCheckBundle(t *testing.T) {
 			packEntry{typ: packBlob, size: 3, data: blob})},
 		{name: "an unknown type", bundle: handBundle(packEntry{typ: 5, size: 1, data: blob})},
 		{name: "not a bundle", bundle: []byte("PACK\x00\x00\x00\x02")},
-		{name: "cut short", bundle: handBundle(packEntry{typ: packBlob, size: 1, data: blob})[:70]},
+		{name: "a header cut short", bundle: handBundle(packEntry{typ: packBlob, size: 1, data: blob})[:70]},
+		{name: "a pack cut short", bundle: cut(handBundle(packEntry{typ: packBlob, size: 1, data: blob}), 3)},
 	} {
-		err := CheckBundle(writeBundle(t, tt.bundle), MaxObjectSize)
+		err := CheckBundle(context.Background(), writeBundle(t, tt.bundle), MaxObjectSize)
 		var te *ObjectTooLargeError
 		switch {
 		case tt.allowed:
@@ -142,12 +144,26 @@ func TestCheckBundle(t *testing.T) {
 	}
 }
 
+// cut is b without its last n bytes.
+func cut(b []byte, n int) []byte { return b[:len(b)-n] }
+
+// TestCheckBundleEndsWithItsContext: reading a bundle of large objects
+// takes a while; Ctrl-C (the context) ends it.
+func TestCheckBundleEndsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	path := writeBundle(t, handBundle(packEntry{typ: packBlob, size: 1, data: []byte("x")}))
+	if err := CheckBundle(ctx, path, MaxObjectSize); !errors.Is(err, context.Canceled) {
+		t.Errorf("CheckBundle with its context done: %v", err)
+	}
+}
+
 func FuzzCheckBundle(f *testing.F) {
 	f.Add(gitBundle(f))
 	f.Add(handBundle(packEntry{typ: packBlob, size: 1, data: []byte("x")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		path := filepath.Join(t.TempDir(), "b")
 		os.WriteFile(path, b, 0o600)
-		CheckBundle(path, 1<<20) // must end, without a panic
+		CheckBundle(context.Background(), path, 1<<20) // must end, without a panic
 	})
 }

@@ -61,7 +61,7 @@ func FetchWork(ctx context.Context, dir, bundle, remote, worktreeRef string) (ma
 	if _, err := run("rev-parse", "--git-dir"); err != nil {
 		return nil, false, fmt.Errorf("%s is not a git repository (give --repo DIR): %w", dir, err)
 	}
-	if err := CheckBundle(bundle, MaxObjectSize); err != nil {
+	if err := CheckBundle(ctx, bundle, MaxObjectSize); err != nil {
 		return nil, false, err
 	}
 	heads, err := run("bundle", "list-heads", bundle)
@@ -140,9 +140,15 @@ func (e *HiddenRefError) Error() string {
 // hidden character or invalid UTF-8.
 func checkRefNames(heads string) error {
 	lines := strings.Split(heads, "\n")
-	if len(lines) > MaxAgentRefs+2 { // its branches, HEAD and the snapshot
-		return fmt.Errorf("the agent's bundle names %d refs, more than %d branches; nothing was fetched (delete branches in the agent's container, git branch -D, and fetch again)",
-			len(lines), MaxAgentRefs)
+	branches := 0
+	for _, line := range lines {
+		if _, name, _ := strings.Cut(line, " "); strings.HasPrefix(name, "refs/heads/") {
+			branches++
+		}
+	}
+	if branches > MaxAgentRefs {
+		return fmt.Errorf("the agent has %d branches, more than %d; nothing was fetched (delete branches in the agent's container, git branch -D, and fetch again)",
+			branches, MaxAgentRefs)
 	}
 	var bad []string
 	for _, line := range lines {
