@@ -175,7 +175,7 @@ func runInit(ctx context.Context, logger *log.Logger, args []string, stderr io.W
 	return superviseChild(logger, o, sigs)
 }
 
-// waitForFile waits until path exists, or false when a signal to stop
+// waitForFile waits until path is a regular file, or false when a signal to stop
 // (SIGTERM, SIGINT, SIGHUP) comes first. The agent's command waits so for
 // the workspace's setup commands: they run on the trusted side, and must
 // not run what the agent wrote meanwhile.
@@ -183,7 +183,7 @@ func waitForFile(path string, sigs <-chan os.Signal) bool {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := os.Stat(path); err == nil {
+		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
 			return true
 		}
 		select {

@@ -417,6 +417,16 @@ func TestInitBridgesEndToEnd(t *testing.T) {
 func TestWaitForFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "setup-done")
 	sigs := make(chan os.Signal, 1)
+	// A folder of that name (a repository's) is not the file.
+	dir := filepath.Join(t.TempDir(), "setup-done")
+	os.Mkdir(dir, 0o755)
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		sigs <- syscall.SIGTERM
+	}()
+	if waitForFile(dir, sigs) {
+		t.Error("init took a folder for the file")
+	}
 	go func() {
 		time.Sleep(150 * time.Millisecond)
 		os.WriteFile(file, nil, 0o644)

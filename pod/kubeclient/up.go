@@ -104,8 +104,12 @@ func (c *Client) Up(ctx context.Context, pl *plan.Plan, tree string, opts UpOpti
 		return err
 	}
 	if len(kept.Items) > 0 {
-		return fmt.Errorf("pod %s: its volumes are still there (PersistentVolumeClaim %s, kept by delete --keep-volumes?): %w",
-			pl.Name, kept.Items[0].Name, pod.ErrExists)
+		why := "kept by delete --keep-volumes?"
+		if kept.Items[0].DeletionTimestamp != nil {
+			why = "being deleted: try again in a moment"
+		}
+		return fmt.Errorf("pod %s: its volumes are still there (PersistentVolumeClaim %s, %s): %w",
+			pl.Name, kept.Items[0].Name, why, pod.ErrExists)
 	}
 
 	// The name is claimed with a create, which the API server does once:
@@ -266,9 +270,9 @@ func (c *Client) pipe(ctx context.Context, p *corev1.Pod, container string, argv
 	return err
 }
 
-// afterStart is what pod.Up does once the pod runs: the agent's
-// readiness, the lifecycle commands and the containment checks, at once;
-// then the task.
+// afterStart is what pod.Up does once the pod runs: the devcontainer's
+// setup commands and then the readiness wait (the agent starts once the
+// setup is done), alongside the containment checks; then the task.
 func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, progress func(string)) error {
 	progress("waiting for the agent's server and checking its containment")
 	if pl.Lifecycle != nil {

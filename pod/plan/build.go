@@ -107,6 +107,9 @@ func (b *builder) build() (*Plan, error) {
 	if p := DevcontainerProject(b.in.Devcontainer); p != "" {
 		project = p
 	}
+	if strings.HasPrefix(project, reservedPrefix) {
+		project = "project" // the name of one of devaipod's own files there (SetupDoneFile)
+	}
 	dcImage := ""
 	if dc := b.in.Devcontainer; dc != nil {
 		dcImage = cmp.Or(b.in.DevcontainerImage, dc.Image)
@@ -179,7 +182,7 @@ func (b *builder) build() (*Plan, error) {
 	}
 	if p.Lifecycle.Has(StageCreate) {
 		// up's setup commands run in the workspace, on the trusted side:
-		// the agent starts once they are done (see SetupDone).
+		// the agent starts once they are done (see SetupDoneFile).
 		b.agentInit.WaitFor = SetupDoneFile
 	}
 	agent.Entrypoint, agent.Command = b.agentEntrypoint(agent.Command), nil

@@ -45,7 +45,7 @@ func DevcontainerProject(dc *devcontainer.Config) string {
 		return ""
 	}
 	dir, name := path.Split(path.Clean(dc.WorkspaceFolder))
-	if dir != WorkspacesDir+"/" || !projectName.MatchString(name) {
+	if dir != WorkspacesDir+"/" || !projectName.MatchString(name) || strings.HasPrefix(name, reservedPrefix) {
 		return ""
 	}
 	return name

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devaipod/devaipod/pod/devcontainer"
 	"github.com/devaipod/devaipod/pod/source"
 )
 
@@ -101,5 +102,22 @@ func TestTaskLabel(t *testing.T) {
 	}
 	if TaskLabel("short") != "short" {
 		t.Error("short tasks must stay as they are")
+	}
+}
+
+// TestDevcontainerProjectReservesDevaipodNames: a workspaceFolder named as
+// one of devaipod's own files in /workspaces (the file the agent's init
+// waits for) is not taken: the repository would lie where that file goes.
+func TestDevcontainerProjectReservesDevaipodNames(t *testing.T) {
+	for folder, want := range map[string]string{
+		"/workspaces/app":                  "app",
+		"/workspaces/.devaipod-setup-done": "",
+		"/workspaces/.devaipod-anything":   "",
+		"/workspaces/.devaipodish":         ".devaipodish",
+		"/elsewhere/app":                   "",
+	} {
+		if got := DevcontainerProject(&devcontainer.Config{WorkspaceFolder: folder}); got != want {
+			t.Errorf("workspaceFolder %s: project %q; want %q", folder, got, want)
+		}
 	}
 }

@@ -20,7 +20,10 @@ const (
 	// agent's init waits for before it starts the agent when up runs setup
 	// commands in the workspace: up writes it through the workspace once
 	// they are done, so that they never run what the agent wrote meanwhile.
-	SetupDoneFile = WorkspacesDir + "/.devaipod-setup-done"
+	SetupDoneFile = WorkspacesDir + "/" + reservedPrefix + "setup-done"
+	// reservedPrefix starts the names of devaipod's own files in
+	// WorkspacesDir, which no repository's folder takes.
+	reservedPrefix = ".devaipod-"
 	// AgentGitCopyDir mounts the agent's git directory (VolumeAgentGit) a
 	// second time, where no bind mount lies over it: up copies the
 	// directory in there (podman's copy into a created container resolves
