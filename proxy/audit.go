@@ -168,7 +168,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 // write(2) per request record cost about 6-8% of the proxy's CPU per
 // intercepted request, and in a pod each write to stdout also wakes conmon.
 // Policy records are written at once, and so is the batch when Serve
-// returns (flush).
+// returns (finish), and every record after.
 type auditor struct {
 	pod string
 	log *slog.Logger
@@ -180,6 +180,7 @@ type auditor struct {
 	delay  time.Duration // the longest a record waits; zero is auditFlushDelay
 	timer  *time.Timer   // writes batch; made at the first record
 	armed  bool          // timer is set to write batch
+	done   bool          // Serve has returned: each record goes out at once
 }
 
 const (
@@ -212,7 +213,7 @@ func (a *auditor) writeRequest(r *Record) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.batch = appendRequestLine(a.batch, time.Now(), a.pod, r)
-	if len(a.batch) >= auditBatchBytes {
+	if len(a.batch) >= auditBatchBytes || a.done {
 		a.writeBatch()
 		return
 	}
@@ -234,6 +235,16 @@ func (a *auditor) flush() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.armed = false
+	a.writeBatch()
+}
+
+// finish writes the batch, and every later record at once: a handler
+// that outlives Serve's wait still gets its record out before the
+// process closes the audit files.
+func (a *auditor) finish() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.done = true
 	a.writeBatch()
 }
 

@@ -139,6 +139,13 @@ func TestAuditorWriteRequest(t *testing.T) {
 		}
 	}
 
+	a.finish()
+	before := buf.writes()
+	a.writeRequest(&in)
+	if buf.writes() != before+1 {
+		t.Error("a record after finish waited for a flush that may never come")
+	}
+
 	timed := &auditBuffer{}
 	b := &auditor{pod: "demo", w: timed}
 	b.writeRequest(&in)

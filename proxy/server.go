@@ -671,6 +671,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		<-acceptDone
 	}
 	<-httpDone // http.ErrServerClosed
-	s.audit.flush()
+	s.audit.finish()
 	return err
 }
