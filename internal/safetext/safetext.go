@@ -23,12 +23,14 @@ import (
 // zero-width ones, the soft hyphen, fillers, invisible operators,
 // variation selectors and tags ("main\u200b" and "main\u00ad" look like
 // main), and with them every other format character (Unicode's Cf),
-// variation selector and default-ignorable code point, by Unicode's own
-// tables rather than a list: the supplementary variation selectors alone
-// can carry a byte each of text that shows as nothing.
+// space but the ASCII one (Zs: "main\u3000" reads as main too), variation
+// selector and default-ignorable code point, by Unicode's own tables
+// rather than a list (the supplementary variation selectors alone can
+// carry a byte each of text that shows as nothing), and the blank braille
+// pattern.
 func Hidden(r rune) bool {
 	switch {
-	case r >= 0x80 && (unicode.In(r, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)):
+	case r >= 0x80 && (unicode.In(r, unicode.Cf, unicode.Zs, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point) || r == 0x2800):
 		return true
 	case (r < 0x20 && r != '\t') || (r >= 0x7f && r < 0xa0):
 		return true

@@ -21,6 +21,7 @@ func TestPrintable(t *testing.T) {
 		"vs\U000e0100\U000e01ef\u180b\u180f":      `vs\U000e0100\U000e01ef\u180b\u180f`,
 		"fmt\u206a\u206f\ufff9\ufffb\u17b4\u17b5": `fmt\u206a\u206f\ufff9\ufffb\u17b4\u17b5`,
 		"music\U0001d173\U0001d17a\U0001bca0":     `music\U0001d173\U0001d17a\U0001bca0`,
+		"main\u3000\u00a0\u2800\u202f":            `main\u3000\u00a0\u2800\u202f`,
 		"emoji 🚀 ok, ĳ ok, ＡＢ ok":                 "emoji 🚀 ok, ĳ ok, ＡＢ ok",
 	} {
 		if got := Printable(in); got != want {
