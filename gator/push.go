@@ -322,13 +322,18 @@ func (n newCommits) notIn(old newCommits) string {
 }
 
 // walkNew walks the commits to push: every commit from head back to those
-// the remote has (any of its refs), each against its parents, so that a
-// file added in one commit and removed in the next counts too. It notes
-// the protected paths they change.
+// the remote has on its branches and tags, each against its parents, so
+// that a file added in one commit and removed in the next counts too. It
+// notes the protected paths they change. Other refs do not count: GitHub
+// lists a fork's pull requests as refs/pull/N/head, commits of anyone's
+// making, which a push on top of one would bring into the repository's
+// branches unchecked.
 func walkNew(ctx context.Context, head *object.Commit, remote []*plumbing.Reference, patterns []string) (newCommits, error) {
 	known := map[plumbing.Hash]bool{}
 	for _, r := range remote {
-		known[r.Hash()] = true
+		if r.Name().IsBranch() || r.Name().IsTag() {
+			known[r.Hash()] = true
+		}
 	}
 	news := newCommits{hashes: map[plumbing.Hash]bool{}, files: map[string]bool{}}
 	found := map[string]bool{}

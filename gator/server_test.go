@@ -716,6 +716,31 @@ func TestPushProtectedPaths(t *testing.T) {
 	}
 }
 
+// TestPushChecksCommitsOfPullRequestRefs: a fork's pull request is a ref
+// of the repository (refs/pull/N/head), but its commits are anyone's: a
+// push of one, or on top of one, is checked like the agent's own.
+func TestPushChecksCommitsOfPullRequestRefs(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app:push-branch")
+	gitRun(t, r.other, "checkout", "-q", "-b", "fork")
+	os.MkdirAll(filepath.Join(r.other, ".github", "workflows"), 0o755)
+	evil := commit(t, r.other, ".github/workflows/ci.yml", "on: push\n")
+	gitRun(t, r.other, "push", "-q", "origin", "fork:refs/pull/1/head")
+	gitRun(t, r.workspace, "fetch", "-q", r.bare, "refs/pull/1/head")
+	gitRun(t, r.workspace, "checkout", "-q", evil)
+	for _, branch := range []string{"agent/docs", "agent/fix"} {
+		if branch == "agent/fix" {
+			commit(t, r.workspace, "fix.txt", "x\n")
+		}
+		if text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", branch)); !isErr || !strings.Contains(text, "workflows/ci.yml") {
+			t.Errorf("push of %s, on a pull request's head: %q; want it refused for the workflow", branch, text)
+		}
+	}
+	if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {
+		t.Errorf("the push went through: %s", out)
+	}
+}
+
 func TestPushWorkspaceSymlinks(t *testing.T) {
 	t.Parallel()
 	r := newTestRig(t, "github:octo/app:push-branch")
