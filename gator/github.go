@@ -102,14 +102,24 @@ func newGitHubClient(api *url.URL, token string, base http.RoundTripper, version
 		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	hc := &http.Client{
-		Transport: &authTransport{base: base, scheme: api.Scheme, host: api.Host, token: token},
-		Timeout:   apiTimeout,
+		Transport:     &authTransport{base: base, scheme: api.Scheme, host: api.Host, token: token},
+		Timeout:       apiTimeout,
+		CheckRedirect: refuseRedirect,
 	}
 	c := github.NewClient(hc)
 	c.BaseURL = api
 	c.UploadURL = api // no tool uploads; set so nothing defaults to github.com
 	c.UserAgent = userAgentPrefix + "/" + version
 	return c
+}
+
+// refuseRedirect is the redirect policy of the gator's HTTP clients (the
+// API's and git's): none is followed. GitHub redirects a renamed or
+// transferred repository's old name to its new owner and name, which the
+// scopes, the audit and a person's approval never named.
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("refused: the server redirected the call to %s%s (a renamed or transferred repository?); call the repository by its current name",
+		req.URL.Host, req.URL.EscapedPath())
 }
 
 // ghError turns go-github's errors into one line the agent can act on.

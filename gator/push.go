@@ -7,10 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/devaipod/devaipod/gator/policy"
 	git "github.com/go-git/go-git/v5"
@@ -20,6 +22,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
@@ -136,6 +139,15 @@ func headCommit(st *verifiedStorage) (*object.Commit, error) {
 	return c, nil
 }
 
+// refuseGitRedirects makes go-git's HTTP transport, which every push and
+// listing of the gator uses, follow no redirect (see refuseRedirect):
+// go-git's default follows one on info/refs and pushes there.
+var refuseGitRedirects = sync.OnceFunc(func() {
+	c := githttp.NewClient(&http.Client{Transport: http.DefaultTransport, CheckRedirect: refuseRedirect})
+	client.InstallProtocol("https", c)
+	client.InstallProtocol("http", c)
+})
+
 // pushPlan is a push worked out and checked, not yet made. Its commit is
 // fixed when it is made: nothing after reads HEAD again, so a person who
 // approves the push of one commit never lets another through.
@@ -164,6 +176,7 @@ func (p *pusher) plan(ctx context.Context, owner, repo, branch string, at plumbi
 	if err := policy.CheckAgentBranch(branch); err != nil {
 		return nil, err // policy.Decide checked already; a second look costs nothing
 	}
+	refuseGitRedirects()
 	st, done, err := openWorkspace(p.workspace)
 	if err != nil {
 		return nil, err

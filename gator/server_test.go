@@ -86,6 +86,8 @@ func (f *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method + " " + r.URL.Path {
 	case "GET /api/v3/repos/octo/app":
 		send(200, map[string]any{"full_name": "octo/app", "default_branch": "main"})
+	case "GET /api/v3/repos/octo/old": // git's side redirects it (gitServer)
+		send(200, map[string]any{"full_name": "octo/old", "default_branch": "main"})
 	case "GET /api/v3/repos/octo/agentdefault":
 		send(200, map[string]any{"full_name": "octo/agentdefault", "default_branch": "agent/main"})
 	case "GET " + api + "/contents/README.md":
@@ -176,6 +178,11 @@ func gitServer(t *testing.T, root string) *httptest.Server {
 		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// octo/old is octo/app's former name: redirected, as GitHub does.
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/octo/old.git/"); ok {
+			http.Redirect(w, r, "/octo/app.git/"+rest+"?"+r.URL.RawQuery, http.StatusMovedPermanently)
+			return
+		}
 		if _, pass, ok := r.BasicAuth(); !ok || pass != testToken {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
@@ -824,7 +831,9 @@ func TestNewOptions(t *testing.T) {
 	}
 }
 
-// TestAuthTransport checks that the token goes to the API's host only.
+// TestAuthTransport checks that the token goes to the API's host only,
+// and that no redirect is followed: neither to another host nor to
+// another repository's name on the API (a renamed repository's).
 func TestAuthTransport(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -839,7 +848,11 @@ func TestAuthTransport(t *testing.T) {
 	elsewhere := httptest.NewServer(record("elsewhere"))
 	defer elsewhere.Close()
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		record("api").ServeHTTP(w, r)
+		record(r.URL.Path).ServeHTTP(w, r)
+		if r.URL.Path == "/api/v3/repos/octo/old" {
+			http.Redirect(w, r, "/api/v3/repos/other/app", http.StatusTemporaryRedirect)
+			return
+		}
 		http.Redirect(w, r, elsewhere.URL+"/x", http.StatusFound)
 	}))
 	defer api.Close()
@@ -848,18 +861,38 @@ func TestAuthTransport(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newGitHubClient(u, testToken, nil, "test")
-	req, err := c.NewRequest("GET", "repos/octo/app", nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, path := range []string{"repos/octo/app", "repos/octo/old"} {
+		req, err := c.NewRequest("GET", path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Do(context.Background(), req, nil); err == nil || !strings.Contains(err.Error(), "refused: the server redirected") {
+			t.Errorf("GET %s, redirected: %v; want a refusal", path, err)
+		}
 	}
-	c.Do(context.Background(), req, nil)
 	mu.Lock()
 	defer mu.Unlock()
-	if seen["api"] != "Bearer "+testToken {
-		t.Errorf("API got Authorization %q", seen["api"])
+	if seen["/api/v3/repos/octo/app"] != "Bearer "+testToken {
+		t.Errorf("API got Authorization %q", seen["/api/v3/repos/octo/app"])
 	}
-	if a, ok := seen["elsewhere"]; !ok || a != "" {
-		t.Errorf("the redirect target got Authorization %q (reached: %v), want none", a, ok)
+	for _, target := range []string{"elsewhere", "/api/v3/repos/other/app"} {
+		if a, ok := seen[target]; ok {
+			t.Errorf("the redirect to %s was followed (Authorization %q)", target, a)
+		}
+	}
+}
+
+// TestPushFollowsNoRedirect: a push to a repository's former name, which
+// the git server redirects to its current one, is refused, not made there.
+func TestPushFollowsNoRedirect(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/*:push-branch")
+	text, isErr := r.call(t, policy.ToolPushBranch, map[string]any{"owner": "octo", "repo": "old", "branch": "agent/fix"})
+	if !isErr || !strings.Contains(text, "redirected") {
+		t.Errorf("push to a renamed repository's old name: %q; want a refusal", text)
+	}
+	if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {
+		t.Errorf("the push went through to the new name: %s", out)
 	}
 }
 
