@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/go-git/go-billy/v5"
 )
@@ -76,11 +77,30 @@ func (f *rootFS) OpenFile(name string, flag int, _ os.FileMode) (billy.File, err
 	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0 {
 		return nil, &os.PathError{Op: "open", Path: name, Err: errReadOnly}
 	}
-	file, err := f.root.Open(rel(name))
+	file, err := f.open(name)
 	if err != nil {
 		return nil, err
 	}
 	return &rootFile{File: file, name: name}, nil
+}
+
+// open opens name for reading if it is a regular file or a directory.
+// Without O_NONBLOCK, opening a FIFO the agent made (mkfifo .git/HEAD)
+// would wait for a writer for ever, holding the call and an OS thread.
+func (f *rootFS) open(name string) (*os.File, error) {
+	file, err := f.root.OpenFile(rel(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := file.Stat()
+	if err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		err = &os.PathError{Op: "open", Path: name, Err: errors.New("not a regular file or a directory")}
+	}
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	return file, nil
 }
 
 func (f *rootFS) Stat(name string) (os.FileInfo, error)  { return f.root.Stat(rel(name)) }
@@ -88,7 +108,7 @@ func (f *rootFS) Lstat(name string) (os.FileInfo, error) { return f.root.Lstat(r
 func (f *rootFS) Readlink(name string) (string, error)   { return f.root.Readlink(rel(name)) }
 
 func (f *rootFS) ReadDir(name string) ([]os.FileInfo, error) {
-	d, err := f.root.Open(rel(name))
+	d, err := f.open(name)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/devaipod/devaipod/pod/source"
@@ -745,6 +747,34 @@ func TestPushChecksCommitsOfPullRequestRefs(t *testing.T) {
 	}
 	if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {
 		t.Errorf("the push went through: %s", out)
+	}
+}
+
+// TestPushWorkspaceFIFO: a FIFO the agent puts in place of a file of .git
+// is refused, not opened: the open would wait for a writer for ever.
+func TestPushWorkspaceFIFO(t *testing.T) {
+	t.Parallel()
+	r := newTestRig(t, "github:octo/app:push-branch")
+	head := filepath.Join(r.workspace, ".git", "HEAD")
+	os.Remove(head)
+	if err := syscall.Mkfifo(head, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/fix"))
+		if !isErr {
+			text = "no error: " + text
+		}
+		done <- text
+	}()
+	select {
+	case text := <-done:
+		if !strings.Contains(text, "push_branch failed") {
+			t.Errorf("push with a FIFO for HEAD: %q; want it to fail", text)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("push with a FIFO for HEAD still waits after 10 s")
 	}
 }
 
