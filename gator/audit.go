@@ -38,8 +38,11 @@ const (
 )
 
 func (a *auditor) write(r policy.Record) {
-	r.Repo, r.Reason, r.Error, r.Result, r.Tool = clip(r.Repo, maxRecordText), clip(r.Reason, maxRecordText),
-		clip(r.Error, maxRecordText), clip(r.Result, maxRecordText), clip(r.Tool, maxArgSummary)
+	// Scrubbed before they are cut: a cut through the token would leave
+	// its start, which the scrub of the whole line no longer finds.
+	cut := func(s string, n int) string { return clip(a.redact(s), n) }
+	r.Repo, r.Reason, r.Error, r.Result, r.Tool = cut(r.Repo, maxRecordText), cut(r.Reason, maxRecordText),
+		cut(r.Error, maxRecordText), cut(r.Result, maxRecordText), cut(r.Tool, maxArgSummary)
 	if len(r.Args) > maxRecordArgs {
 		keys := slices.Sorted(maps.Keys(r.Args))
 		kept := map[string]string{"...": strconv.Itoa(len(keys)-maxRecordArgs) + " more arguments"}

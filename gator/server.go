@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/devaipod/devaipod/internal/approval"
@@ -193,8 +192,12 @@ func checkToken(token string) error {
 		return errors.New("gator: no GitHub token")
 	case len(token) < 8:
 		return fmt.Errorf("gator: the GitHub token is %d characters; that is no GitHub token", len(token))
-	case strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-		return errors.New("gator: the GitHub token contains white space or control characters")
+	case strings.IndexFunc(token, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+	}) >= 0:
+		// GitHub's tokens are letters, digits and underscores. Anything
+		// that JSON or a URL escapes would escape redaction too.
+		return errors.New("gator: the GitHub token has characters other than letters, digits, '_', '-' and '.'")
 	}
 	return nil
 }

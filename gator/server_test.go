@@ -830,7 +830,7 @@ func TestNewOptions(t *testing.T) {
 	}{
 		{"no token", func(o *Options) { o.Token = "" }, "no GitHub token"},
 		{"short token", func(o *Options) { o.Token = "abc" }, "no GitHub token"},
-		{"token with newline", func(o *Options) { o.Token = "ghp_abcdefgh\nX" }, "white space"},
+		{"token with newline", func(o *Options) { o.Token = "ghp_abcdefgh\nX" }, "characters other than"},
 		{"no audit", func(o *Options) { o.Audit = nil }, "no audit writer"},
 		{"bad API URL", func(o *Options) { o.APIURL = "ftp://x/" }, "want https://HOST/"},
 		{"API URL with credentials", func(o *Options) { o.APIURL = "https://u:p@ghe.test/api/v3/" }, "no user"},
@@ -994,6 +994,30 @@ func TestAuditRecordsAreBounded(t *testing.T) {
 		if len(line) > 8<<10 {
 			t.Errorf("an audit line of %d bytes: %.200s...", len(line), line)
 		}
+	}
+}
+
+// TestCheckToken: a token is letters, digits, '_', '-' and '.': anything
+// that JSON or a URL would escape would escape the redaction too.
+func TestCheckToken(t *testing.T) {
+	for token, ok := range map[string]bool{
+		"ghp_0123456789abcdefABCDEF": true, "github_pat_11AAA.b-c": true, "short": false,
+		"ghp_0123456789<abc>": false, "ghp_0123&456789": false, "ghp_0123 456789": false, "ghp_01234567\x1b": false,
+	} {
+		if err := checkToken(token); (err == nil) != ok {
+			t.Errorf("checkToken(%q) = %v; want ok %v", token, err, ok)
+		}
+	}
+}
+
+// TestAuditScrubsBeforeItCuts: a text field cut through the token keeps
+// none of it.
+func TestAuditScrubsBeforeItCuts(t *testing.T) {
+	var b bytes.Buffer
+	a := &auditor{w: &b, redact: func(s string) string { return strings.ReplaceAll(s, testToken, "[redacted]") }}
+	a.write(policy.Record{Event: policy.EventCall, Error: strings.Repeat("x", maxRecordText-8) + testToken})
+	if strings.Contains(b.String(), testToken[:8]) {
+		t.Errorf("the audit line keeps the token's start: %s", b.String())
 	}
 }
 
