@@ -2,6 +2,7 @@ package gator
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,9 @@ import (
 
 // errReadOnly is what every write to a rootFS gets.
 var errReadOnly = errors.New("the workspace is read-only to the gator")
+
+// maxMetaFile bounds the workspace's git files other than its objects.
+const maxMetaFile = 64 << 20
 
 // rootFS is a read-only billy.Filesystem confined to a directory by
 // os.Root: no path, symlink or ".." resolves outside it, and since os.Root
@@ -93,8 +97,15 @@ func (f *rootFS) open(name string) (*os.File, error) {
 		return nil, err
 	}
 	fi, err := file.Stat()
-	if err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular() && !fi.IsDir():
 		err = &os.PathError{Op: "open", Path: name, Err: errors.New("not a regular file or a directory")}
+	case fi.Size() > maxMetaFile && !strings.Contains("/"+rel(name)+"/", "/objects/"):
+		// go-git reads HEAD, refs, packed-refs and config whole: a
+		// sparse HEAD of a gigabyte, which takes no disk, took gigabytes
+		// of memory.
+		err = &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%d bytes, more than a file of git's metadata may have (%d)", fi.Size(), maxMetaFile)}
 	}
 	if err != nil {
 		file.Close()

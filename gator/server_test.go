@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -775,6 +776,26 @@ func TestPushWorkspaceFIFO(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("push with a FIFO for HEAD still waits after 10 s")
+	}
+}
+
+// TestPushWorkspaceHugeHEAD: a sparse HEAD of a gigabyte (no disk) is
+// refused by its size, not read whole.
+func TestPushWorkspaceHugeHEAD(t *testing.T) {
+	// Not parallel: it measures what the process allocates.
+	r := newTestRig(t, "github:octo/app:push-branch")
+	if err := os.Truncate(filepath.Join(r.workspace, ".git", "HEAD"), 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/fix"))
+	runtime.ReadMemStats(&after)
+	if !isErr {
+		t.Errorf("push with a 1 GiB HEAD: %q; want it to fail", text)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 256<<20 {
+		t.Errorf("push with a 1 GiB HEAD allocated %d MiB", grew>>20)
 	}
 }
 
