@@ -145,11 +145,11 @@ func TestDryRunSteps(t *testing.T) {
 		case StepInitialize:
 			initialize = s.What
 		case StepLifecycle:
-			lifecycle = s.What
+			lifecycle += s.What + "\n"
 		}
 	}
 	order := strings.Join(kinds, " ")
-	for _, want := range []string{"clone initialize features image", "create copy create copy create", "start lifecycle ready check", "task"} {
+	for _, want := range []string{"clone initialize features image", "create copy create copy create", "start lifecycle lifecycle ready check", "task"} {
 		if !strings.Contains(order, want) {
 			t.Errorf("steps %q lack %q in that order", order, want)
 		}
@@ -157,7 +157,7 @@ func TestDryRunSteps(t *testing.T) {
 	for what, wants := range map[string][]string{
 		features:   {cli + " build", "ghcr.io/devcontainers/features/go:1", "localhost/devaipod-build-" + strings.ToLower(filepath.Base(repo)) + ":features-", "--docker-path podman"},
 		initialize: {"on this host", repo, "echo hi"},
-		lifecycle:  {"postCreateCommand", "make deps"},
+		lifecycle:  {"postCreateCommand", "make deps", "then let the agent start"},
 	} {
 		for _, want := range wants {
 			if !strings.Contains(what, want) {

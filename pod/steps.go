@@ -126,6 +126,9 @@ func upSteps(pl *plan.Plan, commit string, readyTimeout time.Duration) []Step {
 		}
 		add(StepLifecycle, "run the devcontainer's %s in the workspace: %s", s.Name, strings.Join(cmds, "; "))
 	}
+	if pl.Lifecycle.Has(plan.StageCreate) {
+		add(StepLifecycle, "then let the agent start (it waits for %s until the setup commands are done)", plan.SetupDoneFile)
+	}
 	if readyTimeout == 0 {
 		readyTimeout = 60 * time.Second
 	}
