@@ -95,6 +95,9 @@ func openWorkspace(dir string) (*verifiedStorage, func(), error) {
 	return &verifiedStorage{st}, func() { st.Close(); closeRoots() }, nil
 }
 
+// maxObjectSize bounds an object of the workspace's that the gator reads.
+const maxObjectSize = 100 << 20
+
 // verifiedStorage is the workspace's repository, whose every object read
 // is checked against its id. Git objects are named by the hash of their
 // content, but go-git takes a loose or packed object's content as it
@@ -106,6 +109,12 @@ func openWorkspace(dir string) (*verifiedStorage, func(), error) {
 type verifiedStorage struct{ *filesystem.Storage }
 
 func (v *verifiedStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	// go-git holds an object whole in memory, as large as its header
+	// says: look at the header first (a delta's, the size it makes).
+	if size, err := v.Storage.EncodedObjectSize(h); err == nil && size > maxObjectSize {
+		return nil, fmt.Errorf("the workspace's object %s is %d MiB, more than the %d MiB the gator takes (GitHub refuses files over 100 MiB too)",
+			h, size>>20, maxObjectSize>>20)
+	}
 	o, err := v.Storage.EncodedObject(t, h)
 	if err != nil {
 		return nil, err
@@ -124,6 +133,13 @@ func (v *verifiedStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) 
 		return nil, fmt.Errorf("the workspace's object %s does not match its id: the repository is damaged or was tampered with", h)
 	}
 	return o, nil
+}
+
+// DeltaObject is EncodedObject: the packfile encoder of a push asks for
+// objects this way, which the embedded storage would answer unchecked
+// (a stored delta, or a loose object read whole, whatever its size).
+func (v *verifiedStorage) DeltaObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	return v.EncodedObject(t, h)
 }
 
 // headCommit resolves HEAD to a commit.

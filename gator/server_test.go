@@ -3,8 +3,11 @@ package gator
 import (
 	"bufio"
 	"bytes"
+	"compress/zlib"
 	"context"
+	"crypto/sha1"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -796,6 +799,50 @@ func TestPushWorkspaceHugeHEAD(t *testing.T) {
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 256<<20 {
 		t.Errorf("push with a 1 GiB HEAD allocated %d MiB", grew>>20)
+	}
+}
+
+// TestPushWorkspaceHugeObject: a blob of a gigabyte of zeros, a loose
+// object of a megabyte, is refused by its header's size, not read whole.
+func TestPushWorkspaceHugeObject(t *testing.T) {
+	// Not parallel: it measures what the process allocates.
+	r := newTestRig(t, "github:octo/app:push-branch")
+	const size = 1 << 30
+	header := fmt.Sprintf("blob %d\x00", size)
+	sum := sha1.New()
+	var packed bytes.Buffer
+	zw := zlib.NewWriter(&packed)
+	zeros := make([]byte, 1<<20)
+	io.WriteString(sum, header)
+	io.WriteString(zw, header)
+	for range size / len(zeros) {
+		sum.Write(zeros)
+		zw.Write(zeros)
+	}
+	zw.Close()
+	oid := hex.EncodeToString(sum.Sum(nil))
+	dir := filepath.Join(r.workspace, ".git", "objects", oid[:2])
+	os.MkdirAll(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, oid[2:]), packed.Bytes(), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("git", "-C", r.workspace, "mktree")
+	cmd.Stdin = strings.NewReader("100644 blob " + oid + "\tzeros.bin\n")
+	tree, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := gitRun(t, r.workspace, "commit-tree", strings.TrimSpace(string(tree)), "-p", "HEAD", "-m", "zeros")
+	gitRun(t, r.workspace, "update-ref", "HEAD", head)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/zeros"))
+	runtime.ReadMemStats(&after)
+	if !isErr || !strings.Contains(text, "1024 MiB") {
+		t.Errorf("push of a 1 GiB blob: %q; want it refused by its size", text)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 256<<20 {
+		t.Errorf("push of a 1 GiB blob allocated %d MiB", grew>>20)
 	}
 }
 
