@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/devaipod/devaipod/pod/plan"
 )
 
@@ -45,15 +44,7 @@ func RunSetup(ctx context.Context, eng Engine, pl *plan.Plan, out io.Writer) err
 	tw := tar.NewWriter(&b)
 	tw.WriteHeader(&tar.Header{Name: path.Base(plan.SetupDoneFile), Mode: 0o644, Typeflag: tar.TypeReg})
 	tw.Close()
-	// Through the helper's untar, as root: podman cannot copy into a
-	// volume of a running container.
-	untar := AsRoot(plan.HelperCommand(helperargs.Untar{Dir: path.Dir(plan.SetupDoneFile)}))
-	untar.Stdin = &b
-	code, msg, err := eng.Exec(ctx, plan.ContainerName(pl.Name, plan.RoleWorkspace), untar)
-	if err == nil && code != 0 {
-		err = errors.New(strings.TrimSpace(msg))
-	}
-	if err != nil {
+	if err := eng.CopyInto(ctx, plan.ContainerName(pl.Name, plan.RoleWorkspace), path.Dir(plan.SetupDoneFile), &b); err != nil {
 		return fmt.Errorf("let the agent start after the setup commands: %w", err)
 	}
 	return nil

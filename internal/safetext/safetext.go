@@ -18,28 +18,22 @@ import (
 // reorder what they read (Unicode's bidirectional controls).
 
 // Hidden tells the runes that Printable escapes: C0 controls but tab, DEL,
-// C1 controls, the bidirectional embeddings, overrides and isolates, the
-// line and paragraph separators, and the characters that show as nothing:
-// zero-width ones, the soft hyphen, fillers, invisible operators,
-// variation selectors and tags ("main\u200b" and "main\u00ad" look like
-// main), and with them every other format character (Unicode's Cf),
-// space but the ASCII one (Zs: "main\u3000" reads as main too), variation
-// selector and default-ignorable code point, by Unicode's own tables
-// rather than a list (the supplementary variation selectors alone can
-// carry a byte each of text that shows as nothing), and the blank braille
-// pattern.
+// C1 controls, the line and paragraph separators, and, by Unicode's own
+// tables rather than a list, every format character (Cf: the
+// bidirectional embeddings, overrides and isolates, zero-width ones, the
+// soft hyphen, invisible operators, tags), every space but the ASCII one
+// (Zs), every variation selector and default-ignorable code point
+// (fillers), and the blank braille pattern: what drives a terminal,
+// reorders text, or shows as nothing or as a plain space ("main\u200b",
+// "main\u00ad" and "main\u3000" read as main; the supplementary variation
+// selectors alone can carry a byte each of text that shows as nothing).
 func Hidden(r rune) bool {
 	switch {
-	case r >= 0x80 && (unicode.In(r, unicode.Cf, unicode.Zs, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point) || r == 0x2800):
-		return true
 	case (r < 0x20 && r != '\t') || (r >= 0x7f && r < 0xa0):
 		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c,
-		r == 0x2028, r == 0x2029:
+	case r == 0x2028, r == 0x2029, r == 0x2800:
 		return true
-	case r >= 0x200b && r <= 0x200d, r == 0x2060, r >= 0x2061 && r <= 0x2064, r == 0xfeff,
-		r == 0x00ad, r == 0x034f, r == 0x115f, r == 0x1160, r == 0x3164, r == 0xffa0, r == 0x180e,
-		r >= 0xfe00 && r <= 0xfe0f, r >= 0xe0000 && r <= 0xe007f:
+	case r >= 0x80 && unicode.In(r, unicode.Cf, unicode.Zs, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point):
 		return true
 	}
 	return false

@@ -62,17 +62,9 @@ func (l *Lifecycle) Has(which string) bool {
 	return false
 }
 
-// Empty tells whether there is nothing to run at all.
-func (l *Lifecycle) Empty() bool {
-	for _, w := range []string{StageCreate, StageAttach} {
-		for _, s := range l.Stages(w) {
-			if s.Cmd != nil && len(s.Cmd.Steps) > 0 {
-				return false
-			}
-		}
-	}
-	return true
-}
+// Empty tells whether there is nothing to run at all (StageStart's
+// command is in StageCreate's).
+func (l *Lifecycle) Empty() bool { return !l.Has(StageCreate) && !l.Has(StageAttach) }
 
 // lifecycleLabel keeps what start and attach need (user, env, postStart,
 // postAttach) on the pod, so that they need no plan.
