@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // pushForge is the test's GitHub for pushes: a smart-HTTP git server
@@ -504,6 +505,40 @@ echo "full $(h -o /dev/null -w '%{http_code}' -d "$init")"
 			if c != "GET /repos/owner/repo" && c != "POST /repos/owner/repo/pulls" {
 				t.Errorf("the API was asked %s", c)
 			}
+		}
+	})
+
+	// After the counts above: these calls are audited too. The session
+	// cap is reached, so the script ends the oldest session first and
+	// makes both calls in one.
+	t.Run("a FIFO or a huge object in the agent's git neither hangs nor swamps the gator", func(t *testing.T) {
+		// A gator that waits on the FIFO fails the call after a minute
+		// instead of holding the test.
+		script := `curl() { command curl --max-time 60 "$@"; }
+curl -sS -o /dev/null -X DELETE -H "Mcp-Session-Id: $(grep -i '^mcp-session-id:' /tmp/oldest-mcp-headers | cut -d' ' -f2 | tr -d '\r')" http://127.0.0.1:8765/mcp
+rm .git/HEAD && mkfifo .git/HEAD || exit 1
+` + mcpScript(push("agent/fifo")) + `
+rm .git/HEAD && echo ref: refs/heads/main > .git/HEAD && git reset -q --hard ` + clean + ` || exit 1
+head -c 157286400 /dev/zero > zeros.bin && git add zeros.bin && ` + agentGitID + ` commit -qm zeros || exit 1
+echo '=== call'
+post -d '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":` + push("agent/zeros") + `}'
+echo
+`
+		start := time.Now()
+		r := inAgent(script)
+		if r.code != 0 {
+			t.Fatalf("the agent's FIFO, then its 150 MiB file: %s", r)
+		}
+		a := parseMCPAnswers(t, r.stdout, 2)
+		// 150 MiB of zeros are about a megabyte in the agent's objects.
+		if !a[0].IsError || time.Since(start) > time.Minute {
+			t.Errorf("push_branch with a FIFO for HEAD: %+v, all done after %v; want it to fail at once", a[0], time.Since(start).Round(time.Second))
+		}
+		if !a[1].IsError || !strings.Contains(a[1].Text, "150 MiB, more than the 100 MiB the gator takes") {
+			t.Errorf("push_branch of a 150 MiB file: %+v; want it refused by its size", a[1])
+		}
+		if strings.Contains(forge.refs(t), "agent/zeros") {
+			t.Error("the 150 MiB file reached the forge")
 		}
 	})
 }

@@ -74,6 +74,7 @@ func devaipod(t *testing.T, env []string, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Getenv("DEVAIPOD_BIN"), args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 10 * time.Second // the timeout ends the run even if a child holds its output
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -181,4 +181,22 @@ echo 'a new file' > new.txt
 			t.Errorf("diff --stat within the bound: %s", r)
 		}
 	})
+	t.Run("an object over 100 MiB is refused before any git reads it", func(t *testing.T) {
+		// Git would hold it whole in memory, as large as its header says
+		// (a delta of a few bytes can say gigabytes: TestCheckBundle); a
+		// file of 150 MiB of zeros is a megabyte or so in the bundle.
+		if r := agent("head -c 157286400 /dev/zero > zeros.bin && git add zeros.bin && git -c user.name=a -c user.email=a@a commit -qm zeros"); r.code != 0 {
+			t.Fatalf("agent commits 150 MiB of zeros: %s", r)
+		}
+		before := hostGit(clone, "for-each-ref")
+		for _, args := range [][]string{{"fetch", name, "--repo", clone}, {"diff", name, "--stat"}} {
+			r := devaipod(t, nil, args...)
+			if r.code == 0 || !strings.Contains(r.stderr, "an object of 150 MiB") || !strings.Contains(r.stderr, "more than 100 MiB") {
+				t.Errorf("%v: %s", args, r)
+			}
+		}
+		if after := hostGit(clone, "for-each-ref"); after != before {
+			t.Errorf("fetch wrote refs:\n%s\nwas\n%s", after, before)
+		}
+	})
 }
