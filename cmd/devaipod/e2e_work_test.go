@@ -181,6 +181,22 @@ echo 'a new file' > new.txt
 			t.Errorf("diff --stat within the bound: %s", r)
 		}
 	})
+	t.Run("fetch refuses more than 1000 branches", func(t *testing.T) {
+		// Each would be a ref and a reflog in the user's repository.
+		if r := agent(`h=$(git rev-parse HEAD); i=0; while [ $i -lt 1001 ]; do i=$((i+1)); echo "create refs/heads/many/$i $h"; done | git update-ref --stdin`); r.code != 0 {
+			t.Fatalf("agent makes 1001 branches: %s", r)
+		}
+		before := hostGit(clone, "for-each-ref")
+		if r := devaipod(t, nil, "fetch", name, "--repo", clone); r.code == 0 || !strings.Contains(r.stderr, "branches, more than 1000; nothing was fetched") {
+			t.Errorf("fetch of 1001 branches and more: %s", r)
+		}
+		if after := hostGit(clone, "for-each-ref"); after != before {
+			t.Errorf("fetch wrote refs:\n%.500s\nwas\n%s", after, before)
+		}
+		if r := agent(`git for-each-ref --format='delete %(refname)' refs/heads/many | git update-ref --stdin`); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+	})
 	t.Run("an object over 100 MiB is refused before any git reads it", func(t *testing.T) {
 		// Git would hold it whole in memory, as large as its header says
 		// (a delta of a few bytes can say gigabytes: TestCheckBundle); a
