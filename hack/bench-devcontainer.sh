@@ -15,6 +15,9 @@
 #                 check)                          vs  devcontainer up, then devcontainer exec of
 #                 `opencode serve` in the background until curl /global/health answers inside
 #   (c) delete    devaipod delete                 vs  podman rm -f of the devcontainer's container
+#                 (devaipod's delete returns once the agent is killed; the bench then waits, untimed
+#                 for the next step but recorded, until the background removal is done; and times
+#                 delete --wait, which returns only then)
 # then one `devaipod up --timings -o json` with opencode.
 #
 # The devcontainer CLI is installed with npm, pinned to DC_VERSION, into
@@ -80,8 +83,8 @@ reset_all() {
 	for cfg in "${STANDIN:-}" "${DEFAULT:-}"; do
 		[ -z "$cfg" ] || "$bin" --config "$cfg" pool -q "$fx" --size 0 >/dev/null 2>&1 || true
 	done
-	"$bin" delete -q "$DP" >/dev/null 2>&1 || true
-	"$bin" delete -q "$DP_OC" >/dev/null 2>&1 || true
+	"$bin" delete --wait -q "$DP" >/dev/null 2>&1 || true
+	"$bin" delete --wait -q "$DP_OC" >/dev/null 2>&1 || true
 	dc_reset "$fx"
 	if podman pod exists "devaipod-$DP" || podman pod exists "devaipod-$DP_OC"; then
 		die "could not remove the pods devaipod-$DP, devaipod-$DP_OC"
@@ -126,6 +129,22 @@ fill_pool() {
 	"$BIN" --config "$1" pool -q "$FX" --size 1 >>"$LOG" 2>&1 || die "devaipod pool failed (round $ROUND): see $LOG"
 }
 
+# dp_delete: devaipod delete of $DP, timed until it returns ("devaipod delete") and until podman
+# has removed everything of the pod in the background ("devaipod delete, all gone"): polled every
+# 10 ms, so that nothing of it runs on into the next measurement.
+dp_delete() {
+	local t0 t1 t2
+	t0=$EPOCHREALTIME
+	"$BIN" delete -q "$DP" >>"$LOG" 2>&1 || die "devaipod delete failed (round $ROUND): see $LOG"
+	t1=$EPOCHREALTIME
+	while podman pod exists "devaipod-$DP" || [ -n "$(podman volume ls -q --filter "label=io.devaipod.pod=$DP")" ]; do
+		sleep 0.01
+	done
+	t2=$EPOCHREALTIME
+	awk -v r="$ROUND" -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN {
+		printf "%d\tdevaipod delete\t%.0f\n%d\tdevaipod delete, all gone\t%.0f\n", r, (b - a) * 1000, r, (c - a) * 1000 }' >>"$OUT/results.tsv"
+}
+
 # podman_rm_pod: remove devaipod's pod $DP as a script would, with the podman CLI.
 podman_rm_pod() {
 	# shellcheck disable=SC2046 # one volume a word
@@ -146,26 +165,29 @@ round() {
 	done
 	for t in $first $second; do
 		case $t in
-		dp) timed "devaipod delete" "$BIN" delete -q "$DP" ;;
+		dp) dp_delete ;;
 		dc) timed "podman rm -f (devcontainer)" dc_rm ;;
 		esac
 	done
 	# (c0) the floor of (c): the same pod removed by hand with podman (pod, then its volumes).
 	"$BIN" --config "$STANDIN" up -q --name "$DP" "$FX" >>"$LOG" 2>&1 || die "devaipod up failed (round $ROUND): see $LOG"
 	timed "podman pod rm + volume rm (devaipod's pod)" podman_rm_pod
+	# (c1) delete --wait: the same removal, devaipod waiting for all of it.
+	"$BIN" --config "$STANDIN" up -q --name "$DP" "$FX" >>"$LOG" 2>&1 || die "devaipod up failed (round $ROUND): see $LOG"
+	timed "devaipod delete --wait" "$BIN" delete --wait -q "$DP"
 	# (a') and (b') claimed from the warm pool, against the same round's devcontainer CLI runs.
 	fill_pool "$STANDIN"
 	timed "devaipod up (pool)" dp_claim "$STANDIN"
-	"$BIN" delete -q "$CLAIMED" >/dev/null
+	"$BIN" delete --wait -q "$CLAIMED" >/dev/null
 	fill_pool "$DEFAULT"
 	timed "devaipod up (opencode, pool)" dp_claim "$DEFAULT"
-	"$BIN" delete -q "$CLAIMED" >/dev/null
+	"$BIN" delete --wait -q "$CLAIMED" >/dev/null
 	# (b) a ready agent.
 	for t in $first $second; do
 		case $t in
 		dp)
 			timed "devaipod up (opencode)" "$BIN" --config "$DEFAULT" up -q --name "$DP_OC" "$FX"
-			"$BIN" delete -q "$DP_OC" >/dev/null
+			"$BIN" delete --wait -q "$DP_OC" >/dev/null
 			;;
 		dc)
 			timed "devcontainer up + opencode serve" dc_ready
@@ -212,13 +234,13 @@ measure() {
 	say "one devaipod up --timings -o json with opencode..."
 	"$BIN" --config "$DEFAULT" -o json up --timings --name "$DP_OC" "$FX" >"$OUT/timings.json" 2>>"$LOG" ||
 		die "devaipod up --timings failed: see $LOG"
-	"$BIN" delete -q "$DP_OC" >/dev/null
+	"$BIN" delete --wait -q "$DP_OC" >/dev/null
 	say "one claim from the pool, devaipod up --timings -o json with opencode..."
 	fill_pool "$DEFAULT"
 	"$BIN" --config "$DEFAULT" -o json up --timings "$FX" >"$OUT/timings-pool.json" 2>>"$LOG" ||
 		die "devaipod up --timings (pool) failed: see $LOG"
 	[ "$(jq -r .claimed "$OUT/timings-pool.json")" = true ] || die "the timed claim did not take a pod from the pool"
-	"$BIN" delete -q "$(jq -r .name "$OUT/timings-pool.json")" >/dev/null
+	"$BIN" delete --wait -q "$(jq -r .name "$OUT/timings-pool.json")" >/dev/null
 	printf 'elapsed=%s\n' "$((SECONDS - start))" >>"$OUT/facts.txt"
 }
 
@@ -264,6 +286,8 @@ summary() {
 	for v in "up (stand-in agent)|devaipod up|devcontainer up" \
 		"ready agent (opencode)|devaipod up (opencode)|devcontainer up + opencode serve" \
 		"delete|devaipod delete|podman rm -f (devcontainer)" \
+		"delete, until all is gone|devaipod delete, all gone|podman rm -f (devcontainer)" \
+		"delete --wait|devaipod delete --wait|podman rm -f (devcontainer)" \
 		"up claimed from the pool (stand-in agent)|devaipod up (pool)|devcontainer up" \
 		"ready agent claimed from the pool (opencode)|devaipod up (opencode, pool)|devcontainer up + opencode serve"; do
 		IFS='|' read -r l a b <<<"$v"
@@ -301,6 +325,8 @@ per-round ratios.
 $(row '(b) time to a ready agent (opencode)' 'devaipod up (opencode)' 'devcontainer up + opencode serve')
 $(row '(a) `up`, stand-in agent' 'devaipod up' 'devcontainer up')
 $(row '(c) `delete`' 'devaipod delete' 'podman rm -f (devcontainer)')
+$(row '(c′) `delete`, until podman has removed everything in the background' 'devaipod delete, all gone' 'podman rm -f (devcontainer)')
+$(row '(c1) `delete --wait`' 'devaipod delete --wait' 'podman rm -f (devcontainer)')
 $(row "(c0) the same pod removed by hand: \`podman pod rm\`, \`podman volume rm\`" "podman pod rm + volume rm (devaipod's pod)" 'podman rm -f (devcontainer)')
 $(row "(b′) time to a ready agent, taken from the pool" 'devaipod up (opencode, pool)' 'devcontainer up + opencode serve')
 $(row "(a′) \`up\` taken from the pool, stand-in agent" 'devaipod up (pool)' 'devcontainer up')
@@ -315,6 +341,11 @@ $(row "(a′) \`up\` taken from the pool, stand-in agent" 'devaipod up (pool)' '
   \`curl http://127.0.0.1:$PORT/global/health\` inside the container every 100 ms until it answers.
 - **(c)** \`devaipod delete\` of the pod (a) has just built (containers, pod and volumes) against
   \`podman rm -f\` of the container \`devcontainer up\` has just started (it has no volumes).
+  \`delete\` returns once it has killed the agent's container (every process the agent ran is
+  gone: what a person deleting a pod needs at once); a process it starts removes the rest. **(c′)**
+  is the same run timed until podman has removed all of it (the bench polls every 10 ms and waits
+  for that before its next step, so the background work never overlaps another measurement).
+  **(c1)** \`devaipod delete --wait\` of another such pod, which returns only when everything is gone.
 - **(c0)** not devaipod: the pod (a) builds, removed by hand with the podman CLI (\`podman pod rm -f
   -t 0\`, then \`podman volume rm\` of its volumes): the floor under (c), what podman itself takes
   to stop and remove the pod's containers (workspace, agent, proxy and the pod's infra container)

@@ -73,7 +73,7 @@ pod_name() { printf '%s%03d' "$PREFIX" "$1"; }
 remove_all() {
 	local p
 	for p in $(podman pod ps --format '{{.Name}}' --filter "name=^devaipod-$PREFIX" 2>/dev/null); do
-		"$BIN" delete -q "${p#devaipod-}" >/dev/null 2>&1 || podman pod rm -f -t 0 "$p" >/dev/null 2>&1 || true
+		"$BIN" delete --wait -q "${p#devaipod-}" >/dev/null 2>&1 || podman pod rm -f -t 0 "$p" >/dev/null 2>&1 || true
 	done
 	leftovers | while read -r kind name; do
 		case $kind in
@@ -115,7 +115,7 @@ run_all() {
 				"$BIN" --config "$dir/standin.toml" up -q --name "$name" "$dir/fixture" \
 					>"$dir/$verb/$name.out" 2>"$dir/$verb/$name.err" || rc=$?
 			else
-				"$BIN" delete -q "$name" >"$dir/$verb/$name.out" 2>"$dir/$verb/$name.err" || rc=$?
+				"$BIN" delete --wait -q "$name" >"$dir/$verb/$name.out" 2>"$dir/$verb/$name.err" || rc=$?
 			fi
 			echo "$rc $s $(now_ms)" >"$dir/$verb/$name.rc"
 		) &
@@ -289,7 +289,7 @@ render() {
 
 <!-- Written by hack/bench-scale.sh (make bench-scale). Do not edit by hand: rerun it. -->
 
-$n \`devaipod up\` started at the same moment on one machine, then \`devaipod delete\` of every pod
+$n \`devaipod up\` started at the same moment on one machine, then \`devaipod delete --wait\` of every pod
 that came up, again all at once. Result: $verdict.
 
 | | \`up\` ×$n | \`delete\` ×$dok |

@@ -71,7 +71,7 @@ reset() {
 	local kind=$1 name=$2 pod=devaipod-$2
 	case $kind in
 	dp)
-		"$BIN" delete -q "$name" >/dev/null 2>&1 || true
+		"$BIN" delete --wait -q "$name" >/dev/null 2>&1 || true
 		;;
 	cli)
 		podman pod rm -f -t 0 --ignore "$pod" >/dev/null
@@ -310,7 +310,7 @@ events_dp() {
 	for _ in $(seq 50); do [ -S "$psock" ] && break; sleep 0.05; done
 	t0=$EPOCHREALTIME
 	if [ "$mode" = delete ]; then
-		"$BIN" --connection "unix://$psock" delete -q "$DP" >/dev/null
+		"$BIN" --connection "unix://$psock" delete --wait -q "$DP" >/dev/null
 	else
 		BENCH_GIT_LOG=$glog PATH=$BENCH_WORK/gitwrap:$PATH \
 			"$BIN" --connection "unix://$psock" --config "$BENCH_WORK/standin.toml" up -q --name "$DP" "$BENCH_FIXTURE" >/dev/null
@@ -493,7 +493,7 @@ measure() {
 		-n "cli-pod up" --prepare "$(q "$SELF" _reset cli "$CP")"
 		"$(q env "CLI_POD_AGENT_CMD=$STANDIN_CMD" "$CLI" up "$fx" "$CP")"
 		-n "devaipod delete" --prepare "$(q "$SELF" _build dp "$DP" standin)"
-		"$(q "$BIN" delete -q "$DP")"
+		"$(q "$BIN" delete --wait -q "$DP")"
 		-n "cli-pod delete" --prepare "$(q "$SELF" _build cli "$CP" standin)"
 		"$(q "$CLI" delete "$CP")"
 	)
@@ -740,7 +740,7 @@ the Rust devaipod's way. **Target: \`up\` at most ${TARGET}× the CLI script's t
 | | devaipod (ms, median) | CLI script (ms, median) | ratio | target |
 |---|---:|---:|---:|---|
 | \`up\`, stand-in agent | $(ms "$up_dp") | $(ms "$up_cli") | **${up_ratio}×** | ≤ ${TARGET}× |
-| \`delete\` | $(ms "$del_dp") | $(ms "$del_cli") | ${del_ratio}× | |
+| \`delete --wait\` | $(ms "$del_dp") | $(ms "$del_cli") | ${del_ratio}× | |
 $oc_line
 
 Target: ${verdict}.
@@ -782,9 +782,11 @@ $(noise_note)
   so that the agent's own start-up does not hide the cost of building the pod. The opencode rows
   use the real default agent (\`opencode serve\`) for both.
 - **\`delete\`** removes a pod that the same tool has just built and whose agent answers:
-  \`devaipod delete NAME\` (everything labelled for the pod, volumes included) against the Rust
+  \`devaipod delete --wait NAME\` (everything labelled for the pod, volumes included) against the Rust
   devaipod's \`podman pod rm -f\`, given \`-t 0\`, plus \`podman volume rm\` of the three volumes
-  (which the Rust devaipod leaks).
+  (which the Rust devaipod leaks). \`--wait\`, so that both do the same work: without it
+  \`delete\` returns once the agent is killed and removes the rest in the background (timed in the
+  next section).
 - **Warm images, each run from nothing.** The images are in local storage; hyperfine's
   \`--prepare\` removes the previous run's pod (or, for \`delete\`, builds the pod) outside the
   timed part. devaipod talks to $(fact service).
@@ -843,7 +845,7 @@ cli-pod.sh, step by step:
 |---|---|---:|
 $(step_table cli)
 
-\`devaipod delete\`, step by step (3 instrumented runs, medians):
+\`devaipod delete --wait\`, step by step (3 instrumented runs, medians):
 
 | step | | ms |
 |---|---|---:|

@@ -410,27 +410,27 @@ func removeAll(ctx context.Context, eng Engine, objs []Object) error {
 	return errors.Join(errs...)
 }
 
-// Delete removes everything labelled for the pod. With keepVolumes the
-// volumes (the workspace copy and the agent's HOME) stay.
+// Delete removes everything labelled for the pod and returns it. With
+// keepVolumes the volumes (the workspace copy and the agent's HOME) stay.
+// It waits for a removal that another process is doing (see StartRemoval)
+// and finishes one that failed.
 func Delete(ctx context.Context, eng Engine, short string, keepVolumes bool) ([]Object, error) {
 	objs, err := eng.Objects(ctx, short)
 	if err != nil {
 		return nil, err
 	}
-	if len(objs) == 0 {
+	if len(objs) == 0 && RemovalState(short) == "" {
 		return nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
 	}
-	var doomed []Object
-	for _, o := range objs {
-		if keepVolumes && o.Kind == KindVolume {
-			continue
-		}
-		doomed = append(doomed, o)
+	r, _, err := lockRemoval(ctx, short, keepVolumes, true)
+	if err != nil {
+		return nil, err
 	}
-	if err := removeAll(ctx, eng, doomed); err != nil {
-		return doomed, err
+	if r == nil {
+		return objs, nil // the removal it waited for took them
 	}
-	return doomed, clearUnfinished(short)
+	r.KeepVolumes = keepVolumes
+	return FinishRemoval(ctx, eng, r)
 }
 
 // Leftovers finds what a killed or failed up left behind: objects of pods
@@ -447,7 +447,7 @@ func Leftovers(ctx context.Context, eng Engine) ([]Object, error) {
 	}
 	var left []Object
 	for _, group := range sortedGroups(byPod) {
-		if !podLocked(group[0].Pod) && halfCreated(group) {
+		if !podLocked(group[0].Pod) && RemovalState(group[0].Pod) != StateRemoving && halfCreated(group) {
 			left = append(left, group...)
 		}
 	}
@@ -476,11 +476,15 @@ func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
 		if now, err := eng.Objects(ctx, short); err != nil {
 			errs = append(errs, err)
 		} else if len(now) > 0 && halfCreated(now) {
-			err = removeAll(ctx, eng, now)
-			if err == nil {
-				err = clearUnfinished(short)
+			// Under the removal mark too: a delete may be removing it.
+			if r, _, err := lockRemoval(ctx, short, false, false); errors.Is(err, ErrBeingRemoved) {
+				// it is going
+			} else if err != nil {
+				errs = append(errs, err)
+			} else {
+				_, err = FinishRemoval(ctx, eng, r)
+				errs = append(errs, err)
 			}
-			errs = append(errs, err)
 		}
 		unlock()
 	}
@@ -497,9 +501,9 @@ func sortedGroups(m map[string][]Object) [][]Object {
 
 // halfCreated tells whether a pod's objects are what an up that did not
 // finish left: no pod, a container missing or never started, or the pod
-// still marked unfinished.
+// still marked unfinished; or what a removal that did not finish left.
 func halfCreated(group []Object) bool {
-	if len(group) > 0 && unfinished(group[0].Pod) {
+	if len(group) > 0 && (unfinished(group[0].Pod) || RemovalState(group[0].Pod) != "") {
 		return true
 	}
 	var hasPod bool

@@ -236,11 +236,19 @@ func findExisting(ctx context.Context, eng Engine, short string, src *source.Sou
 // holds the pod's lock while it looks and starts, so that no other up
 // makes or gc removes the pod meanwhile.
 func (c *creation) useExisting(ctx context.Context, eng Engine, short string, src *source.Source) (*Existing, error) {
+	// A pod that a delete is removing is gone as far as up is concerned:
+	// up waits for it rather than start it again.
 	if c.req.DryRun {
+		if RemovalState(short) != "" {
+			return nil, nil
+		}
 		if podLocked(short) {
 			return nil, fmt.Errorf("pod %s is being created by another devaipod up: %w", short, ErrExists)
 		}
 	} else {
+		if err := awaitRemoval(ctx, eng, short, c.progress); err != nil {
+			return nil, err
+		}
 		unlock, err := lockPod(short)
 		if err != nil {
 			return nil, err

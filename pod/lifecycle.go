@@ -203,6 +203,10 @@ func MissingPod(ctx context.Context, eng Engine, short string, err error) error 
 // Start starts a stopped pod and runs the devcontainer's postStartCommand,
 // which runs on every start; out hears its output.
 func Start(ctx context.Context, eng Engine, short string, out io.Writer) error {
+	// A pod that a delete is removing is not started again.
+	if err := awaitRemoval(ctx, eng, short, nil); err != nil {
+		return err
+	}
 	if err := eng.StartPod(ctx, plan.PodName(short)); err != nil {
 		return err
 	}

@@ -69,7 +69,8 @@ type poolPod struct {
 	// ready: the pod and every container of it run, and its up finished.
 	ready bool
 	// busy: the up that makes it still runs (its checks may yet fail and
-	// remove it), so it is neither claimed nor counted nor deleted.
+	// remove it), or a delete removes it, so it is neither claimed nor
+	// counted nor deleted.
 	busy bool
 }
 
@@ -80,7 +81,7 @@ func poolPods(objs []Object) []poolPod {
 		if o.Kind == KindPod && o.Labels[plan.LabelPool] != "" {
 			pr, _ := strconv.Atoi(o.Labels[plan.LabelPR])
 			byName[o.Pod] = &poolPod{short: o.Pod, key: o.Labels[plan.LabelPool], repo: o.Labels[plan.LabelRepo],
-				pr: pr, created: o.Created, ready: o.State == "running" && !unfinished(o.Pod), busy: podLocked(o.Pod)}
+				pr: pr, created: o.Created, ready: o.State == "running" && !unfinished(o.Pod), busy: podLocked(o.Pod) || RemovalState(o.Pod) != ""}
 		}
 	}
 	for _, o := range objs {

@@ -97,7 +97,15 @@ func summarise(objs []Object) []Summary {
 	for _, o := range objs {
 		s := byName[o.Pod]
 		if s == nil {
-			continue
+			// podman drops a pod from its list as it starts removing it:
+			// one being removed is listed until the rest is gone too.
+			st := RemovalState(o.Pod)
+			if st == "" {
+				continue
+			}
+			s = &Summary{Name: o.Pod, Pod: plan.PodName(o.Pod), State: st, Repo: o.Labels[plan.LabelRepo],
+				Commit: o.Labels[plan.LabelCommit], Containers: []ContainerSummary{}, Volumes: []string{}}
+			byName[o.Pod] = s
 		}
 		switch o.Kind {
 		case KindContainer:
@@ -114,6 +122,9 @@ func summarise(objs []Object) []Summary {
 	}
 	out := make([]Summary, 0, len(byName))
 	for _, s := range byName {
+		if st := RemovalState(s.Name); st != "" {
+			s.State = st
+		}
 		sort.Slice(s.Containers, func(i, j int) bool { return s.Containers[i].Name < s.Containers[j].Name })
 		sort.Strings(s.Volumes)
 		sort.Strings(s.Secrets)

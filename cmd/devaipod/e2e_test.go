@@ -168,7 +168,7 @@ func labelled(t *testing.T, short string) []string {
 
 func cleanup(t *testing.T, short string) {
 	t.Cleanup(func() {
-		devaipod(t, nil, "delete", short)
+		devaipod(t, nil, "delete", "--wait", short)
 		if left := labelled(t, short); len(left) > 0 {
 			t.Errorf("objects left for %s after the test: %v", short, left)
 		}
@@ -376,8 +376,8 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 			t.Errorf("workspace lost its files across stop/start: %s", r)
 		}
 	})
-	t.Run("delete removes every labelled object", func(t *testing.T) {
-		mustDevaipod(t, nil, "delete", name)
+	t.Run("delete --wait removes every labelled object", func(t *testing.T) {
+		mustDevaipod(t, nil, "delete", "--wait", name)
 		if left := labelled(t, name); len(left) > 0 {
 			t.Errorf("left after delete: %v", left)
 		}

@@ -127,6 +127,12 @@ func (p *Podman) listSecrets(ctx context.Context, short string) ([]pod.Object, e
 	return objs, nil
 }
 
+// Kill implements pod.Killer: SIGKILL to the container's init, which
+// takes every process of its PID namespace with it.
+func (p *Podman) Kill(ctx context.Context, container string) error {
+	return mapErr(containers.Kill(p.withConn(ctx), container, new(containers.KillOptions).WithSignal("SIGKILL")))
+}
+
 // Remove implements Engine.
 func (p *Podman) Remove(ctx context.Context, o pod.Object) error {
 	cctx := p.withConn(ctx)

@@ -1,0 +1,256 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devaipod/devaipod/pod/plan"
+)
+
+// killer is a fake engine that can kill containers.
+type killer struct {
+	*fakeEngine
+	killed []string
+	err    error
+}
+
+func (k *killer) Kill(_ context.Context, container string) error {
+	k.killed = append(k.killed, container)
+	return k.err
+}
+
+func TestRemovalMark(t *testing.T) {
+	ctx := context.Background()
+	const short = "mark"
+	if st := RemovalState(short); st != "" {
+		t.Fatalf("state before = %q", st)
+	}
+	r, made, err := lockRemoval(ctx, short, true, false)
+	if err != nil || !made || !r.KeepVolumes {
+		t.Fatalf("lockRemoval = %v, %v, %v", r, made, err)
+	}
+	if st := RemovalState(short); st != StateRemoving {
+		t.Errorf("state while held = %q", st)
+	}
+	// Nobody else takes it, whether it waits or not.
+	if _, _, err := lockRemoval(ctx, short, false, false); !errors.Is(err, ErrBeingRemoved) {
+		t.Errorf("second lock = %v, want ErrBeingRemoved", err)
+	}
+	short1, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+	defer cancel()
+	if _, _, err := lockRemoval(short1, short, false, true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting lock = %v, want the deadline", err)
+	}
+	// The process it is handed to (here another open file of it) reads
+	// what the mark says.
+	f, err := os.Open(removalPath(short))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := HeldRemoval(short, f)
+	if err != nil || !h.KeepVolumes {
+		t.Fatalf("HeldRemoval = %+v, %v", h, err)
+	}
+	h.Release()
+
+	// A waiter gets nil once the holder is done.
+	got := make(chan error, 1)
+	go func() {
+		w, _, err := lockRemoval(ctx, short, false, true)
+		if w != nil {
+			err = errors.New("took a mark that was done")
+		}
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := r.Done(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Errorf("waiter: %v", err)
+	}
+	if st := RemovalState(short); st != "" {
+		t.Errorf("state after Done = %q", st)
+	}
+
+	// A mark let go of without Done is a failed removal, which the next
+	// one takes over.
+	r, _, err = lockRemoval(ctx, short, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Release()
+	if st := RemovalState(short); st != StateRemovalFailed {
+		t.Errorf("state of a released mark = %q", st)
+	}
+	r, made, err = lockRemoval(ctx, short, false, true)
+	if err != nil || made || r == nil {
+		t.Fatalf("taking a failed mark = %v, %v, %v", r, made, err)
+	}
+	if err := r.Done(); err != nil {
+		t.Fatal(err)
+	}
+	// A mark of another name is not one this process was handed.
+	other, _, err := lockRemoval(ctx, "other-mark", false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Done()
+	if _, err := HeldRemoval(short, other.File()); err == nil {
+		t.Error("HeldRemoval took another pod's mark")
+	}
+}
+
+// TestStartAndFinishRemoval: the agent is killed, the pod shows as being
+// removed, up and start wait for the removal and gc leaves it to its
+// process; once that process is done everything is gone.
+func TestStartAndFinishRemoval(t *testing.T) {
+	ctx := context.Background()
+	pl, src := testPlan(t, "going")
+	f := newFake()
+	if err := Up(ctx, f, pl, src, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for k, o := range f.objects {
+		if o.Kind == KindContainer {
+			o.State = "running"
+			f.objects[k] = o
+		}
+	}
+	k := &killer{fakeEngine: f}
+	objs, _ := f.Objects(ctx, "going")
+	r, err := StartRemoval(ctx, k, objs, "going", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := plan.ContainerName("going", plan.RoleAgent); strings.Join(k.killed, " ") != want {
+		t.Errorf("killed %v, want only %s", k.killed, want)
+	}
+	sums, _ := List(ctx, f)
+	if len(sums) != 1 || sums[0].State != StateRemoving {
+		t.Errorf("list while removing: %+v", sums)
+	}
+	// podman drops the pod from its list first: the rest still shows it.
+	f.mu.Lock()
+	delete(f.objects, KindPod+"/"+plan.PodName("going"))
+	f.mu.Unlock()
+	if sums, _ := List(ctx, f); len(sums) != 1 || sums[0].State != StateRemoving || len(sums[0].Volumes) == 0 {
+		t.Errorf("list while removing, the pod gone: %+v", sums)
+	}
+	if left, _ := Leftovers(ctx, f); len(left) != 0 {
+		t.Errorf("gc would take a pod being removed: %v", left)
+	}
+	if _, err := StartRemoval(ctx, k, objs, "going", false); !errors.Is(err, ErrBeingRemoved) {
+		t.Errorf("a second delete: %v, want ErrBeingRemoved", err)
+	}
+	// The process it is handed to.
+	h, err := HeldRemoval("going", r.File())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.calls)
+	started := make(chan error, 1)
+	go func() { started <- Start(ctx, f, "going", nil) }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-started:
+		t.Fatalf("start did not wait for the removal: %v", err)
+	default:
+	}
+	removed, err := FinishRemoval(ctx, f, h)
+	f.mu.Lock()
+	for _, c := range f.calls[before:] {
+		if strings.HasPrefix(c, "start ") {
+			t.Errorf("start went ahead while the pod was being removed: %v", f.calls)
+		}
+	}
+	f.mu.Unlock()
+	if err != nil || len(removed) != len(objs)-1 {
+		t.Fatalf("FinishRemoval = %d objects, %v; want %d", len(removed), err, len(objs)-1)
+	}
+	<-started // (the fake starts what is not there)
+	if left, _ := f.Objects(ctx, "going"); len(left) != 0 || RemovalState("going") != "" {
+		t.Errorf("left: %v, state %q", left, RemovalState("going"))
+	}
+}
+
+// TestFailedRemovalIsFinished: a removal whose process died leaves the pod
+// marked; list says so, and delete, gc and up's wait finish it, keeping
+// the volumes if its delete asked for that.
+func TestFailedRemovalIsFinished(t *testing.T) {
+	ctx := context.Background()
+	for _, finisher := range []string{"delete", "gc", "await"} {
+		t.Run(finisher, func(t *testing.T) {
+			short := "failed-" + finisher
+			pl, src := testPlan(t, short)
+			f := newFake()
+			if err := Up(ctx, f, pl, src, UpOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			objs, _ := f.Objects(ctx, short)
+			r, err := StartRemoval(ctx, &killer{fakeEngine: f}, objs, short, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Release() // the process died
+			if sums, _ := List(ctx, f); len(sums) != 1 || sums[0].State != StateRemovalFailed {
+				t.Errorf("list: %+v", sums)
+			}
+			switch finisher {
+			case "delete":
+				_, err = Delete(ctx, f, short, true)
+			case "gc":
+				var left []Object
+				if left, err = Leftovers(ctx, f); err == nil {
+					if len(left) == 0 {
+						t.Error("gc did not see the failed removal")
+					}
+					err = RemoveLeftovers(ctx, f, left)
+				}
+			case "await":
+				err = awaitRemoval(ctx, f, short, nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			left, _ := f.Objects(ctx, short)
+			for _, o := range left {
+				if o.Kind != KindVolume {
+					t.Errorf("left: %s %s", o.Kind, o.Name)
+				}
+			}
+			if len(left) == 0 {
+				t.Error("the volumes were not kept, as the delete asked")
+			}
+			if st := RemovalState(short); st != "" {
+				t.Errorf("state after = %q", st)
+			}
+		})
+	}
+}
+
+// TestStartRemovalKillFails: when the agent cannot be killed the mark is
+// let go of, for the caller to remove the pod itself.
+func TestStartRemovalKillFails(t *testing.T) {
+	ctx := context.Background()
+	f := newFake()
+	f.add(KindPod, "devaipod-nokill", "nokill", map[string]string{plan.LabelPod: "nokill"})
+	f.objects[KindContainer+"/devaipod-nokill-agent"] = Object{Kind: KindContainer, Name: "devaipod-nokill-agent", Pod: "nokill", State: "running"}
+	objs, _ := f.Objects(ctx, "nokill")
+	if _, err := StartRemoval(ctx, &killer{fakeEngine: f, err: errInjected}, objs, "nokill", false); !errors.Is(err, errInjected) {
+		t.Fatalf("StartRemoval = %v", err)
+	}
+	if _, err := Delete(ctx, f, "nokill", false); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := f.Objects(ctx, "nokill"); len(left) != 0 || RemovalState("nokill") != "" {
+		t.Errorf("left %v, state %q", left, RemovalState("nokill"))
+	}
+	if _, err := StartRemoval(ctx, &killer{fakeEngine: f}, nil, "nokill", false); !errors.Is(err, ErrNotFound) {
+		t.Errorf("StartRemoval of nothing = %v", err)
+	}
+}
