@@ -412,30 +412,48 @@ func removeAll(ctx context.Context, eng Engine, objs []Object) error {
 
 // Delete removes everything labelled for the pod and returns it. With
 // keepVolumes the volumes (the workspace copy and the agent's HOME) stay.
-// It waits for a removal that another process is doing (see StartRemoval)
-// and finishes one that failed.
+// On podman it waits for a removal that another process is doing (see
+// StartRemoval), then removes what is left, and finishes a removal that
+// failed.
 func Delete(ctx context.Context, eng Engine, short string, keepVolumes bool) ([]Object, error) {
 	objs, err := eng.Objects(ctx, short)
 	if err != nil {
 		return nil, err
 	}
-	if len(objs) == 0 && RemovalState(short) == "" {
+	_, marks := eng.(Killer)
+	if len(objs) == 0 && (!marks || RemovalState(short) == "") {
 		return nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
 	}
-	r, _, err := lockRemoval(ctx, short, keepVolumes, true)
+	if !marks {
+		return removePod(ctx, eng, objs, short, keepVolumes)
+	}
+	r, err := markRemoval(ctx, short, keepVolumes, true)
 	if err != nil {
 		return nil, err
 	}
-	if r == nil {
-		return objs, nil // the removal it waited for took them
-	}
-	r.KeepVolumes = keepVolumes
 	return FinishRemoval(ctx, eng, r)
+}
+
+// removePod removes the pod's objects (but its volumes, with keepVolumes),
+// then its unfinished mark, and returns what it removed.
+func removePod(ctx context.Context, eng Engine, objs []Object, short string, keepVolumes bool) ([]Object, error) {
+	var doomed []Object
+	for _, o := range objs {
+		if keepVolumes && o.Kind == KindVolume {
+			continue
+		}
+		doomed = append(doomed, o)
+	}
+	if err := removeAll(ctx, eng, doomed); err != nil {
+		return doomed, err
+	}
+	return doomed, clearUnfinished(short)
 }
 
 // Leftovers finds what a killed or failed up left behind: objects of pods
 // that no longer exist, and pods missing a container or whose containers
-// were never started. Pods whose up is still running are skipped.
+// were never started; and what a removal that failed left. Pods whose up
+// or removal is still running are skipped.
 func Leftovers(ctx context.Context, eng Engine) ([]Object, error) {
 	objs, err := eng.Objects(ctx, "")
 	if err != nil {
@@ -447,7 +465,11 @@ func Leftovers(ctx context.Context, eng Engine) ([]Object, error) {
 	}
 	var left []Object
 	for _, group := range sortedGroups(byPod) {
-		if !podLocked(group[0].Pod) && RemovalState(group[0].Pod) != StateRemoving && halfCreated(group) {
+		short := group[0].Pod
+		if podLocked(short) {
+			continue
+		}
+		if st := RemovalState(short); st == StateRemovalFailed || (st == "" && halfCreated(group)) {
 			left = append(left, group...)
 		}
 	}
@@ -475,18 +497,26 @@ func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
 		// objects have the same names.
 		if now, err := eng.Objects(ctx, short); err != nil {
 			errs = append(errs, err)
-		} else if len(now) > 0 && halfCreated(now) {
-			// Under the removal mark too: a delete may be removing it.
-			if r, _, err := lockRemoval(ctx, short, false, false); errors.Is(err, ErrBeingRemoved) {
-				// it is going
-			} else if err != nil {
+		} else if len(now) > 0 && (halfCreated(now) || RemovalState(short) != "") {
+			// A failed removal's mark goes with it (its delete may have
+			// kept the volumes); one that a delete holds is left to it.
+			r, err := takeRemoval(ctx, short, false)
+			switch {
+			case errors.Is(err, ErrBeingRemoved):
+			case err != nil:
 				errs = append(errs, err)
-			} else {
+			case r != nil:
 				_, err = FinishRemoval(ctx, eng, r)
+				errs = append(errs, err)
+			default:
+				_, err = removePod(ctx, eng, now, short, false)
 				errs = append(errs, err)
 			}
 		}
 		unlock()
+	}
+	if all, err := eng.Objects(ctx, ""); err == nil {
+		sweepRemovalMarks(all)
 	}
 	return errors.Join(errs...)
 }
@@ -501,9 +531,9 @@ func sortedGroups(m map[string][]Object) [][]Object {
 
 // halfCreated tells whether a pod's objects are what an up that did not
 // finish left: no pod, a container missing or never started, or the pod
-// still marked unfinished; or what a removal that did not finish left.
+// still marked unfinished.
 func halfCreated(group []Object) bool {
-	if len(group) > 0 && (unfinished(group[0].Pod) || RemovalState(group[0].Pod) != "") {
+	if len(group) > 0 && unfinished(group[0].Pod) {
 		return true
 	}
 	var hasPod bool

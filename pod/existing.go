@@ -239,17 +239,14 @@ func (c *creation) useExisting(ctx context.Context, eng Engine, short string, sr
 	// A pod that a delete is removing is gone as far as up is concerned:
 	// up waits for it rather than start it again.
 	if c.req.DryRun {
-		if RemovalState(short) != "" {
+		if _, ok := eng.(Killer); ok && RemovalState(short) != "" {
 			return nil, nil
 		}
 		if podLocked(short) {
 			return nil, fmt.Errorf("pod %s is being created by another devaipod up: %w", short, ErrExists)
 		}
 	} else {
-		if err := awaitRemoval(ctx, eng, short, c.progress); err != nil {
-			return nil, err
-		}
-		unlock, err := lockPod(short)
+		unlock, err := lockPodNotRemoving(ctx, eng, short, c.progress)
 		if err != nil {
 			return nil, err
 		}
@@ -268,7 +265,7 @@ func (c *creation) useExisting(ctx context.Context, eng Engine, short string, sr
 		return ex, nil
 	}
 	c.progress("pod " + short + " is " + ex.State + ": starting it...")
-	if err := Start(ctx, eng, short, c.out); err != nil {
+	if err := startLocked(ctx, eng, short, c.out); err != nil {
 		return nil, fmt.Errorf("start pod %s: %w", short, err)
 	}
 	if ex.AgentURL != "" {

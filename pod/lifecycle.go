@@ -204,9 +204,16 @@ func MissingPod(ctx context.Context, eng Engine, short string, err error) error 
 // which runs on every start; out hears its output.
 func Start(ctx context.Context, eng Engine, short string, out io.Writer) error {
 	// A pod that a delete is removing is not started again.
-	if err := awaitRemoval(ctx, eng, short, nil); err != nil {
+	unlock, err := lockPodNotRemoving(ctx, eng, short, nil)
+	if err != nil {
 		return err
 	}
+	defer unlock()
+	return startLocked(ctx, eng, short, out)
+}
+
+// startLocked is Start for a caller that holds the pod's lock.
+func startLocked(ctx context.Context, eng Engine, short string, out io.Writer) error {
 	if err := eng.StartPod(ctx, plan.PodName(short)); err != nil {
 		return err
 	}

@@ -6,33 +6,44 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/devaipod/devaipod/pod/plan"
 )
 
-// A delete stops the pod's agent at once and hands the rest (podman stops
-// and removes each container in turn, then the volumes: a few hundred
-// milliseconds) to a process of its own. While that runs, a removal mark
-// in devaipod's state folder says that the pod is going: list shows it as
-// removing, and an up or start of the name waits for the removal instead
-// of starting the pod again. The process that removes the pod holds an
-// exclusive flock on the mark, handed to it by the delete that made it;
-// it deletes the mark when the pod is gone. A mark that nobody holds is
-// a removal that failed or was killed: up, start, gc and delete finish it.
+// A delete on podman stops the pod's agent at once and hands the rest
+// (podman stops and removes each container in turn, then the volumes: a
+// few hundred milliseconds) to a process of its own. While that runs, a
+// removal mark in devaipod's state folder says that the pod is going:
+// list shows it as removing, and an up or start of the name waits for the
+// removal instead of starting the pod again. The process that removes the
+// pod holds an exclusive flock on the mark, handed to it by the delete
+// that made it; it deletes the mark when the pod is gone. A mark that
+// nobody holds is a removal that failed or was killed: up, start, gc and
+// delete finish it. Marks are only for engines that can kill (Killer):
+// a cluster's deletes always wait, and its pods share no state folder.
 
 // ErrBeingRemoved says that another process is removing the pod.
 var ErrBeingRemoved = errors.New("is being removed")
 
-// Killer is an engine that can kill a running container at once, without
-// waiting for what follows (podman). Only with one does a delete hand the
-// removal to a process of its own.
+// Killer is an engine that can kill a running container at once and wait
+// for it to exit (podman). Only with one does a delete hand the removal
+// to a process of its own.
 type Killer interface {
 	Kill(ctx context.Context, container string) error
 }
 
-func removalPath(short string) string { return filepath.Join(stateDir(), "removing", short) }
+// awaitRemovalTimeout bounds how long up and start wait for a removal.
+const awaitRemovalTimeout = 2 * time.Minute
+
+func removalDir() string              { return filepath.Join(stateDir(), "removing") }
+func removalPath(short string) string { return filepath.Join(removalDir(), short) }
+
+// RemovalLog is where the process that removes the pod writes what it
+// says.
+func RemovalLog(short string) string { return removalPath(short) + ".log" }
 
 // removalKeepsVolumes is what a mark says when its delete keeps the volumes.
 const removalKeepsVolumes = "keep-volumes\n"
@@ -62,8 +73,15 @@ func (r *Removal) Done() error {
 	return nil
 }
 
-// setKeepVolumes writes keep in the mark, for the process it is handed to.
+// Release lets go of the mark and leaves it: another process holds it, or
+// the removal failed and a later up, start, gc or delete finishes it.
+func (r *Removal) Release() { r.f.Close() }
+
+// setKeepVolumes writes keep in the mark, for whoever finishes it.
 func (r *Removal) setKeepVolumes(keep bool) error {
+	if r.KeepVolumes == keep {
+		return nil
+	}
 	var b []byte
 	if keep {
 		b = []byte(removalKeepsVolumes)
@@ -79,81 +97,103 @@ func (r *Removal) setKeepVolumes(keep bool) error {
 	return nil
 }
 
-// Release lets go of the mark and leaves it: another process holds it, or
-// the removal failed and a later up, start, gc or delete finishes it.
-func (r *Removal) Release() { r.f.Close() }
-
 // HeldRemoval takes over the mark that the delete which started this
 // process holds for it, open as f.
 func HeldRemoval(short string, f *os.File) (*Removal, error) {
+	r, err := adoptMark(short, f)
+	if err == nil && r == nil {
+		err = fmt.Errorf("removal mark of pod %s: not the one this process was given", short)
+	}
+	return r, err
+}
+
+// adoptMark is the Removal of f, a locked file, if it is still the mark in
+// place (the holder deletes the mark before it lets go: one gone or new
+// since f was opened is not f); nil if not.
+func adoptMark(short string, f *os.File) (*Removal, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("removal mark of pod %s: %w", short, err)
 	}
-	now, err := os.Lstat(removalPath(short))
-	if err != nil || !os.SameFile(st, now) {
-		return nil, fmt.Errorf("removal mark of pod %s: not the one this process was given", short)
+	if now, err := os.Lstat(removalPath(short)); err != nil || !os.SameFile(st, now) {
+		return nil, nil
 	}
 	b := make([]byte, len(removalKeepsVolumes))
 	n, _ := f.ReadAt(b, 0)
 	return &Removal{short: short, f: f, KeepVolumes: string(b[:n]) == removalKeepsVolumes}, nil
 }
 
-// lockRemoval takes the pod's removal mark, making it when there is none
-// (keepVolumes is then written in it). A mark that another process holds
-// is ErrBeingRemoved, unless wait: then it waits (until ctx ends) for the
-// other to finish or die, and takes the mark if it is still there. made
-// says that this call made the mark.
-func lockRemoval(ctx context.Context, short string, keepVolumes, wait bool) (r *Removal, made bool, err error) {
-	dir := filepath.Dir(removalPath(short))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, false, fmt.Errorf("create %s: %w", dir, err)
-	}
+// takeRemoval takes the pod's removal mark if there is one: nil when there
+// is none, or when the removal it waited for is done. One that another
+// process holds is ErrBeingRemoved, unless wait: then it waits (until ctx
+// ends) for that process to finish or die, and takes the mark if it is
+// still there.
+func takeRemoval(ctx context.Context, short string, wait bool) (*Removal, error) {
 	for {
 		f, err := os.OpenFile(removalPath(short), os.O_RDWR, 0)
 		if errors.Is(err, os.ErrNotExist) {
-			// A new mark is made locked and then linked in place, so
-			// that nobody ever sees one that is not held.
-			if f, err = newRemovalMark(dir, short, keepVolumes); err == nil {
-				return &Removal{short: short, f: f, KeepVolumes: keepVolumes}, true, nil
-			}
-			if errors.Is(err, os.ErrExist) {
-				continue // another delete made one just now
-			}
-			return nil, false, err
+			return nil, nil
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("open removal mark of pod %s: %w", short, err)
+			return nil, fmt.Errorf("open removal mark of pod %s: %w", short, err)
 		}
 		if err := flockWait(ctx, f, wait); err != nil {
 			f.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, false, fmt.Errorf("pod %s %w", short, ErrBeingRemoved)
+				return nil, fmt.Errorf("pod %s %w", short, ErrBeingRemoved)
 			}
-			return nil, false, err
+			return nil, err
 		}
-		// The holder deletes the mark before it lets go: one that is gone
-		// or new since it was opened is not this one.
-		st, serr := f.Stat()
-		now, nerr := os.Lstat(removalPath(short))
-		if serr == nil && nerr == nil && os.SameFile(st, now) {
-			r, err := HeldRemoval(short, f)
+		r, err := adoptMark(short, f)
+		if r != nil || err != nil {
 			if err != nil {
 				f.Close()
 			}
-			return r, false, err
+			return r, err
 		}
 		f.Close()
-		if errors.Is(nerr, os.ErrNotExist) && wait {
-			return nil, false, nil // the removal this call waited for is done
+		if wait {
+			if _, err := os.Lstat(removalPath(short)); errors.Is(err, os.ErrNotExist) {
+				return nil, nil
+			}
 		}
 	}
 }
 
+// markRemoval takes the pod's removal mark (as takeRemoval), or makes one,
+// and writes keepVolumes in it.
+func markRemoval(ctx context.Context, short string, keepVolumes, wait bool) (*Removal, error) {
+	if err := os.MkdirAll(removalDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", removalDir(), err)
+	}
+	for {
+		r, err := takeRemoval(ctx, short, wait)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			if err := r.setKeepVolumes(keepVolumes); err != nil {
+				r.Release()
+				return nil, err
+			}
+			return r, nil
+		}
+		f, err := newRemovalMark(short, keepVolumes)
+		if errors.Is(err, os.ErrExist) {
+			continue // another delete made one just now
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Removal{short: short, f: f, KeepVolumes: keepVolumes}, nil
+	}
+}
+
 // newRemovalMark makes the mark under a name of its own, locks it and
-// links it in place; os.ErrExist if another mark got there first.
-func newRemovalMark(dir, short string, keepVolumes bool) (*os.File, error) {
-	f, err := os.CreateTemp(dir, "."+short+".")
+// links it in place, so that nobody ever sees a mark that is not held;
+// os.ErrExist if another mark got there first.
+func newRemovalMark(short string, keepVolumes bool) (*os.File, error) {
+	f, err := os.CreateTemp(removalDir(), "."+short+".")
 	if err != nil {
 		return nil, fmt.Errorf("mark pod %s removing: %w", short, err)
 	}
@@ -177,18 +217,20 @@ func newRemovalMark(dir, short string, keepVolumes bool) (*os.File, error) {
 	return f, nil
 }
 
-// flockWait takes an exclusive flock on f; EWOULDBLOCK if another holds it,
-// unless wait: then it tries again every 50 ms until ctx ends.
+// flockWait takes an exclusive flock on f. If another holds it, it tries
+// again every 10 ms: until ctx ends when wait, else for 200 ms (RemovalState
+// holds a mark's lock for a moment to look at it), then EWOULDBLOCK.
 func flockWait(ctx context.Context, f *os.File, wait bool) error {
+	deadline := time.Now().Add(200 * time.Millisecond)
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil || !errors.Is(err, syscall.EWOULDBLOCK) || !wait {
+		if err == nil || !errors.Is(err, syscall.EWOULDBLOCK) || (!wait && time.Now().After(deadline)) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
@@ -218,32 +260,49 @@ const (
 // StartRemoval begins a delete that another process finishes: it marks the
 // pod removing and kills its agent, so that nothing the agent runs goes on
 // once it returns. The caller hands r.File() to the process that calls
-// FinishRemoval, then Release. It returns the objects that process is to
-// remove, and ErrBeingRemoved when another process removes the pod.
+// FinishRemoval, then calls Release. objs are the pod's objects. It
+// returns ErrBeingRemoved when another process removes the pod, and the
+// lock's error while an up or start of it runs; on any error the caller
+// removes the pod itself (Delete).
 func StartRemoval(ctx context.Context, eng Killer, objs []Object, short string, keepVolumes bool) (*Removal, error) {
 	if len(objs) == 0 {
 		return nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
 	}
-	r, made, err := lockRemoval(ctx, short, keepVolumes, false)
+	// An up or start of the pod checks for a mark under this lock: none
+	// can start the agent again once the mark is there.
+	unlock, err := lockPod(short)
 	if err != nil {
 		return nil, err
 	}
-	if !made && r.KeepVolumes != keepVolumes {
-		// A failed removal's mark: this delete's choice is what counts.
-		if err := r.setKeepVolumes(keepVolumes); err != nil {
-			r.Release()
-			return nil, err
-		}
+	defer unlock()
+	if err := os.MkdirAll(removalDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", removalDir(), err)
 	}
+	f, err := newRemovalMark(short, keepVolumes)
+	if errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("pod %s %w", short, ErrBeingRemoved) // or a failed removal: Delete finishes it
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &Removal{short: short, f: f, KeepVolumes: keepVolumes}
 	agent := plan.ContainerName(short, plan.RoleAgent)
 	for _, o := range objs {
-		if o.Kind != KindContainer || o.Name != agent || o.State != "running" {
+		if o.Kind != KindContainer || o.Name != agent {
 			continue
 		}
+		switch o.State {
+		case "running", "stopping":
+		case "paused":
+			// A frozen process dies of SIGKILL only once thawed.
+			r.Done()
+			return nil, fmt.Errorf("%s is paused", agent)
+		default:
+			continue // not running
+		}
 		if err := eng.Kill(ctx, agent); err != nil && !errors.Is(err, ErrNotFound) {
-			// Whether it still runs is not known: the caller removes the
-			// pod itself, as a delete that waits does.
-			r.Release()
+			// Whether it still runs is not known.
+			r.Done()
 			return nil, fmt.Errorf("kill %s: %w", agent, err)
 		}
 	}
@@ -258,44 +317,77 @@ func FinishRemoval(ctx context.Context, eng Engine, r *Removal) ([]Object, error
 		r.Release()
 		return nil, err
 	}
-	var doomed []Object
-	for _, o := range objs {
-		if r.KeepVolumes && o.Kind == KindVolume {
-			continue
-		}
-		doomed = append(doomed, o)
-	}
-	if err := removeAll(ctx, eng, doomed); err != nil {
-		r.Release()
-		return doomed, err
-	}
-	if err := clearUnfinished(r.short); err != nil {
+	doomed, err := removePod(ctx, eng, objs, r.short, r.KeepVolumes)
+	if err != nil {
 		r.Release()
 		return doomed, err
 	}
 	return doomed, r.Done()
 }
 
-// awaitRemoval waits, when the pod is being removed, until it is gone;
-// and finishes a removal that failed or was killed. progress hears that
-// it waits.
-func awaitRemoval(ctx context.Context, eng Engine, short string, progress func(string)) error {
-	if RemovalState(short) == "" {
-		return nil
+// lockPodNotRemoving takes the pod's lock (see lockPod) once no delete is
+// removing it: it waits for a removal and finishes one that failed. So an
+// up or start never starts a pod again that a delete has begun to remove.
+func lockPodNotRemoving(ctx context.Context, eng Engine, short string, progress func(string)) (unlock func(), err error) {
+	if _, ok := eng.(Killer); !ok {
+		return lockPod(short)
 	}
-	if progress != nil {
-		progress("waiting for the removal of pod " + short)
+	ctx, cancel := context.WithTimeout(ctx, awaitRemovalTimeout)
+	defer cancel()
+	said := false
+	for {
+		if RemovalState(short) != "" {
+			if !said && progress != nil {
+				progress("waiting for the removal of pod " + short)
+				said = true
+			}
+			r, err := takeRemoval(ctx, short, true)
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("pod %s is still being removed after %s (%s says what the removal does)", short, awaitRemovalTimeout, RemovalLog(short))
+			}
+			if err != nil {
+				return nil, err
+			}
+			if r != nil {
+				if _, err := FinishRemoval(ctx, eng, r); err != nil {
+					return nil, fmt.Errorf("finish the removal of pod %s: %w", short, err)
+				}
+			}
+		}
+		unlock, err := lockPod(short)
+		if err != nil {
+			return nil, err
+		}
+		if RemovalState(short) == "" {
+			return unlock, nil
+		}
+		unlock() // a delete began meanwhile
 	}
-	r, _, err := lockRemoval(ctx, short, false, true)
-	if err != nil || r == nil {
-		return err
-	}
-	if _, err := FinishRemoval(ctx, eng, r); err != nil {
-		return fmt.Errorf("finish the removal of pod %s: %w", short, err)
-	}
-	return nil
 }
 
-// RemovalLog is where the process that removes the pod writes what it
-// says.
-func RemovalLog(short string) string { return removalPath(short) + ".log" }
+// sweepRemovalMarks deletes the marks that nobody holds and whose pods
+// have nothing left (removed by hand after a failed removal), with their
+// logs, and the temporary files of marks whose making was cut short.
+func sweepRemovalMarks(objs []Object) {
+	entries, err := os.ReadDir(removalDir())
+	if err != nil {
+		return
+	}
+	has := map[string]bool{}
+	for _, o := range objs {
+		has[o.Pod] = true
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case strings.HasPrefix(name, "."):
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > time.Minute {
+				os.Remove(filepath.Join(removalDir(), name))
+			}
+		case strings.HasSuffix(name, ".log"):
+		case !has[name] && RemovalState(name) == StateRemovalFailed:
+			os.Remove(RemovalLog(name))
+			os.Remove(removalPath(name))
+		}
+	}
+}

@@ -29,21 +29,24 @@ func TestRemovalMark(t *testing.T) {
 	if st := RemovalState(short); st != "" {
 		t.Fatalf("state before = %q", st)
 	}
-	r, made, err := lockRemoval(ctx, short, true, false)
-	if err != nil || !made || !r.KeepVolumes {
-		t.Fatalf("lockRemoval = %v, %v, %v", r, made, err)
+	if r, err := takeRemoval(ctx, short, true); r != nil || err != nil {
+		t.Fatalf("takeRemoval of no mark = %v, %v: it must never make one", r, err)
+	}
+	r, err := markRemoval(ctx, short, true, false)
+	if err != nil || !r.KeepVolumes {
+		t.Fatalf("markRemoval = %v, %v", r, err)
 	}
 	if st := RemovalState(short); st != StateRemoving {
 		t.Errorf("state while held = %q", st)
 	}
 	// Nobody else takes it, whether it waits or not.
-	if _, _, err := lockRemoval(ctx, short, false, false); !errors.Is(err, ErrBeingRemoved) {
-		t.Errorf("second lock = %v, want ErrBeingRemoved", err)
+	if _, err := markRemoval(ctx, short, false, false); !errors.Is(err, ErrBeingRemoved) {
+		t.Errorf("second mark = %v, want ErrBeingRemoved", err)
 	}
 	short1, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
 	defer cancel()
-	if _, _, err := lockRemoval(short1, short, false, true); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("waiting lock = %v, want the deadline", err)
+	if _, err := takeRemoval(short1, short, true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting take = %v, want the deadline", err)
 	}
 	// The process it is handed to (here another open file of it) reads
 	// what the mark says.
@@ -57,10 +60,10 @@ func TestRemovalMark(t *testing.T) {
 	}
 	h.Release()
 
-	// A waiter gets nil once the holder is done.
+	// A waiter gets nil once the holder is done, and makes nothing.
 	got := make(chan error, 1)
 	go func() {
-		w, _, err := lockRemoval(ctx, short, false, true)
+		w, err := takeRemoval(ctx, short, true)
 		if w != nil {
 			err = errors.New("took a mark that was done")
 		}
@@ -78,8 +81,8 @@ func TestRemovalMark(t *testing.T) {
 	}
 
 	// A mark let go of without Done is a failed removal, which the next
-	// one takes over.
-	r, _, err = lockRemoval(ctx, short, false, false)
+	// one takes over, with its own choice of volumes.
+	r, err = markRemoval(ctx, short, true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,15 +90,31 @@ func TestRemovalMark(t *testing.T) {
 	if st := RemovalState(short); st != StateRemovalFailed {
 		t.Errorf("state of a released mark = %q", st)
 	}
-	r, made, err = lockRemoval(ctx, short, false, true)
-	if err != nil || made || r == nil {
-		t.Fatalf("taking a failed mark = %v, %v, %v", r, made, err)
+	// A look at the state does not make another take fail.
+	done := make(chan bool)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				RemovalState(short)
+			}
+		}
+	}()
+	r, err = markRemoval(ctx, short, false, false)
+	close(done)
+	if err != nil || r.KeepVolumes {
+		t.Fatalf("taking a failed mark = %v, %v", r, err)
 	}
-	if err := r.Done(); err != nil {
+	r.Release()
+	if h, err := takeRemoval(ctx, short, false); err != nil || h == nil || h.KeepVolumes {
+		t.Fatalf("the mark does not say what the last delete asked: %+v, %v", h, err)
+	} else if err := h.Done(); err != nil {
 		t.Fatal(err)
 	}
 	// A mark of another name is not one this process was handed.
-	other, _, err := lockRemoval(ctx, "other-mark", false, false)
+	other, err := markRemoval(ctx, "other-mark", false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +149,7 @@ func TestStartAndFinishRemoval(t *testing.T) {
 	if want := plan.ContainerName("going", plan.RoleAgent); strings.Join(k.killed, " ") != want {
 		t.Errorf("killed %v, want only %s", k.killed, want)
 	}
-	sums, _ := List(ctx, f)
+	sums, _ := List(ctx, k)
 	if len(sums) != 1 || sums[0].State != StateRemoving {
 		t.Errorf("list while removing: %+v", sums)
 	}
@@ -138,10 +157,10 @@ func TestStartAndFinishRemoval(t *testing.T) {
 	f.mu.Lock()
 	delete(f.objects, KindPod+"/"+plan.PodName("going"))
 	f.mu.Unlock()
-	if sums, _ := List(ctx, f); len(sums) != 1 || sums[0].State != StateRemoving || len(sums[0].Volumes) == 0 {
+	if sums, _ := List(ctx, k); len(sums) != 1 || sums[0].State != StateRemoving || len(sums[0].Volumes) == 0 {
 		t.Errorf("list while removing, the pod gone: %+v", sums)
 	}
-	if left, _ := Leftovers(ctx, f); len(left) != 0 {
+	if left, _ := Leftovers(ctx, k); len(left) != 0 {
 		t.Errorf("gc would take a pod being removed: %v", left)
 	}
 	if _, err := StartRemoval(ctx, k, objs, "going", false); !errors.Is(err, ErrBeingRemoved) {
@@ -154,7 +173,7 @@ func TestStartAndFinishRemoval(t *testing.T) {
 	}
 	before := len(f.calls)
 	started := make(chan error, 1)
-	go func() { started <- Start(ctx, f, "going", nil) }()
+	go func() { started <- Start(ctx, k, "going", nil) }()
 	time.Sleep(100 * time.Millisecond)
 	select {
 	case err := <-started:
@@ -192,27 +211,31 @@ func TestFailedRemovalIsFinished(t *testing.T) {
 				t.Fatal(err)
 			}
 			objs, _ := f.Objects(ctx, short)
-			r, err := StartRemoval(ctx, &killer{fakeEngine: f}, objs, short, true)
+			k := &killer{fakeEngine: f}
+			r, err := StartRemoval(ctx, k, objs, short, true)
 			if err != nil {
 				t.Fatal(err)
 			}
 			r.Release() // the process died
-			if sums, _ := List(ctx, f); len(sums) != 1 || sums[0].State != StateRemovalFailed {
+			if sums, _ := List(ctx, k); len(sums) != 1 || sums[0].State != StateRemovalFailed {
 				t.Errorf("list: %+v", sums)
 			}
 			switch finisher {
 			case "delete":
-				_, err = Delete(ctx, f, short, true)
+				_, err = Delete(ctx, k, short, true)
 			case "gc":
 				var left []Object
-				if left, err = Leftovers(ctx, f); err == nil {
+				if left, err = Leftovers(ctx, k); err == nil {
 					if len(left) == 0 {
 						t.Error("gc did not see the failed removal")
 					}
-					err = RemoveLeftovers(ctx, f, left)
+					err = RemoveLeftovers(ctx, k, left)
 				}
 			case "await":
-				err = awaitRemoval(ctx, f, short, nil)
+				var unlock func()
+				if unlock, err = lockPodNotRemoving(ctx, k, short, nil); err == nil {
+					unlock()
+				}
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -244,7 +267,7 @@ func TestStartRemovalKillFails(t *testing.T) {
 	if _, err := StartRemoval(ctx, &killer{fakeEngine: f, err: errInjected}, objs, "nokill", false); !errors.Is(err, errInjected) {
 		t.Fatalf("StartRemoval = %v", err)
 	}
-	if _, err := Delete(ctx, f, "nokill", false); err != nil {
+	if _, err := Delete(ctx, &killer{fakeEngine: f}, "nokill", false); err != nil {
 		t.Fatal(err)
 	}
 	if left, _ := f.Objects(ctx, "nokill"); len(left) != 0 || RemovalState("nokill") != "" {
@@ -252,5 +275,78 @@ func TestStartRemovalKillFails(t *testing.T) {
 	}
 	if _, err := StartRemoval(ctx, &killer{fakeEngine: f}, nil, "nokill", false); !errors.Is(err, ErrNotFound) {
 		t.Errorf("StartRemoval of nothing = %v", err)
+	}
+}
+
+// TestDeleteWaitsThenRemovesWhatItAsks: a delete that finds another
+// removal waits for it, then removes what it asked for (the volumes the
+// other kept); and reports what it removed, not what was there before.
+func TestDeleteWaitsThenRemovesWhatItAsks(t *testing.T) {
+	ctx := context.Background()
+	pl, src := testPlan(t, "twice")
+	f := newFake()
+	if err := Up(ctx, f, pl, src, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k := &killer{fakeEngine: f}
+	objs, _ := f.Objects(ctx, "twice")
+	first, err := StartRemoval(ctx, k, objs, "twice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []Object, 1)
+	go func() {
+		removed, err := Delete(ctx, k, "twice", false)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- removed
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := FinishRemoval(ctx, f, first); err != nil {
+		t.Fatal(err)
+	}
+	removed := <-got
+	for _, o := range removed {
+		if o.Kind != KindVolume {
+			t.Errorf("the second delete reports %s %s, which the first removed", o.Kind, o.Name)
+		}
+	}
+	if len(removed) == 0 {
+		t.Error("the second delete removed nothing: the first kept the volumes")
+	}
+	if left, _ := f.Objects(ctx, "twice"); len(left) != 0 {
+		t.Errorf("left: %v", left)
+	}
+}
+
+// TestMarksAreForPodmanOnly: an engine that cannot kill (a cluster) has no
+// removal marks: its delete neither reads nor touches a podman pod's mark
+// of the same name, and its list does not show it.
+func TestMarksAreForPodmanOnly(t *testing.T) {
+	ctx := context.Background()
+	local, err := markRemoval(ctx, "same", false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local.Release() // a failed removal of the podman pod "same"
+	defer func() {
+		if r, _ := takeRemoval(ctx, "same", false); r != nil {
+			r.Done()
+		}
+	}()
+	cluster := newFake()
+	cluster.add(KindPod, "devaipod-same", "same", map[string]string{plan.LabelPod: "same"})
+	if sums, _ := List(ctx, cluster); len(sums) != 1 || sums[0].State == StateRemovalFailed {
+		t.Errorf("the cluster's list shows the podman pod's mark: %+v", sums)
+	}
+	if _, err := Delete(ctx, cluster, "same", false); err != nil {
+		t.Fatal(err)
+	}
+	if st := RemovalState("same"); st != StateRemovalFailed {
+		t.Errorf("the cluster's delete touched the podman pod's mark: state %q", st)
+	}
+	if _, err := Delete(ctx, cluster, "same", false); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a second delete on the cluster = %v, want not found", err)
 	}
 }

@@ -47,7 +47,13 @@ func List(ctx context.Context, eng Engine) ([]Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	return summarise(objs), nil
+	return summarise(objs, hasMarks(eng)), nil
+}
+
+// hasMarks tells whether eng's pods may have removal marks (see Killer).
+func hasMarks(eng Engine) bool {
+	_, ok := eng.(Killer)
+	return ok
 }
 
 // Status summarises one pod and checks whether its agent answers.
@@ -56,7 +62,7 @@ func Status(ctx context.Context, eng Engine, short string) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	sums := summarise(objs)
+	sums := summarise(objs, hasMarks(eng))
 	if len(sums) == 0 {
 		return nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
 	}
@@ -82,13 +88,23 @@ func objsLabel(objs []Object, key string) string {
 	return ""
 }
 
-func summarise(objs []Object) []Summary {
+// summarise groups objs by pod; with marks, a pod's removal state
+// (RemovalState) is its state.
+func summarise(objs []Object, marks bool) []Summary {
+	removal := map[string]string{}
+	if marks {
+		for _, o := range objs {
+			if _, seen := removal[o.Pod]; !seen {
+				removal[o.Pod] = RemovalState(o.Pod)
+			}
+		}
+	}
 	byName := map[string]*Summary{}
 	for _, o := range objs {
 		if o.Kind != KindPod {
 			continue
 		}
-		byName[o.Pod] = &Summary{Name: o.Pod, Pod: o.Name, State: o.State, Repo: o.Labels[plan.LabelRepo],
+		byName[o.Pod] = &Summary{Name: o.Pod, Pod: o.Name, State: cmp.Or(removal[o.Pod], o.State), Repo: o.Labels[plan.LabelRepo],
 			Commit: o.Labels[plan.LabelCommit], Task: o.Labels[plan.LabelTask], Created: o.Created, Containers: []ContainerSummary{}, Volumes: []string{}}
 		if o.Labels[plan.LabelPool] != "" {
 			byName[o.Pod].Pool = PoolIdle
@@ -99,11 +115,10 @@ func summarise(objs []Object) []Summary {
 		if s == nil {
 			// podman drops a pod from its list as it starts removing it:
 			// one being removed is listed until the rest is gone too.
-			st := RemovalState(o.Pod)
-			if st == "" {
+			if removal[o.Pod] == "" {
 				continue
 			}
-			s = &Summary{Name: o.Pod, Pod: plan.PodName(o.Pod), State: st, Repo: o.Labels[plan.LabelRepo],
+			s = &Summary{Name: o.Pod, Pod: plan.PodName(o.Pod), State: removal[o.Pod], Repo: o.Labels[plan.LabelRepo],
 				Commit: o.Labels[plan.LabelCommit], Containers: []ContainerSummary{}, Volumes: []string{}}
 			byName[o.Pod] = s
 		}
@@ -122,9 +137,6 @@ func summarise(objs []Object) []Summary {
 	}
 	out := make([]Summary, 0, len(byName))
 	for _, s := range byName {
-		if st := RemovalState(s.Name); st != "" {
-			s.State = st
-		}
 		sort.Slice(s.Containers, func(i, j int) bool { return s.Containers[i].Name < s.Containers[j].Name })
 		sort.Strings(s.Volumes)
 		sort.Strings(s.Secrets)

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/podman"
@@ -24,9 +27,9 @@ io.devaipod.pod label, and nothing else. With --keep-volumes the workspace
 copy and the agent's HOME stay (and are removed by a later delete or gc).
 
 delete kills the agent's container at once (every process the agent runs
-ends before delete returns), then leaves the rest to a process of its own:
-podman takes a few hundred milliseconds more to stop the other containers
-and remove them and the volumes. Until that is done, list shows the pod as
+has ended when delete returns), then leaves the rest to a process of its
+own: podman takes a few hundred milliseconds more to stop the other
+containers and remove them and the volumes. Until that is done, list shows the pod as
 "removing", and an up or start of the same name waits for it. That
 process writes to ~/.local/state/devaipod/removing/NAME.log; should it
 fail, list shows "removal failed", and the next delete, gc, up or start of
@@ -44,20 +47,29 @@ found by the io.devaipod.pod label in the namespace. It always waits.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if markFD > 0 {
 				return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
-					return finishRemoval(cmd, g, p, short, os.NewFile(uintptr(markFD), "removal mark"))
+					return finishRemoval(cmd, g, p, short, markFD)
 				})
 			}
-			if wait || g.engine == engineKube {
-				return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {
-					removed, err := pod.Delete(cmd.Context(), eng, short, keepVolumes)
-					if err != nil {
-						return err
+			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {
+				if p, ok := eng.(*podman.Podman); ok && !wait {
+					removing, err := startRemoval(cmd, g, p, short, keepVolumes)
+					if err == nil {
+						what := "its containers and volumes are"
+						if keepVolumes {
+							what = "its containers are"
+						}
+						return reportObjects(cmd, g, "removing", removing, fmt.Sprintf(
+							"Pod %s deleted: its agent is stopped, and %s being removed in the background (list shows it as removing until then)", short, what))
 					}
-					return reportObjects(cmd, g, "removed", removed, fmt.Sprintf("Pod %s deleted", short))
-				})
-			}
-			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
-				return startRemoval(cmd, g, p, short, keepVolumes)
+					// Another delete removes it (this one waits for that,
+					// then removes what this one asks), an up or start of it
+					// runs, or the agent could not be killed: remove it here.
+				}
+				removed, err := pod.Delete(cmd.Context(), eng, short, keepVolumes)
+				if err != nil {
+					return err
+				}
+				return reportObjects(cmd, g, "removed", removed, fmt.Sprintf("Pod %s deleted", short))
 			})
 		},
 	}
@@ -70,39 +82,30 @@ found by the io.devaipod.pod label in the namespace. It always waits.`,
 }
 
 // startRemoval kills the pod's agent and starts a process that removes
-// the rest; should that process not start, it removes the rest itself.
-func startRemoval(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, keepVolumes bool) error {
+// the rest, and returns what that process is to remove. On an error
+// nothing is left to that process, and the caller removes the pod itself.
+func startRemoval(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, keepVolumes bool) ([]pod.Object, error) {
 	ctx := cmd.Context()
 	objs, err := p.Objects(ctx, short)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r, err := pod.StartRemoval(ctx, p, objs, short, keepVolumes)
-	switch {
-	case errors.Is(err, pod.ErrBeingRemoved):
-		return reportObjects(cmd, g, "removing", objs, fmt.Sprintf("Pod %s is being removed already", short))
-	case errors.Is(err, pod.ErrNotFound) && pod.RemovalState(short) == "":
-		return err
-	case err != nil:
-		// The agent may still run (or the removal mark is left from a
-		// failed one): remove it all here.
-		removed, err := pod.Delete(ctx, p, short, keepVolumes)
-		if err != nil {
-			return err
-		}
-		return reportObjects(cmd, g, "removed", removed, fmt.Sprintf("Pod %s deleted", short))
+	if err != nil {
+		return nil, err
 	}
 	if err := startRemover(g, short, r.File()); err != nil {
-		g.warnf(cmd, "could not start the process that removes the pod (%v): removing it here", err)
-		removed, err := pod.FinishRemoval(ctx, p, r)
-		if err != nil {
-			return err
-		}
-		return reportObjects(cmd, g, "removed", removed, fmt.Sprintf("Pod %s deleted", short))
+		g.warnf(cmd, "could not start the process that removes pod %s (%v): removing it here", short, err)
+		return nil, errors.Join(err, r.Done())
 	}
 	r.Release()
-	return reportObjects(cmd, g, "removing", objs, fmt.Sprintf(
-		"Pod %s deleted: its agent is stopped, and its containers and volumes are being removed in the background (list shows it as removing until they are gone)", short))
+	var removing []pod.Object
+	for _, o := range objs {
+		if !keepVolumes || o.Kind != pod.KindVolume {
+			removing = append(removing, o)
+		}
+	}
+	return removing, nil
 }
 
 // startRemover starts `devaipod delete NAME` in a session of its own,
@@ -118,6 +121,15 @@ func startRemover(g *globalFlags, short string, mark *os.File) error {
 		return err
 	}
 	defer log.Close()
+	// What this process got from its caller (a pipe of a script, say)
+	// is not for the remover, which outlives it.
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		for _, e := range fds {
+			if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 && uintptr(fd) != mark.Fd() {
+				syscall.CloseOnExec(fd)
+			}
+		}
+	}
 	args := []string{"--quiet"}
 	if g.connection != "" {
 		args = append(args, "--connection", g.connection)
@@ -134,14 +146,18 @@ func startRemover(g *globalFlags, short string, mark *os.File) error {
 }
 
 // finishRemoval is the background process's part: remove the pod whose
-// removal mark it was handed.
-func finishRemoval(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, mark *os.File) error {
+// removal mark it was handed as fd.
+func finishRemoval(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, fd int) error {
+	syscall.CloseOnExec(fd) // not for a podman service this process may start
+	mark := os.NewFile(uintptr(fd), "removal mark")
 	r, err := pod.HeldRemoval(short, mark)
 	if err != nil {
 		mark.Close()
 		return err
 	}
-	removed, err := pod.FinishRemoval(cmd.Context(), p, r)
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
+	defer cancel()
+	removed, err := pod.FinishRemoval(ctx, p, r)
 	if err != nil {
 		return err
 	}

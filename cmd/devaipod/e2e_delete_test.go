@@ -98,6 +98,40 @@ func TestE2EDeleteInBackground(t *testing.T) {
 	if _, err := os.Stat(mark); err == nil {
 		t.Error("the removal mark is still there after start finished the removal")
 	}
+
+	// --keep-volumes in the background: the volumes are not in what it
+	// says it removes, and stay; a delete --wait then takes them.
+	mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", name)
+	kept := mustDevaipod(t, env, "delete", name, "--keep-volumes", "-o", "json")
+	var keeping struct {
+		Removing []struct{ Kind, Name string }
+	}
+	json.Unmarshal([]byte(kept.stdout), &keeping)
+	for _, o := range keeping.Removing {
+		if o.Kind == "volume" {
+			t.Errorf("delete --keep-volumes says it removes volume %s", o.Name)
+		}
+	}
+	if len(keeping.Removing) == 0 {
+		t.Errorf("delete --keep-volumes -o json: %s", kept)
+	}
+	waitFor(t, 30*time.Second, "the background removal", func() bool {
+		_, err := os.Stat(mark)
+		return err != nil
+	})
+	left := labelled(t, name)
+	if len(left) == 0 {
+		t.Fatal("delete --keep-volumes removed the volumes")
+	}
+	for _, o := range left {
+		if !strings.HasPrefix(o, "devaipod-"+name+"-") {
+			t.Errorf("delete --keep-volumes left %s, not a volume", o)
+		}
+	}
+	mustDevaipod(t, env, "delete", "--wait", name)
+	if left := labelled(t, name); len(left) > 0 {
+		t.Errorf("delete --wait left %v", left)
+	}
 }
 
 // findProcess returns the pid of a process whose command line is cmdline

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -275,5 +276,36 @@ func TestExecEndsWithItsContext(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if got.String() != "early\n" {
 		t.Errorf("the caller's writer got %q; want only what came before the deadline", got.String())
+	}
+}
+
+func TestParentPid(t *testing.T) {
+	got, err := parentPid(os.Getpid())
+	if err != nil || got != os.Getppid() {
+		t.Errorf("parentPid(self) = %d, %v; want %d", got, err, os.Getppid())
+	}
+	if _, err := parentPid(-1); err == nil {
+		t.Error("parentPid of no process did not fail")
+	}
+	// A command name with spaces and parentheses in /proc/PID/stat.
+	odd := filepath.Join(t.TempDir(), "x) 1 (y")
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(odd, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(odd, "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if got, err := parentPid(cmd.Process.Pid); err != nil || got != os.Getpid() {
+		t.Errorf("parentPid of %q = %d, %v; want %d", odd, got, err, os.Getpid())
 	}
 }
