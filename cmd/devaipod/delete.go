@@ -29,12 +29,12 @@ copy and the agent's HOME stay (and are removed by a later delete or gc).
 delete kills the agent's container at once (every process the agent runs
 has ended when delete returns), then leaves the rest to a process of its
 own: podman takes a few hundred milliseconds more to stop the other
-containers and remove them and the volumes. Until that is done, list shows the pod as
-"removing", and an up or start of the same name waits for it. That
-process writes to ~/.local/state/devaipod/removing/NAME.log; should it
-fail, list shows "removal failed", and the next delete, gc, up or start of
-the name finishes the removal. With --wait, delete removes everything
-itself and returns when all of it is gone.
+containers and remove them and the volumes. Until that is done, list
+shows the pod as "removing", and an up or start of the same name waits
+for it. That process writes to ~/.local/state/devaipod/removing/NAME.log;
+should it fail, list shows "removal failed", and the next delete, gc, up
+or start of the name finishes the removal. With --wait, delete removes
+everything itself and returns when all of it is gone.
 
 With --engine kube: the pod's Pods, then (once they are gone, so that the
 agent never runs without its deny-all NetworkPolicy) its NetworkPolicies
