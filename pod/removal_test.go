@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -349,4 +350,53 @@ func TestMarksAreForPodmanOnly(t *testing.T) {
 	if _, err := Delete(ctx, cluster, "same", false); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a second delete on the cluster = %v, want not found", err)
 	}
+}
+
+// TestSweepRemovalMarks: gc deletes a failed mark whose pod has nothing
+// left, and old temporary files of cut-short marks; it leaves a held
+// mark, a failed mark whose pod still has objects, and a fresh temporary.
+func TestSweepRemovalMarks(t *testing.T) {
+	ctx := context.Background()
+	mk := func(short string) *Removal {
+		r, err := markRemoval(ctx, short, false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	held := mk("sweep-held")
+	defer held.Done()
+	mk("sweep-empty").Release()
+	mk("sweep-objects").Release()
+	os.WriteFile(RemovalLog("sweep-empty"), []byte("failed\n"), 0o600)
+	old := filepath.Join(removalDir(), ".sweep-cut.123")
+	fresh := filepath.Join(removalDir(), ".sweep-cut.456")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-time.Hour)
+	os.Chtimes(old, long, long)
+
+	sweepRemovalMarks([]Object{{Kind: KindVolume, Name: "devaipod-sweep-objects-workspace", Pod: "sweep-objects"}})
+	for _, c := range []struct {
+		path string
+		kept bool
+	}{
+		{removalPath("sweep-held"), true},
+		{removalPath("sweep-objects"), true},
+		{fresh, true},
+		{removalPath("sweep-empty"), false},
+		{RemovalLog("sweep-empty"), false},
+		{old, false},
+	} {
+		if _, err := os.Stat(c.path); (err == nil) != c.kept {
+			t.Errorf("%s: kept = %v, want %v", c.path, err == nil, c.kept)
+		}
+	}
+	if r, _ := takeRemoval(ctx, "sweep-objects", false); r != nil {
+		r.Done()
+	}
+	os.Remove(fresh)
 }
