@@ -28,13 +28,18 @@ const maxPendingAsks = 16
 
 // Bounds of what a request shows a person.
 const (
-	maxAskTitle    = 200 // a pull request's title
-	maxAskPreview  = 300 // the start of a comment
-	maxAskReason   = 300 // a person's reason, as the agent gets it
-	maxAskCommits  = 20  // commits listed by a push_branch request
-	maxAskFiles    = 50  // files listed by a push_branch request
-	maxAskSubject  = 72  // a commit's subject line
-	maxAskFileName = 200 // a path in the file list
+	maxAskTitle    = 200  // a pull request's title
+	maxAskReason   = 300  // a person's reason, as the agent gets it
+	maxAskCommits  = 20   // commits listed by a push_branch request
+	maxAskFiles    = 1000 // files listed by a push_branch request
+	maxAskSubject  = 72   // a commit's subject line
+	maxAskFileName = 200  // a path in the file list
+	// maxAskText bounds a text that a person reads whole before approving
+	// it (a comment's or a pull request's body, a review's comments):
+	// GitHub's own bound on a body is 65,536 characters. A call whose text
+	// is longer is refused rather than shown in part, so that nobody
+	// approves what they were not shown.
+	maxAskText = 64 << 10
 )
 
 // askRequest is what a tool shows a person before the step that changes
@@ -132,6 +137,15 @@ func (g *gate) confirm(ctx context.Context, a askRequest) (bool, error) {
 	s := g.s
 	full := g.owner + "/" + g.repo
 	rule := g.tool + " " + full
+	for k, v := range a.Details {
+		if len(v) > maxAskText {
+			g.rec.Decision = policy.DecisionDeny
+			g.rec.Ask = &policy.AskNote{What: a.What, Commit: a.Commit, Outcome: policy.AskRefused}
+			return false, &deniedError{reason: fmt.Sprintf(
+				"refused: %s needs a person's approval, and its %s (%d bytes) is longer than the %d KiB a person is shown whole; make it shorter",
+				rule, k, len(v), maxAskText>>10)}
+		}
+	}
 	if p, ok := s.grants.get(grantKey(g.tool, g.owner, g.repo)); ok {
 		// Approved for the pod's life while this call was on its way.
 		g.allowByGrant(p)

@@ -273,7 +273,7 @@ func TestAskForPod(t *testing.T) {
 	held = r.callAsync(policy.ToolCreateDraftPullRequest, repoArgs("title", "Fix the crash\u202e\n(really)", "head", "agent/fix", "body", "Fixes #1"))
 	req = nextPending(t, store)
 	if req.What != "create_draft_pull_request octo/app agent/fix" || req.Rule != "create_draft_pull_request octo/app" ||
-		req.Details["title"] != "Fix the crash (really)" || req.Details["head"] != "agent/fix" || req.Details["base"] != "main" || req.Details["body"] != "8 bytes" {
+		req.Details["title"] != "Fix the crash (really)" || req.Details["head"] != "agent/fix" || req.Details["base"] != "main" || req.Details["body"] != "Fixes #1" {
 		t.Errorf("draft request %+v", req)
 	}
 	if err := store.Decide(approval.Decision{ID: req.ID}); err != nil {
@@ -393,10 +393,11 @@ func TestAskBound(t *testing.T) {
 		t.Errorf("call records %+v", calls)
 	}
 
-	// With room again, it is asked about, with the comment's size and start.
+	// With room again, it is asked about, with the comment whole (the
+	// CLI escapes what it shows).
 	held := r.callAsync(policy.ToolAddIssueComment, repoArgs("number", 1, "body", "Working on it\x1b[2J"))
 	req := nextPending(t, store)
-	if req.What != "add_issue_comment octo/app #1" || req.Details["body"] != "17 bytes" || req.Details["body_start"] != "Working on it [2J" {
+	if req.What != "add_issue_comment octo/app #1" || req.Details["body"] != "Working on it\x1b[2J" {
 		t.Errorf("comment request %+v", req)
 	}
 	store.Decide(approval.Decision{ID: req.ID, Approve: true})
@@ -484,5 +485,35 @@ func TestAskToolWithoutItsOwnStep(t *testing.T) {
 	}
 	if got := r.api.requested(); len(got) != 0 {
 		t.Errorf("a rejected read made requests: %q", got)
+	}
+}
+
+// TestAskShowsWholeTexts: a person is shown a review's body and every
+// comment whole, under the place it goes; a text too long to show whole
+// is refused, not shown in part, and nothing reaches the forge.
+func TestAskShowsWholeTexts(t *testing.T) {
+	t.Parallel()
+	r, store := newAskRig(t, 20*time.Second, "github:octo/app:ask:pending-review,ask:comment")
+	held := r.callAsync(policy.ToolCreatePendingReview, repoArgs("number", 2, "body", "Looks fine\nmostly",
+		"comments", []map[string]any{{"path": "main.go", "line": 3, "body": "nit"},
+			{"path": "util.go", "line": 9, "start_line": 7, "side": "left", "body": "why?\nreally"}}))
+	req := nextPending(t, store)
+	want := "1. main.go, line 3 (RIGHT):\nnit\n2. util.go, line 7-9 (LEFT):\nwhy?\nreally\n"
+	if req.Details["body"] != "Looks fine\nmostly" || req.Details["comments"] != want {
+		t.Errorf("review request details %q, want the body and comments %q", req.Details, want)
+	}
+	store.Decide(approval.Decision{ID: req.ID, Approve: true})
+	if res := await(t, held); res.isError {
+		t.Errorf("approved review: %+v", res)
+	}
+
+	long := strings.Repeat("word ", maxAskText/5+1)
+	text, isErr := r.call(t, policy.ToolAddIssueComment, repoArgs("number", 1, "body", long))
+	if !isErr || !strings.Contains(text, "longer than the 64 KiB a person is shown whole") {
+		t.Errorf("a comment too long to show: %q", text)
+	}
+	noPending(t, store)
+	if body := r.api.posted("/api/v3/repos/octo/app/issues/1/comments"); body != nil {
+		t.Errorf("the refused comment reached the forge: %v", body)
 	}
 }

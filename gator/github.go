@@ -1,6 +1,7 @@
 package gator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -379,7 +380,7 @@ func (s *Server) createDraftPullRequest(ctx context.Context, in createDraftArgs)
 	if _, err := s.confirm(ctx, askRequest{
 		What: fmt.Sprintf("create_draft_pull_request %s/%s %s", in.Owner, in.Repo, in.Head),
 		Details: map[string]string{"title": clip(printable(in.Title), maxAskTitle), "head": in.Head, "base": base,
-			"body": strconv.Itoa(len(in.Body)) + " bytes"},
+			"body": in.Body},
 	}); err != nil {
 		return nil, "", err
 	}
@@ -403,9 +404,8 @@ func (s *Server) addIssueComment(ctx context.Context, in commentArgs) (any, stri
 		return nil, "", errors.New("missing body")
 	}
 	if _, err := s.confirm(ctx, askRequest{
-		What: fmt.Sprintf("add_issue_comment %s/%s #%d", in.Owner, in.Repo, in.Number),
-		Details: map[string]string{"number": strconv.Itoa(in.Number), "body": strconv.Itoa(len(in.Body)) + " bytes",
-			"body_start": clip(printable(in.Body), maxAskPreview)},
+		What:    fmt.Sprintf("add_issue_comment %s/%s #%d", in.Owner, in.Repo, in.Number),
+		Details: map[string]string{"number": strconv.Itoa(in.Number), "body": in.Body},
 	}); err != nil {
 		return nil, "", err
 	}
@@ -454,8 +454,21 @@ func (s *Server) createPendingReview(ctx context.Context, in reviewArgs) (any, s
 		}
 		req.Comments = append(req.Comments, dc)
 	}
-	details := map[string]string{"number": strconv.Itoa(in.Number), "body": strconv.Itoa(len(in.Body)) + " bytes",
+	// The person reads the review as it would be: its body, and each
+	// comment under the place it goes.
+	var comments strings.Builder
+	for i, c := range in.Comments {
+		place := strconv.Itoa(c.Line)
+		if c.StartLine > 0 && c.StartLine < c.Line {
+			place = strconv.Itoa(c.StartLine) + "-" + place
+		}
+		fmt.Fprintf(&comments, "%d. %s, line %s (%s):\n%s\n", i+1, clip(printable(c.Path), maxAskFileName), place, cmp.Or(strings.ToUpper(c.Side), "RIGHT"), c.Body)
+	}
+	details := map[string]string{"number": strconv.Itoa(in.Number), "body": in.Body,
 		"comments": strconv.Itoa(len(in.Comments))}
+	if len(in.Comments) > 0 {
+		details["comments"] = comments.String()
+	}
 	if in.CommitID != "" {
 		details["commit_id"] = clip(printable(in.CommitID), maxArgSummary)
 	}

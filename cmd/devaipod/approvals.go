@@ -30,8 +30,9 @@ func newApprovalsCommand(g *globalFlags) *cobra.Command {
 		Long: `List the requests of agents that wait for a person: a network request that a
 [network] ask rule covers, a gator call that an ask: permission covers. Each has
 an id, its pod, its kind (network or gator), exactly what it asks (host:port; the
-tool and its arguments: branch, commit ids and the diffstat of a push, a pull
-request's title and base) and how long it has waited. The agent's connection or
+tool and its arguments: branch, commit ids and the files of a push, a pull
+request's title, base and body, a comment's or a review's whole text, a line
+each) and how long it has waited. The agent's connection or
 call is held open meanwhile; without a decision within [network] ask_timeout
 (60s by default) it is refused.
 
@@ -105,10 +106,29 @@ func printPending(w io.Writer, pending []pod.Pending) {
 		show := shownAs(p.Kind)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Pod, p.Kind, time.Since(p.Created).Round(time.Second), show(p.What))
 		for _, k := range slices.Sorted(maps.Keys(p.Details)) {
-			fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", safetext.Cell(k), show(p.Details[k]))
+			lines := detailLines(p.Details[k], show)
+			if len(lines) == 1 {
+				fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", safetext.Cell(k), lines[0])
+				continue
+			}
+			fmt.Fprintf(tw, "\t\t\t\t  %s:\n", safetext.Cell(k))
+			for _, l := range lines {
+				fmt.Fprintf(tw, "\t\t\t\t    %s\n", l)
+			}
 		}
 	}
 	tw.Flush()
+}
+
+// detailLines is a request's detail as a person reads it: its lines (a
+// body, a list of files), each shown with show. A person approves what
+// they read, so nothing of it is left out.
+func detailLines(v string, show func(string) string) []string {
+	lines := strings.Split(strings.TrimSuffix(v, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = show(l)
+	}
+	return lines
 }
 
 // shownAs is how a request of kind is shown: a path with every non-ASCII
@@ -306,7 +326,15 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 			show := shownAs(next.Kind)
 			say("\n%s  pod %s  %s  waiting %s\n  %s\n", next.ID, next.Pod, next.Kind, time.Since(next.Created).Round(time.Second), show(next.What))
 			for _, k := range slices.Sorted(maps.Keys(next.Details)) {
-				say("  %s: %s\n", safetext.Printable(k), show(next.Details[k]))
+				lines := detailLines(next.Details[k], show)
+				if len(lines) == 1 {
+					say("  %s: %s\n", safetext.Printable(k), lines[0])
+					continue
+				}
+				say("  %s:\n", safetext.Printable(k))
+				for _, l := range lines {
+					say("    %s\n", l)
+				}
 			}
 			say("[a]pprove once, approve for the [p]od, [r]eject, [s]kip, [q]uit? ")
 		}

@@ -41,3 +41,21 @@ func TestTablesEscapeTabs(t *testing.T) {
 		t.Errorf("audit row %q: want the tool's tabs shown as \\t", b.String())
 	}
 }
+
+// TestPendingShowsWholeTexts: a body of several lines is shown whole, a
+// line each, with what would fool a terminal escaped in every line.
+func TestPendingShowsWholeTexts(t *testing.T) {
+	var b strings.Builder
+	body := "First line\nsecond \x1b[2J line\n\nlast line, after a blank one\n"
+	printPending(&b, []pod.Pending{{Request: approval.Request{ID: "r1", Pod: "p", Kind: "gator",
+		What: "add_issue_comment o/r #1", Details: map[string]string{"body": body, "number": "1"}, Created: time.Now()}}})
+	out := b.String()
+	for _, want := range []string{"  body:\n", "    First line\n", `    second \x1b[2J line` + "\n", "    last line, after a blank one\n", "  number: 1\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pending requests lack %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("an escape reached the terminal:\n%q", out)
+	}
+}

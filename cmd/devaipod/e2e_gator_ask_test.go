@@ -27,7 +27,7 @@ api_url = "`+inPod(forge.api.URL)+`/"
 `)
 	name := uniqueName("e2e-gask")
 	cleanup(t, name)
-	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name, "--gator", "github:owner/repo:read,ask:push-branch")
+	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name, "--gator", "github:owner/repo:read,ask:push-branch,ask:comment")
 	inAgent := func(script string) result {
 		t.Helper()
 		return devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", script)
@@ -42,12 +42,16 @@ api_url = "`+inPod(forge.api.URL)+`/"
 	}
 	// pushInBackground starts push_branch agent/work; its answer lands in
 	// /tmp/OUT when the person has decided.
+	callInBackground := func(out, call string) {
+		t.Helper()
+		script := mcpScript(call)
+		if r := inAgent("(sh -c '" + strings.ReplaceAll(script, "'", `'\''`) + "' > /tmp/" + out + ".part 2>&1; mv /tmp/" + out + ".part /tmp/" + out + ") >/dev/null 2>&1 &"); r.code != 0 {
+			t.Fatalf("start the call: %s", r)
+		}
+	}
 	pushInBackground := func(out string) {
 		t.Helper()
-		script := mcpScript(`{"name":"push_branch","arguments":{"owner":"owner","repo":"repo","branch":"agent/work"}}`)
-		if r := inAgent("(sh -c '" + strings.ReplaceAll(script, "'", `'\''`) + "' > /tmp/" + out + ".part 2>&1; mv /tmp/" + out + ".part /tmp/" + out + ") >/dev/null 2>&1 &"); r.code != 0 {
-			t.Fatalf("start the push: %s", r)
-		}
+		callInBackground(out, `{"name":"push_branch","arguments":{"owner":"owner","repo":"repo","branch":"agent/work"}}`)
 	}
 	type pending struct {
 		ID, Pod, Kind, What string
@@ -107,6 +111,26 @@ api_url = "`+inPod(forge.api.URL)+`/"
 	audit := mustDevaipod(t, nil, "audit", name)
 	if !strings.Contains(audit.stdout, "approved") || !strings.Contains(audit.stdout, "rejected") {
 		t.Errorf("audit lacks the decisions:\n%s", audit.stdout)
+	}
+
+	// A comment under ask: the person reads all of it, a line each, with
+	// what would fool a terminal escaped (the gator used to show its first
+	// 300 bytes).
+	long := strings.Repeat("x", 400)
+	callInBackground("comment1", `{"name":"add_issue_comment","arguments":{"owner":"owner","repo":"repo","number":1,"body":"First line\n`+long+` \u001b[2J\nthe last line, past 400 bytes"}}`)
+	pc := waiting()
+	shown := mustDevaipod(t, nil, "approvals", name).stdout
+	for _, want := range []string{"add_issue_comment owner/repo #1", "    First line\n", "    " + long + ` \x1b[2J` + "\n", "    the last line, past 400 bytes\n"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("approvals lacks %q:\n%s", want, shown)
+		}
+	}
+	if strings.Contains(shown, "\x1b") {
+		t.Errorf("approvals let an escape through:\n%q", shown)
+	}
+	mustDevaipod(t, nil, "reject", pc.ID)
+	if ans := answer("comment1"); !ans.IsError {
+		t.Errorf("the rejected comment: %+v", ans)
 	}
 }
 
