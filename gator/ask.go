@@ -240,6 +240,15 @@ func listLines(items []string, total, max int) string {
 	if len(items) > max {
 		items = items[:max]
 	}
+	// Within what a person is shown whole (confirm refuses more): a list
+	// of names is cut, with how many more, rather than refused.
+	size := 0
+	for i, it := range items {
+		if size += len(it) + 1; size > maxAskText-100 {
+			items = items[:i]
+			break
+		}
+	}
 	out := strings.Join(items, "\n")
 	if total > len(items) {
 		out += fmt.Sprintf("\n... and %d more", total-len(items))

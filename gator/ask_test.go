@@ -3,6 +3,7 @@ package gator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -515,5 +516,21 @@ func TestAskShowsWholeTexts(t *testing.T) {
 	noPending(t, store)
 	if body := r.api.posted("/api/v3/repos/octo/app/issues/1/comments"); body != nil {
 		t.Errorf("the refused comment reached the forge: %v", body)
+	}
+}
+
+// TestListLinesFitsWhatIsShown: a long list is cut to what a person is
+// shown whole, saying how many more, rather than making the call refused.
+func TestListLinesFitsWhatIsShown(t *testing.T) {
+	var names []string
+	for i := range 1000 {
+		names = append(names, fmt.Sprintf("%03d-%s", i, strings.Repeat("n", 190)))
+	}
+	out := listLines(names, len(names), maxAskFiles)
+	if len(out) > maxAskText || !strings.HasPrefix(out, "000-") || !strings.Contains(out, " more") {
+		t.Errorf("listLines of 1000 long names: %d bytes, ends %q", len(out), out[max(0, len(out)-40):])
+	}
+	if got := listLines([]string{"a", "b"}, 2, maxAskFiles); got != "a\nb" {
+		t.Errorf("listLines of two = %q", got)
 	}
 }
