@@ -28,7 +28,6 @@ const maxPendingAsks = 16
 
 // Bounds of what a request shows a person.
 const (
-	maxAskTitle    = 200  // a pull request's title
 	maxAskReason   = 300  // a person's reason, as the agent gets it
 	maxAskCommits  = 20   // commits listed by a push_branch request
 	maxAskFiles    = 1000 // files listed by a push_branch request
@@ -137,6 +136,11 @@ func (g *gate) confirm(ctx context.Context, a askRequest) (bool, error) {
 	s := g.s
 	full := g.owner + "/" + g.repo
 	rule := g.tool + " " + full
+	if p, ok := s.grants.get(grantKey(g.tool, g.owner, g.repo)); ok {
+		// Approved for the pod's life while this call was on its way.
+		g.allowByGrant(p)
+		return false, nil
+	}
 	for k, v := range a.Details {
 		if len(v) > maxAskText {
 			g.rec.Decision = policy.DecisionDeny
@@ -145,11 +149,6 @@ func (g *gate) confirm(ctx context.Context, a askRequest) (bool, error) {
 				"refused: %s needs a person's approval, and its %s (%d bytes) is longer than the %d KiB a person is shown whole; make it shorter",
 				rule, k, len(v), maxAskText>>10)}
 		}
-	}
-	if p, ok := s.grants.get(grantKey(g.tool, g.owner, g.repo)); ok {
-		// Approved for the pod's life while this call was on its way.
-		g.allowByGrant(p)
-		return false, nil
 	}
 	select {
 	case s.asking <- struct{}{}:

@@ -274,7 +274,7 @@ func TestAskForPod(t *testing.T) {
 	held = r.callAsync(policy.ToolCreateDraftPullRequest, repoArgs("title", "Fix the crash\u202e\n(really)", "head", "agent/fix", "body", "Fixes #1"))
 	req = nextPending(t, store)
 	if req.What != "create_draft_pull_request octo/app agent/fix" || req.Rule != "create_draft_pull_request octo/app" ||
-		req.Details["title"] != "Fix the crash (really)" || req.Details["head"] != "agent/fix" || req.Details["base"] != "main" || req.Details["body"] != "Fixes #1" {
+		req.Details["title"] != "Fix the crash\u202e\n(really)" || req.Details["head"] != "agent/fix" || req.Details["base"] != "main" || req.Details["body"] != "Fixes #1" {
 		t.Errorf("draft request %+v", req)
 	}
 	if err := store.Decide(approval.Decision{ID: req.ID}); err != nil {

@@ -379,7 +379,7 @@ func (s *Server) createDraftPullRequest(ctx context.Context, in createDraftArgs)
 	}
 	if _, err := s.confirm(ctx, askRequest{
 		What: fmt.Sprintf("create_draft_pull_request %s/%s %s", in.Owner, in.Repo, in.Head),
-		Details: map[string]string{"title": clip(printable(in.Title), maxAskTitle), "head": in.Head, "base": base,
+		Details: map[string]string{"title": in.Title, "head": in.Head, "base": base,
 			"body": in.Body},
 	}); err != nil {
 		return nil, "", err

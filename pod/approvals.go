@@ -105,6 +105,11 @@ func listApprovals(ctx context.Context, eng Engine, ctr, dir string) ([]approval
 			reqs = append(reqs, r)
 		}
 	}
+	if err := sc.Err(); err != nil {
+		// Not the requests read so far as if they were all: one that
+		// waits would go unseen.
+		return nil, fmt.Errorf("list the requests waiting in %s: %w", ctr, err)
+	}
 	return reqs, nil
 }
 

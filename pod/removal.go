@@ -260,30 +260,39 @@ const (
 // StartRemoval begins a delete that another process finishes: it marks the
 // pod removing and kills its agent, so that nothing the agent runs goes on
 // once it returns. The caller hands r.File() to the process that calls
-// FinishRemoval, then calls Release. objs are the pod's objects. It
-// returns ErrBeingRemoved when another process removes the pod, and the
-// lock's error while an up or start of it runs; on any error the caller
-// removes the pod itself (Delete).
-func StartRemoval(ctx context.Context, eng Killer, objs []Object, short string, keepVolumes bool) (*Removal, error) {
-	if len(objs) == 0 {
-		return nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
+// FinishRemoval, then calls Release. It returns the pod's objects too, as
+// they were when it killed. It returns ErrBeingRemoved when another
+// process removes the pod, and the lock's error while an up or start of it
+// runs; on any error the caller removes the pod itself (Delete).
+func StartRemoval(ctx context.Context, eng Engine, short string, keepVolumes bool) (*Removal, []Object, error) {
+	killer, ok := eng.(Killer)
+	if !ok {
+		return nil, nil, errors.New("this engine cannot kill a container")
 	}
 	// An up or start of the pod checks for a mark under this lock: none
-	// can start the agent again once the mark is there.
+	// can start the agent again once the mark is there, and the states
+	// read under it are the ones the kill goes by.
 	unlock, err := lockPod(short)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer unlock()
+	objs, err := eng.Objects(ctx, short)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(objs) == 0 {
+		return nil, nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
+	}
 	if err := os.MkdirAll(removalDir(), 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", removalDir(), err)
+		return nil, nil, fmt.Errorf("create %s: %w", removalDir(), err)
 	}
 	f, err := newRemovalMark(short, keepVolumes)
 	if errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("pod %s %w", short, ErrBeingRemoved) // or a failed removal: Delete finishes it
+		return nil, nil, fmt.Errorf("pod %s %w", short, ErrBeingRemoved) // or a failed removal: Delete finishes it
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r := &Removal{short: short, f: f, KeepVolumes: keepVolumes}
 	agent := plan.ContainerName(short, plan.RoleAgent)
@@ -296,17 +305,17 @@ func StartRemoval(ctx context.Context, eng Killer, objs []Object, short string, 
 		case "paused":
 			// A frozen process dies of SIGKILL only once thawed.
 			r.Done()
-			return nil, fmt.Errorf("%s is paused", agent)
+			return nil, nil, fmt.Errorf("%s is paused", agent)
 		default:
 			continue // not running
 		}
-		if err := eng.Kill(ctx, agent); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := killer.Kill(ctx, agent); err != nil && !errors.Is(err, ErrNotFound) {
 			// Whether it still runs is not known.
 			r.Done()
-			return nil, fmt.Errorf("kill %s: %w", agent, err)
+			return nil, nil, fmt.Errorf("kill %s: %w", agent, err)
 		}
 	}
-	return r, nil
+	return r, objs, nil
 }
 
 // FinishRemoval removes everything labelled for the pod (its volumes too,

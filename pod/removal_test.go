@@ -143,7 +143,7 @@ func TestStartAndFinishRemoval(t *testing.T) {
 	}
 	k := &killer{fakeEngine: f}
 	objs, _ := f.Objects(ctx, "going")
-	r, err := StartRemoval(ctx, k, objs, "going", false)
+	r, _, err := StartRemoval(ctx, k, "going", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestStartAndFinishRemoval(t *testing.T) {
 	if left, _ := Leftovers(ctx, k); len(left) != 0 {
 		t.Errorf("gc would take a pod being removed: %v", left)
 	}
-	if _, err := StartRemoval(ctx, k, objs, "going", false); !errors.Is(err, ErrBeingRemoved) {
+	if _, _, err := StartRemoval(ctx, k, "going", false); !errors.Is(err, ErrBeingRemoved) {
 		t.Errorf("a second delete: %v, want ErrBeingRemoved", err)
 	}
 	// The process it is handed to.
@@ -211,9 +211,8 @@ func TestFailedRemovalIsFinished(t *testing.T) {
 			if err := Up(ctx, f, pl, src, UpOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			objs, _ := f.Objects(ctx, short)
 			k := &killer{fakeEngine: f}
-			r, err := StartRemoval(ctx, k, objs, short, true)
+			r, _, err := StartRemoval(ctx, k, short, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,8 +263,7 @@ func TestStartRemovalKillFails(t *testing.T) {
 	f := newFake()
 	f.add(KindPod, "devaipod-nokill", "nokill", map[string]string{plan.LabelPod: "nokill"})
 	f.objects[KindContainer+"/devaipod-nokill-agent"] = Object{Kind: KindContainer, Name: "devaipod-nokill-agent", Pod: "nokill", State: "running"}
-	objs, _ := f.Objects(ctx, "nokill")
-	if _, err := StartRemoval(ctx, &killer{fakeEngine: f, err: errInjected}, objs, "nokill", false); !errors.Is(err, errInjected) {
+	if _, _, err := StartRemoval(ctx, &killer{fakeEngine: f, err: errInjected}, "nokill", false); !errors.Is(err, errInjected) {
 		t.Fatalf("StartRemoval = %v", err)
 	}
 	if _, err := Delete(ctx, &killer{fakeEngine: f}, "nokill", false); err != nil {
@@ -274,7 +272,7 @@ func TestStartRemovalKillFails(t *testing.T) {
 	if left, _ := f.Objects(ctx, "nokill"); len(left) != 0 || RemovalState("nokill") != "" {
 		t.Errorf("left %v, state %q", left, RemovalState("nokill"))
 	}
-	if _, err := StartRemoval(ctx, &killer{fakeEngine: f}, nil, "nokill", false); !errors.Is(err, ErrNotFound) {
+	if _, _, err := StartRemoval(ctx, &killer{fakeEngine: f}, "nokill", false); !errors.Is(err, ErrNotFound) {
 		t.Errorf("StartRemoval of nothing = %v", err)
 	}
 }
@@ -290,8 +288,7 @@ func TestDeleteWaitsThenRemovesWhatItAsks(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := &killer{fakeEngine: f}
-	objs, _ := f.Objects(ctx, "twice")
-	first, err := StartRemoval(ctx, k, objs, "twice", true)
+	first, _, err := StartRemoval(ctx, k, "twice", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,9 +111,11 @@ func printPending(w io.Writer, pending []pod.Pending) {
 				fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", safetext.Cell(k), lines[0])
 				continue
 			}
-			fmt.Fprintf(tw, "\t\t\t\t  %s:\n", safetext.Cell(k))
+			// A gutter on every line of the text: what the agent wrote
+			// cannot pass for a field or a request of its own.
+			fmt.Fprintf(tw, "\t\t\t\t  %s: (%d lines)\n", safetext.Cell(k), len(lines))
 			for _, l := range lines {
-				fmt.Fprintf(tw, "\t\t\t\t    %s\n", l)
+				fmt.Fprintf(tw, "\t\t\t\t    | %s\n", l)
 			}
 		}
 	}
@@ -289,7 +291,14 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 		return err
 	}
 	defer term.Restore(int(in.Fd()), state)
-	keys := make(chan byte)
+	// Each key with when it was read: a key typed before the request on
+	// the screen was shown (a double tap; the one shown before was
+	// withdrawn meanwhile) is not a decision about it.
+	type keypress struct {
+		b  byte
+		at time.Time
+	}
+	keys := make(chan keypress)
 	go func() {
 		b := make([]byte, 1)
 		for {
@@ -297,13 +306,13 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 				close(keys)
 				return
 			}
-			keys <- b[0]
+			keys <- keypress{b[0], time.Now()}
 		}
 	}()
 	out := cmd.OutOrStdout()
 	say := func(format string, a ...any) { fmt.Fprintf(out, strings.ReplaceAll(format, "\n", "\r\n"), a...) }
 	seen, skipped := map[string]bool{}, map[string]bool{}
-	shown := ""
+	shown, shownAt := "", time.Time{}
 	say("Watching for requests (a approve once, p approve for the pod, r reject, s skip, q quit)...\n")
 	for {
 		pending, err := pod.Approvals(cmd.Context(), p, short)
@@ -331,22 +340,25 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 					say("  %s: %s\n", safetext.Printable(k), lines[0])
 					continue
 				}
-				say("  %s:\n", safetext.Printable(k))
+				say("  %s: (%d lines)\n", safetext.Printable(k), len(lines))
 				for _, l := range lines {
-					say("    %s\n", l)
+					say("    | %s\n", l)
 				}
 			}
-			say("[a]pprove once, approve for the [p]od, [r]eject, [s]kip, [q]uit? ")
+			// Again under a long text, which scrolls the head away.
+			say("%s  %s\n[a]pprove once, approve for the [p]od, [r]eject, [s]kip, [q]uit? ", next.ID, show(next.What))
+			shownAt = time.Now()
 		}
 		select {
 		case <-cmd.Context().Done():
 			return nil
-		case k, ok := <-keys:
+		case kp, ok := <-keys:
+			k := kp.b
 			if !ok || k == 'q' || k == 3 { // 3: Ctrl-C in raw mode
 				say("\n")
 				return nil
 			}
-			if next == nil {
+			if next == nil || next.ID != shown || kp.at.Before(shownAt) {
 				continue
 			}
 			d := approval.Decision{ID: next.ID, By: decider()}

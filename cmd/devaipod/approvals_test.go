@@ -50,7 +50,7 @@ func TestPendingShowsWholeTexts(t *testing.T) {
 	printPending(&b, []pod.Pending{{Request: approval.Request{ID: "r1", Pod: "p", Kind: "gator",
 		What: "add_issue_comment o/r #1", Details: map[string]string{"body": body, "number": "1"}, Created: time.Now()}}})
 	out := b.String()
-	for _, want := range []string{"  body:\n", "    First line\n", `    second \x1b[2J line` + "\n", "    last line, after a blank one\n", "  number: 1\n"} {
+	for _, want := range []string{"  body: (4 lines)\n", "    | First line\n", `    | second \x1b[2J line` + "\n", "    | \n", "    | last line, after a blank one\n", "  number: 1\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("pending requests lack %q:\n%s", want, out)
 		}

@@ -86,11 +86,7 @@ found by the io.devaipod.pod label in the namespace. It always waits.`,
 // nothing is left to that process, and the caller removes the pod itself.
 func startRemoval(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, keepVolumes bool) ([]pod.Object, error) {
 	ctx := cmd.Context()
-	objs, err := p.Objects(ctx, short)
-	if err != nil {
-		return nil, err
-	}
-	r, err := pod.StartRemoval(ctx, p, objs, short, keepVolumes)
+	r, objs, err := pod.StartRemoval(ctx, p, short, keepVolumes)
 	if err != nil {
 		return nil, err
 	}

@@ -166,7 +166,14 @@ notify = ["sh", "-c", "echo \"$1 $2\" >> `+notified+`", "notify", "{id}", "{kind
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), p.ID) && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		// A key typed before the request is on screen is no decision: the
+		// first goes unseen, the one after the prompt approves.
+		stdin.Write([]byte("a"))
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "[q]uit? ") && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		}
+		time.Sleep(100 * time.Millisecond)
+		if strings.Contains(out.String(), "approved") {
+			t.Fatalf("a key typed before the request was shown approved it:\n%s", out.String())
 		}
 		stdin.Write([]byte("a"))
 		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "approved") && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {

@@ -120,7 +120,7 @@ api_url = "`+inPod(forge.api.URL)+`/"
 	callInBackground("comment1", `{"name":"add_issue_comment","arguments":{"owner":"owner","repo":"repo","number":1,"body":"First line\n`+long+` \u001b[2J\nthe last line, past 400 bytes"}}`)
 	pc := waiting()
 	shown := mustDevaipod(t, nil, "approvals", name).stdout
-	for _, want := range []string{"add_issue_comment owner/repo #1", "    First line\n", "    " + long + ` \x1b[2J` + "\n", "    the last line, past 400 bytes\n"} {
+	for _, want := range []string{"add_issue_comment owner/repo #1", "    | First line\n", "    | " + long + ` \x1b[2J` + "\n", "    | the last line, past 400 bytes\n"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("approvals lacks %q:\n%s", want, shown)
 		}

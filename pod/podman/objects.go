@@ -178,11 +178,24 @@ func killInit(ctx context.Context, container string) error {
 	if data.State == nil || data.State.Pid <= 0 || data.State.ConmonPid <= 0 {
 		return errors.New("not running")
 	}
+	// The pids are the service's: they name these processes only if the
+	// service is in this process's PID namespace (not a podman in a
+	// container whose socket is shared).
+	self, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return err
+	}
+	if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", data.State.ConmonPid)); err != nil || ns != self {
+		return errors.New("the service is in another PID namespace")
+	}
 	fd, err := unix.PidfdOpen(data.State.Pid, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
+	if !initOfItsNamespace(data.State.Pid) {
+		return errors.New("not the init of a PID namespace")
+	}
 	if parent, err := parentPid(data.State.Pid); err != nil || parent != data.State.ConmonPid {
 		return errors.New("not the container's init")
 	}
@@ -212,6 +225,23 @@ func killInit(ctx context.Context, container string) error {
 			return errors.New("the container's init did not exit")
 		}
 	}
+}
+
+// initOfItsNamespace tells whether a process is pid 1 of its innermost PID
+// namespace (the last of /proc/PID/status's NSpid), so that its end is
+// the end of every process of that namespace.
+func initOfItsNamespace(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			return len(f) > 1 && f[len(f)-1] == "1"
+		}
+	}
+	return false
 }
 
 // parentPid reads a process's parent from /proc/PID/stat.

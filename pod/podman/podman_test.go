@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -307,5 +309,30 @@ func TestParentPid(t *testing.T) {
 	defer cmd.Process.Kill()
 	if got, err := parentPid(cmd.Process.Pid); err != nil || got != os.Getpid() {
 		t.Errorf("parentPid of %q = %d, %v; want %d", odd, got, err, os.Getpid())
+	}
+}
+
+func TestInitOfItsNamespace(t *testing.T) {
+	if initOfItsNamespace(os.Getpid()) || initOfItsNamespace(-1) {
+		t.Error("this test process, or no process, taken for the init of a PID namespace")
+	}
+	// sleep as pid 1 of a PID namespace of its own (unshare forks it).
+	cmd := exec.Command("unshare", "-rpf", "sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var child int
+	for deadline := time.Now().Add(5 * time.Second); child == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			child, _ = strconv.Atoi(f[0])
+		}
+	}
+	if child == 0 {
+		t.Fatal("unshare started no child")
+	}
+	if !initOfItsNamespace(child) {
+		t.Errorf("pid %d, pid 1 of its namespace, not taken for an init", child)
 	}
 }

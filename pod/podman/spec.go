@@ -93,6 +93,12 @@ func containerSpec(pod string, c plan.ContainerSpec, host hostSide) (*specgen.Sp
 	if c.PrivateIPC {
 		s.IpcNS = specgen.Namespace{NSMode: specgen.Private}
 	}
+	// A PID namespace of its own, whatever containers.conf says (pidns =
+	// "host"), unless the devcontainer asked for another: delete kills the
+	// agent by its init, which takes every process of its namespace along.
+	if s.PidNS.NSMode == "" {
+		s.PidNS = specgen.Namespace{NSMode: specgen.Private}
+	}
 	for _, m := range c.Mounts {
 		var opts []string
 		if m.ReadOnly {
