@@ -420,7 +420,7 @@ func Delete(ctx context.Context, eng Engine, short string, keepVolumes bool) ([]
 	if err != nil {
 		return nil, err
 	}
-	_, marks := eng.(Killer)
+	marks := hasMarks(eng)
 	if len(objs) == 0 && (!marks || RemovalState(short) == "") {
 		return nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
 	}
@@ -464,12 +464,17 @@ func Leftovers(ctx context.Context, eng Engine) ([]Object, error) {
 		byPod[o.Pod] = append(byPod[o.Pod], o)
 	}
 	var left []Object
+	marks := hasMarks(eng)
 	for _, group := range sortedGroups(byPod) {
 		short := group[0].Pod
 		if podLocked(short) {
 			continue
 		}
-		if st := RemovalState(short); st == StateRemovalFailed || (st == "" && halfCreated(group)) {
+		st := ""
+		if marks {
+			st = RemovalState(short)
+		}
+		if st == StateRemovalFailed || (st == "" && halfCreated(group)) {
 			left = append(left, group...)
 		}
 	}
@@ -485,6 +490,7 @@ func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
 		byPod[o.Pod] = append(byPod[o.Pod], o)
 	}
 	var errs []error
+	marks := hasMarks(eng)
 	for _, group := range sortedGroups(byPod) {
 		short := group[0].Pod
 		unlock, err := lockPod(short)
@@ -497,7 +503,10 @@ func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
 		// objects have the same names.
 		if now, err := eng.Objects(ctx, short); err != nil {
 			errs = append(errs, err)
-		} else if len(now) > 0 && (halfCreated(now) || RemovalState(short) != "") {
+		} else if !marks && len(now) > 0 && halfCreated(now) {
+			_, err = removePod(ctx, eng, now, short, false)
+			errs = append(errs, err)
+		} else if marks && len(now) > 0 && (halfCreated(now) || RemovalState(short) != "") {
 			// A failed removal's mark goes with it (its delete may have
 			// kept the volumes); one that a delete holds is left to it.
 			r, err := takeRemoval(ctx, short, false)
@@ -515,7 +524,7 @@ func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
 		}
 		unlock()
 	}
-	if all, err := eng.Objects(ctx, ""); err == nil {
+	if all, err := eng.Objects(ctx, ""); err == nil && marks {
 		sweepRemovalMarks(all)
 	}
 	return errors.Join(errs...)

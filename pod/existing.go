@@ -239,7 +239,7 @@ func (c *creation) useExisting(ctx context.Context, eng Engine, short string, sr
 	// A pod that a delete is removing is gone as far as up is concerned:
 	// up waits for it rather than start it again.
 	if c.req.DryRun {
-		if _, ok := eng.(Killer); ok && RemovalState(short) != "" {
+		if hasMarks(eng) && RemovalState(short) != "" {
 			return nil, nil
 		}
 		if podLocked(short) {

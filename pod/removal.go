@@ -22,17 +22,29 @@ import (
 // pod holds an exclusive flock on the mark, handed to it by the delete
 // that made it; it deletes the mark when the pod is gone. A mark that
 // nobody holds is a removal that failed or was killed: up, start, gc and
-// delete finish it. Marks are only for engines that can kill (Killer):
-// a cluster's deletes always wait, and its pods share no state folder.
+// delete finish it. Marks are only for a local podman service (a Killer
+// that is Local): the marks are this user's, in this machine's state
+// folder, and name pods by their names only, so they cannot tell one
+// service's pods from another's. A cluster's deletes, and a remote
+// service's, always wait.
 
 // ErrBeingRemoved says that another process is removing the pod.
 var ErrBeingRemoved = errors.New("is being removed")
 
 // Killer is an engine that can kill a running container at once and wait
-// for it to exit (podman). Only with one does a delete hand the removal
-// to a process of its own.
+// for it to exit (podman). Only with a local one does a delete hand the
+// removal to a process of its own.
 type Killer interface {
 	Kill(ctx context.Context, container string) error
+	// Local tells whether the service runs on this machine for this user:
+	// then the removal marks in this user's state folder are its pods'.
+	Local() bool
+}
+
+// hasMarks tells whether eng's pods have removal marks (see Killer).
+func hasMarks(eng Engine) bool {
+	k, ok := eng.(Killer)
+	return ok && k.Local()
 }
 
 // awaitRemovalTimeout bounds how long up and start wait for a removal.
@@ -266,8 +278,8 @@ const (
 // runs; on any error the caller removes the pod itself (Delete).
 func StartRemoval(ctx context.Context, eng Engine, short string, keepVolumes bool) (*Removal, []Object, error) {
 	killer, ok := eng.(Killer)
-	if !ok {
-		return nil, nil, errors.New("this engine cannot kill a container")
+	if !ok || !killer.Local() {
+		return nil, nil, errors.New("a delete goes to the background only on a local podman service")
 	}
 	// An up or start of the pod checks for a mark under this lock: none
 	// can start the agent again once the mark is there, and the states
@@ -338,7 +350,7 @@ func FinishRemoval(ctx context.Context, eng Engine, r *Removal) ([]Object, error
 // removing it: it waits for a removal and finishes one that failed. So an
 // up or start never starts a pod again that a delete has begun to remove.
 func lockPodNotRemoving(ctx context.Context, eng Engine, short string, progress func(string)) (unlock func(), err error) {
-	if _, ok := eng.(Killer); !ok {
+	if !hasMarks(eng) {
 		return lockPod(short)
 	}
 	ctx, cancel := context.WithTimeout(ctx, awaitRemovalTimeout)

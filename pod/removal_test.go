@@ -17,12 +17,16 @@ type killer struct {
 	*fakeEngine
 	killed []string
 	err    error
+	remote bool
 }
 
 func (k *killer) Kill(_ context.Context, container string) error {
 	k.killed = append(k.killed, container)
 	return k.err
 }
+
+// Local: a fake of a local service, unless remote.
+func (k *killer) Local() bool { return !k.remote }
 
 func TestRemovalMark(t *testing.T) {
 	ctx := context.Background()
@@ -318,9 +322,10 @@ func TestDeleteWaitsThenRemovesWhatItAsks(t *testing.T) {
 	}
 }
 
-// TestMarksAreForPodmanOnly: an engine that cannot kill (a cluster) has no
-// removal marks: its delete neither reads nor touches a podman pod's mark
-// of the same name, and its list does not show it.
+// TestMarksAreForPodmanOnly: an engine that cannot kill (a cluster), or a
+// remote podman service, has no removal marks: its delete neither reads
+// nor touches a local pod's mark of the same name, and its list and gc do
+// not go by it.
 func TestMarksAreForPodmanOnly(t *testing.T) {
 	ctx := context.Background()
 	local, err := markRemoval(ctx, "same", false, false)
@@ -346,6 +351,31 @@ func TestMarksAreForPodmanOnly(t *testing.T) {
 	}
 	if _, err := Delete(ctx, cluster, "same", false); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a second delete on the cluster = %v, want not found", err)
+	}
+
+	// Nor a remote podman service: its pods are not this machine's.
+	f := newFake()
+	f.add(KindPod, "devaipod-same", "same", map[string]string{plan.LabelPod: "same"})
+	for _, role := range []string{plan.RoleWorkspace, plan.RoleAgent} {
+		name := plan.ContainerName("same", role)
+		f.objects[KindContainer+"/"+name] = Object{Kind: KindContainer, Name: name, Pod: "same", State: "running", Started: true,
+			Labels: map[string]string{plan.LabelPod: "same", plan.LabelRole: role}}
+	}
+	remote := &killer{fakeEngine: f, remote: true}
+	if sums, _ := List(ctx, remote); len(sums) != 1 || sums[0].State == StateRemovalFailed {
+		t.Errorf("the remote service's list shows the local mark: %+v", sums)
+	}
+	if left, _ := Leftovers(ctx, remote); len(left) != 0 {
+		t.Errorf("gc on the remote service takes its pod for a failed removal: %v", left)
+	}
+	if _, _, err := StartRemoval(ctx, remote, "same", false); err == nil {
+		t.Error("a remote service's delete went to the background")
+	}
+	if _, err := Delete(ctx, remote, "same", false); err != nil {
+		t.Fatal(err)
+	}
+	if st := RemovalState("same"); st != StateRemovalFailed {
+		t.Errorf("the remote service's delete touched the local mark: state %q", st)
 	}
 }
 

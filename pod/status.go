@@ -50,11 +50,6 @@ func List(ctx context.Context, eng Engine) ([]Summary, error) {
 	return summarise(objs, hasMarks(eng)), nil
 }
 
-// hasMarks tells whether eng's pods may have removal marks (see Killer).
-func hasMarks(eng Engine) bool {
-	_, ok := eng.(Killer)
-	return ok
-}
 
 // Status summarises one pod and checks whether its agent answers.
 func Status(ctx context.Context, eng Engine, short string) (*Summary, error) {

@@ -39,7 +39,8 @@ everything itself and returns when all of it is gone.
 With --engine kube: the pod's Pods, then (once they are gone, so that the
 agent never runs without its deny-all NetworkPolicy) its NetworkPolicies
 and ConfigMaps, its PersistentVolumeClaims (the volumes) and Secrets, all
-found by the io.devaipod.pod label in the namespace. It always waits.`,
+found by the io.devaipod.pod label in the namespace. It always waits, as it
+does on a podman service reached over ssh or tcp.`,
 		Example: `  devaipod delete my-task          # the agent stops now, the rest goes in the background
   devaipod delete my-task --wait   # returns once every container and volume is gone`,
 		Args:              positional("NAME"),
@@ -51,7 +52,7 @@ found by the io.devaipod.pod label in the namespace. It always waits.`,
 				})
 			}
 			return withPodEngine(cmd, g, args, func(eng pod.Engine, short string) error {
-				if p, ok := eng.(*podman.Podman); ok && !wait {
+				if p, ok := eng.(*podman.Podman); ok && p.Local() && !wait {
 					removing, err := startRemoval(cmd, g, p, short, keepVolumes)
 					if err == nil {
 						what := "its containers and volumes are"

@@ -142,7 +142,7 @@ func (p *Podman) listSecrets(ctx context.Context, short string) ([]pod.Object, e
 // container exit, which podman 4.3's kill does not wait for.
 func (p *Podman) Kill(ctx context.Context, container string) error {
 	cctx := p.withConn(ctx)
-	if strings.HasPrefix(p.URI, "unix:") {
+	if p.Local() {
 		if err := killInit(cctx, container); err == nil {
 			return nil
 		}
@@ -159,6 +159,10 @@ func (p *Podman) Kill(ctx context.Context, container string) error {
 	}
 	return nil
 }
+
+// Local implements pod.Killer: a service reached through a socket of this
+// machine.
+func (p *Podman) Local() bool { return strings.HasPrefix(p.URI, "unix:") }
 
 // killInit sends SIGKILL to a container's init process itself, through a
 // pidfd, and waits until it has exited. Podman's kill takes 40-90 ms here
