@@ -437,17 +437,23 @@ func Delete(ctx context.Context, eng Engine, short string, keepVolumes bool) ([]
 // removePod removes the pod's objects (but its volumes, with keepVolumes),
 // then its unfinished mark, and returns what it removed.
 func removePod(ctx context.Context, eng Engine, objs []Object, short string, keepVolumes bool) ([]Object, error) {
-	var doomed []Object
+	gone := doomed(objs, keepVolumes)
+	if err := removeAll(ctx, eng, gone); err != nil {
+		return gone, err
+	}
+	return gone, clearUnfinished(short)
+}
+
+// doomed is what a delete removes of objs: all of them, but the volumes
+// with keepVolumes.
+func doomed(objs []Object, keepVolumes bool) []Object {
+	var out []Object
 	for _, o := range objs {
-		if keepVolumes && o.Kind == KindVolume {
-			continue
+		if !keepVolumes || o.Kind != KindVolume {
+			out = append(out, o)
 		}
-		doomed = append(doomed, o)
 	}
-	if err := removeAll(ctx, eng, doomed); err != nil {
-		return doomed, err
-	}
-	return doomed, clearUnfinished(short)
+	return out
 }
 
 // Leftovers finds what a killed or failed up left behind: objects of pods
@@ -503,13 +509,13 @@ func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
 		// objects have the same names.
 		if now, err := eng.Objects(ctx, short); err != nil {
 			errs = append(errs, err)
-		} else if !marks && len(now) > 0 && halfCreated(now) {
-			_, err = removePod(ctx, eng, now, short, false)
-			errs = append(errs, err)
-		} else if marks && len(now) > 0 && (halfCreated(now) || RemovalState(short) != "") {
+		} else if len(now) > 0 && (halfCreated(now) || (marks && RemovalState(short) != "")) {
 			// A failed removal's mark goes with it (its delete may have
 			// kept the volumes); one that a delete holds is left to it.
-			r, err := takeRemoval(ctx, short, false)
+			var r *Removal
+			if marks {
+				r, err = takeRemoval(ctx, short, false)
+			}
 			switch {
 			case errors.Is(err, ErrBeingRemoved):
 			case err != nil:

@@ -243,7 +243,7 @@ func (c *creation) useExisting(ctx context.Context, eng Engine, short string, sr
 			return nil, nil
 		}
 		if podLocked(short) {
-			return nil, fmt.Errorf("pod %s is being created by another devaipod up: %w", short, ErrExists)
+			return nil, fmt.Errorf("pod %s is being created or started by another devaipod: %w", short, ErrExists)
 		}
 	} else {
 		unlock, err := lockPodNotRemoving(ctx, eng, short, c.progress)

@@ -61,25 +61,32 @@ func lockPod(short string) (unlock func(), err error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("pod %s is being created by another devaipod up: %w", short, ErrExists)
+			return nil, fmt.Errorf("pod %s is being created or started by another devaipod: %w", short, ErrExists)
 		}
 		return nil, fmt.Errorf("lock pod %s: %w", short, err)
 	}
 	return func() { f.Close() }, nil
 }
 
-// podLocked tells whether an up of that pod is running right now.
+// podLocked tells whether an up or start of that pod is running right now.
 func podLocked(short string) bool {
-	f, err := os.Open(lockPath(short))
+	_, held := flockHeld(lockPath(short))
+	return held
+}
+
+// flockHeld tells whether the file at path exists, and whether another
+// process holds a flock on it: it takes a shared lock for a moment.
+func flockHeld(path string) (exists, held bool) {
+	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return false, false
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
-		return errors.Is(err, syscall.EWOULDBLOCK)
+		return true, errors.Is(err, syscall.EWOULDBLOCK)
 	}
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
+	return true, false
 }
 
 // An up also marks its pod unfinished, in devaipod's state folder, from

@@ -157,11 +157,12 @@ func takeRemoval(ctx context.Context, short string, wait bool) (*Removal, error)
 			return nil, err
 		}
 		r, err := adoptMark(short, f)
-		if r != nil || err != nil {
-			if err != nil {
-				f.Close()
-			}
-			return r, err
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if r != nil {
+			return r, nil
 		}
 		f.Close()
 		if wait {
@@ -175,9 +176,6 @@ func takeRemoval(ctx context.Context, short string, wait bool) (*Removal, error)
 // markRemoval takes the pod's removal mark (as takeRemoval), or makes one,
 // and writes keepVolumes in it.
 func markRemoval(ctx context.Context, short string, keepVolumes, wait bool) (*Removal, error) {
-	if err := os.MkdirAll(removalDir(), 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", removalDir(), err)
-	}
 	for {
 		r, err := takeRemoval(ctx, short, wait)
 		if err != nil {
@@ -205,6 +203,9 @@ func markRemoval(ctx context.Context, short string, keepVolumes, wait bool) (*Re
 // links it in place, so that nobody ever sees a mark that is not held;
 // os.ErrExist if another mark got there first.
 func newRemovalMark(short string, keepVolumes bool) (*os.File, error) {
+	if err := os.MkdirAll(removalDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", removalDir(), err)
+	}
 	f, err := os.CreateTemp(removalDir(), "."+short+".")
 	if err != nil {
 		return nil, fmt.Errorf("mark pod %s removing: %w", short, err)
@@ -251,16 +252,13 @@ func flockWait(ctx context.Context, f *os.File, wait bool) error {
 // failed" for a mark that nobody holds (that process failed or was
 // killed), "" when the pod is not being removed.
 func RemovalState(short string) string {
-	f, err := os.Open(removalPath(short))
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+	switch exists, held := flockHeld(removalPath(short)); {
+	case held:
 		return StateRemoving
+	case exists:
+		return StateRemovalFailed
 	}
-	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return StateRemovalFailed
+	return ""
 }
 
 // The states RemovalState gives a pod, shown by list and status.
@@ -272,8 +270,9 @@ const (
 // StartRemoval begins a delete that another process finishes: it marks the
 // pod removing and kills its agent, so that nothing the agent runs goes on
 // once it returns. The caller hands r.File() to the process that calls
-// FinishRemoval, then calls Release. It returns the pod's objects too, as
-// they were when it killed. It returns ErrBeingRemoved when another
+// FinishRemoval, then calls Release. It returns too what that process is
+// to remove (the pod's objects as they were when it killed, but the
+// volumes with keepVolumes). It returns ErrBeingRemoved when another
 // process removes the pod, and the lock's error while an up or start of it
 // runs; on any error the caller removes the pod itself (Delete).
 func StartRemoval(ctx context.Context, eng Engine, short string, keepVolumes bool) (*Removal, []Object, error) {
@@ -295,9 +294,6 @@ func StartRemoval(ctx context.Context, eng Engine, short string, keepVolumes boo
 	}
 	if len(objs) == 0 {
 		return nil, nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
-	}
-	if err := os.MkdirAll(removalDir(), 0o700); err != nil {
-		return nil, nil, fmt.Errorf("create %s: %w", removalDir(), err)
 	}
 	f, err := newRemovalMark(short, keepVolumes)
 	if errors.Is(err, os.ErrExist) {
@@ -327,7 +323,7 @@ func StartRemoval(ctx context.Context, eng Engine, short string, keepVolumes boo
 			return nil, nil, fmt.Errorf("kill %s: %w", agent, err)
 		}
 	}
-	return r, objs, nil
+	return r, doomed(objs, keepVolumes), nil
 }
 
 // FinishRemoval removes everything labelled for the pod (its volumes too,
@@ -338,12 +334,12 @@ func FinishRemoval(ctx context.Context, eng Engine, r *Removal) ([]Object, error
 		r.Release()
 		return nil, err
 	}
-	doomed, err := removePod(ctx, eng, objs, r.short, r.KeepVolumes)
+	gone, err := removePod(ctx, eng, objs, r.short, r.KeepVolumes)
 	if err != nil {
 		r.Release()
-		return doomed, err
+		return gone, err
 	}
-	return doomed, r.Done()
+	return gone, r.Done()
 }
 
 // lockPodNotRemoving takes the pod's lock (see lockPod) once no delete is

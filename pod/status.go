@@ -50,7 +50,6 @@ func List(ctx context.Context, eng Engine) ([]Summary, error) {
 	return summarise(objs, hasMarks(eng)), nil
 }
 
-
 // Status summarises one pod and checks whether its agent answers.
 func Status(ctx context.Context, eng Engine, short string) (*Summary, error) {
 	objs, err := eng.Objects(ctx, short)
@@ -83,6 +82,12 @@ func objsLabel(objs []Object, key string) string {
 	return ""
 }
 
+// newSummary is the summary of o's pod, named podName, in state.
+func newSummary(o Object, podName, state string) *Summary {
+	return &Summary{Name: o.Pod, Pod: podName, State: state, Repo: o.Labels[plan.LabelRepo],
+		Commit: o.Labels[plan.LabelCommit], Containers: []ContainerSummary{}, Volumes: []string{}}
+}
+
 // summarise groups objs by pod; with marks, a pod's removal state
 // (RemovalState) is its state.
 func summarise(objs []Object, marks bool) []Summary {
@@ -99,11 +104,12 @@ func summarise(objs []Object, marks bool) []Summary {
 		if o.Kind != KindPod {
 			continue
 		}
-		byName[o.Pod] = &Summary{Name: o.Pod, Pod: o.Name, State: cmp.Or(removal[o.Pod], o.State), Repo: o.Labels[plan.LabelRepo],
-			Commit: o.Labels[plan.LabelCommit], Task: o.Labels[plan.LabelTask], Created: o.Created, Containers: []ContainerSummary{}, Volumes: []string{}}
+		s := newSummary(o, o.Name, cmp.Or(removal[o.Pod], o.State))
+		s.Task, s.Created = o.Labels[plan.LabelTask], o.Created
 		if o.Labels[plan.LabelPool] != "" {
-			byName[o.Pod].Pool = PoolIdle
+			s.Pool = PoolIdle
 		}
+		byName[o.Pod] = s
 	}
 	for _, o := range objs {
 		s := byName[o.Pod]
@@ -113,8 +119,7 @@ func summarise(objs []Object, marks bool) []Summary {
 			if removal[o.Pod] == "" {
 				continue
 			}
-			s = &Summary{Name: o.Pod, Pod: plan.PodName(o.Pod), State: removal[o.Pod], Repo: o.Labels[plan.LabelRepo],
-				Commit: o.Labels[plan.LabelCommit], Containers: []ContainerSummary{}, Volumes: []string{}}
+			s = newSummary(o, plan.PodName(o.Pod), removal[o.Pod])
 			byName[o.Pod] = s
 		}
 		switch o.Kind {

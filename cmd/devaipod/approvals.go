@@ -105,32 +105,33 @@ func printPending(w io.Writer, pending []pod.Pending) {
 	for _, p := range pending {
 		show := shownAs(p.Kind)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Pod, p.Kind, time.Since(p.Created).Round(time.Second), show(p.What))
-		for _, k := range slices.Sorted(maps.Keys(p.Details)) {
-			lines := detailLines(p.Details[k], show)
-			if len(lines) == 1 {
-				fmt.Fprintf(tw, "\t\t\t\t  %s: %s\n", safetext.Cell(k), lines[0])
-				continue
-			}
-			// A gutter on every line of the text: what the agent wrote
-			// cannot pass for a field or a request of its own.
-			fmt.Fprintf(tw, "\t\t\t\t  %s: (%d lines)\n", safetext.Cell(k), len(lines))
-			for _, l := range lines {
-				fmt.Fprintf(tw, "\t\t\t\t    | %s\n", l)
-			}
+		for _, line := range detailLines(p.Details, show) {
+			fmt.Fprintf(tw, "\t\t\t\t  %s\n", line)
 		}
 	}
 	tw.Flush()
 }
 
-// detailLines is a request's detail as a person reads it: its lines (a
-// body, a list of files), each shown with show. A person approves what
-// they read, so nothing of it is left out.
-func detailLines(v string, show func(string) string) []string {
-	lines := strings.Split(strings.TrimSuffix(v, "\n"), "\n")
-	for i, l := range lines {
-		lines[i] = show(l)
+// detailLines is a request's details as a person reads them, a line each
+// ("key: value"), and a value of several lines (a body, a list of files)
+// whole under its key, each line shown with show and after a gutter, so
+// that what the agent wrote cannot pass for a field or a request of its
+// own. A person approves what they read, so nothing of it is left out.
+func detailLines(details map[string]string, show func(string) string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(details)) {
+		key := safetext.Cell(k)
+		lines := strings.Split(strings.TrimSuffix(details[k], "\n"), "\n")
+		if len(lines) == 1 {
+			out = append(out, key+": "+show(lines[0]))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: (%d lines)", key, len(lines)))
+		for _, l := range lines {
+			out = append(out, "  | "+show(l))
+		}
 	}
-	return lines
+	return out
 }
 
 // shownAs is how a request of kind is shown: a path with every non-ASCII
@@ -334,16 +335,8 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 			shown = next.ID
 			show := shownAs(next.Kind)
 			say("\n%s  pod %s  %s  waiting %s\n  %s\n", next.ID, next.Pod, next.Kind, time.Since(next.Created).Round(time.Second), show(next.What))
-			for _, k := range slices.Sorted(maps.Keys(next.Details)) {
-				lines := detailLines(next.Details[k], show)
-				if len(lines) == 1 {
-					say("  %s: %s\n", safetext.Printable(k), lines[0])
-					continue
-				}
-				say("  %s: (%d lines)\n", safetext.Printable(k), len(lines))
-				for _, l := range lines {
-					say("    | %s\n", l)
-				}
+			for _, line := range detailLines(next.Details, show) {
+				say("  %s\n", line)
 			}
 			// Again under a long text, which scrolls the head away.
 			say("%s  %s\n[a]pprove once, approve for the [p]od, [r]eject, [s]kip, [q]uit? ", next.ID, show(next.What))

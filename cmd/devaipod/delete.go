@@ -86,8 +86,7 @@ does on a podman service reached over ssh or tcp.`,
 // the rest, and returns what that process is to remove. On an error
 // nothing is left to that process, and the caller removes the pod itself.
 func startRemoval(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, keepVolumes bool) ([]pod.Object, error) {
-	ctx := cmd.Context()
-	r, objs, err := pod.StartRemoval(ctx, p, short, keepVolumes)
+	r, removing, err := pod.StartRemoval(cmd.Context(), p, short, keepVolumes)
 	if err != nil {
 		return nil, err
 	}
@@ -96,12 +95,6 @@ func startRemoval(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short st
 		return nil, errors.Join(err, r.Done())
 	}
 	r.Release()
-	var removing []pod.Object
-	for _, o := range objs {
-		if !keepVolumes || o.Kind != pod.KindVolume {
-			removing = append(removing, o)
-		}
-	}
 	return removing, nil
 }
 
