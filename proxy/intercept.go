@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -78,6 +79,10 @@ type interception struct {
 	cur     *upstreamConn // the upstream connection of the request in progress
 	ended   bool
 	aborted bool // the client hung up while its request waited on the upstream
+
+	// sameHostSeen is the last Host that sameHost accepted: a client
+	// names the same one in every request.
+	sameHostSeen string
 
 	watch clientWatch
 	cont  *continueReader // the request's, if it waits for 100 Continue
@@ -194,14 +199,21 @@ func (ic *interception) serveOne() bool {
 	s, cx := ic.s, ic.x
 	// Wait for the request, as the http.Server does: keepAliveTimeout for
 	// its first byte, ReadHeaderTimeout for its head.
+	deadline := false
 	if ic.br.Buffered() == 0 {
 		ic.client.SetReadDeadline(time.Now().Add(keepAliveTimeout))
+		deadline = true
 		if _, err := ic.br.Peek(1); err != nil {
 			return false
 		}
 	}
-	ic.client.SetReadDeadline(time.Now().Add(s.opts.ReadHeaderTimeout))
 	buffered, _ := ic.br.Peek(ic.br.Buffered())
+	// A head that has arrived whole is read without waiting: no deadline
+	// for it (a deadline costs a timer's update, twice).
+	if !bytes.Contains(buffered, headEnd) {
+		ic.client.SetReadDeadline(time.Now().Add(s.opts.ReadHeaderTimeout))
+		deadline = true
+	}
 	ic.lim.head = append(ic.lim.head[:0], buffered...)
 	ic.lim.n, ic.lim.tee, ic.lim.hit = maxHeaderBytes+4096, true, false
 	req, err := http.ReadRequest(ic.br)
@@ -218,7 +230,9 @@ func (ic *interception) serveOne() bool {
 		ic.badRequest(err)
 		return false
 	}
-	ic.client.SetReadDeadline(time.Time{})
+	if deadline {
+		ic.client.SetReadDeadline(time.Time{})
+	}
 
 	x := &exchange{start: time.Now(), method: shorten(req.Method, 32), host: cx.host, hk: cx.hk, port: cx.port,
 		allow: true, rule: cx.rule}
@@ -271,6 +285,9 @@ func (ic *interception) serveOne() bool {
 	}
 	return keep
 }
+
+// headEnd ends a request's head, as clients send it.
+var headEnd = []byte("\r\n\r\n")
 
 // mayKeep is keep, unless the client still waits for 100 Continue to send
 // a body: then the connection cannot carry another request.
@@ -664,7 +681,10 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 			}
 			down += int64(n)
 		}
-		if errors.Is(err, io.EOF) {
+		// A body of known length ends with its last byte: one more
+		// read would only find EOF, after a look at the socket and a
+		// watch for nothing.
+		if errors.Is(err, io.EOF) || err == nil && down == resp.ContentLength {
 			upstreamOK = true
 			break
 		}
@@ -885,7 +905,7 @@ func (r *continueReader) Read(p []byte) (int, error) {
 // the CONNECT's host, and its port if it names one. An empty Host (HTTP/1.0)
 // is the CONNECT's.
 func (ic *interception) sameHost(hostport string) bool {
-	if hostport == "" {
+	if hostport == "" || hostport == ic.sameHostSeen {
 		return true
 	}
 	host, portText, err := net.SplitHostPort(hostport)
@@ -896,11 +916,13 @@ func (ic *interception) sameHost(hostport string) bool {
 	if err != nil || h != ic.x.hk {
 		return false
 	}
-	if portText == "" {
-		return true
+	if portText != "" {
+		if port, ok := rule.ParsePort(portText); !ok || port != ic.x.port {
+			return false
+		}
 	}
-	port, ok := rule.ParsePort(portText)
-	return ok && port == ic.x.port
+	ic.sameHostSeen = hostport
+	return true
 }
 
 // end closes the connection, and the upstream connection of a request in

@@ -257,3 +257,32 @@ func TestInterceptLargeAnswers(t *testing.T) {
 		t.Errorf("CONNECT audit record %+v", rec)
 	}
 }
+
+// TestInterceptReadHeaderTimeout: inside an intercepted connection, a
+// request's head that does not arrive whole within ReadHeaderTimeout ends
+// the connection, as a CONNECT's does; one that arrives whole, in one
+// piece or after a pause shorter than that, is answered.
+func TestInterceptReadHeaderTimeout(t *testing.T) {
+	t.Parallel()
+	st := startIntercepting(t, Options{ReadHeaderTimeout: 300 * time.Millisecond})
+	host := "api.example.com:" + st.ps
+	tc, br := st.rawIntercepted(t, "api.example.com")
+	io.WriteString(tc, "GET /whole HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+	if resp, body := readAnswer(t, br, http.MethodGet); resp.StatusCode != 200 || body != "ok GET /whole" {
+		t.Fatalf("GET /whole = %d %q", resp.StatusCode, body)
+	}
+	io.WriteString(tc, "GET /in-two HTTP/1.1\r\n")
+	time.Sleep(100 * time.Millisecond)
+	io.WriteString(tc, "Host: "+host+"\r\n\r\n")
+	if resp, body := readAnswer(t, br, http.MethodGet); resp.StatusCode != 200 || body != "ok GET /in-two" {
+		t.Fatalf("GET /in-two = %d %q", resp.StatusCode, body)
+	}
+	io.WriteString(tc, "GET /never HTTP/1.1\r\nHost: "+host+"\r\n") // and never the end of the head
+	start := time.Now()
+	if b, err := io.ReadAll(br); len(b) > 0 {
+		t.Errorf("after a head that never ended: %q, %v", b, err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
+		t.Errorf("the connection ended after %v; want about 300ms", d)
+	}
+}
