@@ -264,19 +264,21 @@ tunnel in the same runs: 61–129 / 30–52 / 560–1010):
   | build | proxy µs per request, c=1 / c=16 | intercepted / tunnel, c=1 / c=16 |
   |---|---:|---:|
   | the relay as shipped (before and after 2babc28) | 73–78 / 33–34 | 0.76–0.81 / 0.63–0.67 |
-  | the same (before 2babc28), GOMAXPROCS=2 | — | — / 0.71 |
+  | the same, GOMAXPROCS=2 | 74 / 36 | 0.80–0.83 / 0.71–0.73 |
   | the same (before 2babc28), GOGC=100 | 72 / 32 | 0.81–0.84 / 0.66 |
   | TLS ended and begun again, the bytes relayed both ways in two goroutines, the placeholder replaced in the byte stream (no HTTP at all: the floor of any interception) | about 47 / 19–20 | 0.99–1.01 / 0.84–1.00 |
-  | requests read and written again as shipped; answers relayed as bytes, unparsed, in a goroutine of their own, on one upstream connection per client connection | 63 / 27 | 0.83–0.87 / 0.71–0.76 |
-  | the same, GOMAXPROCS=2 | 63 / 29 | 0.84–0.87 / 0.81–0.82 |
+  | requests read, checked and written again as shipped (deadlines, checkHead, credentials, audit line); answers relayed as bytes, unparsed, in a goroutine of their own, on one upstream connection per client connection | 65 / 27 | 0.81–0.83 / 0.75–0.82 |
+  | the same, GOMAXPROCS=2 | 71 / 30 | 0.81–0.85 / 0.80–0.83 |
 
   TLS itself is cheap (about 2 µs per request both ways); HTTP is what costs, and not only its
   own CPU: with client, server and proxy on 2 CPUs, the busiest process sets the pace and the
   others sleep and are woken for each request. ` + "`perf stat`" + ` at concurrency 16: per request, the
   server was switched out 0.59 times through a tunnel and 1.43 times through the interception,
   the client 0.56 and 1.05 times, so their CPU per request grows with the proxy's. Reaching 0.8×
-  at concurrency 16 here takes both of: answers relayed as they come, unparsed, in a goroutine
+  at concurrency 16 here takes answers relayed as they come, unparsed, in a goroutine
   of their own (the relay would then keep the answer's hop-by-hop headers, track its framing
   only for the audit and the pool, and need another way for HTTP/1.0 clients, a failed pooled
-  connection and the proxy's own answers among pipelined ones), and a second P, which costs
-  tunnels CPU (one P was chosen for them: above) and puts the targets against squid at risk.`
+  connection and the proxy's own answers among pipelined ones), and to be sure of it a second
+  P, which costs tunnels CPU (one P was chosen for them: above; in three runs of the tunnel
+  measurement with each, tunnels/s against squid moved within the noise, 0.96–1.05×, but a tunnel
+  at concurrency 1 took about 10% more of the proxy's CPU).`
