@@ -2,6 +2,7 @@ package pod
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -157,7 +158,8 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	// Ctrl-C may still have created it. Removing what does not exist is not
 	// an error, so over-recording is safe; an ErrExists (another up won the
 	// race for the name) is not ours and is dropped.
-	if err := markUnfinished(pl.Name); err != nil {
+	token := rand.Text()
+	if err := markUnfinished(pl.Name, token); err != nil {
 		return err
 	}
 	var created []Object
@@ -194,7 +196,13 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	}
 
 	progress("creating pod " + pl.Pod.Name)
-	if err := create(KindPod, pl.Pod.Name, func() error { return eng.CreatePod(ctx, pl.Pod) }); err != nil {
+	podSpec := pl.Pod
+	podSpec.Labels = maps.Clone(pl.Pod.Labels)
+	if podSpec.Labels == nil {
+		podSpec.Labels = map[string]string{}
+	}
+	podSpec.Labels[plan.LabelUp] = token
+	if err := create(KindPod, pl.Pod.Name, func() error { return eng.CreatePod(ctx, podSpec) }); err != nil {
 		return err
 	}
 	for _, v := range pl.Volumes {
@@ -441,7 +449,7 @@ func removePod(ctx context.Context, eng Engine, objs []Object, short string, kee
 	if err := removeAll(ctx, eng, gone); err != nil {
 		return gone, err
 	}
-	return gone, clearUnfinished(short)
+	return gone, clearUnfinishedOf(short, objs)
 }
 
 // doomed is what a delete removes of objs: all of them, but the volumes
@@ -548,14 +556,14 @@ func sortedGroups(m map[string][]Object) [][]Object {
 // finish left: no pod, a container missing or never started, or the pod
 // still marked unfinished.
 func halfCreated(group []Object) bool {
-	if len(group) > 0 && unfinished(group[0].Pod) {
-		return true
-	}
 	var hasPod bool
 	roles := map[string]bool{}
 	for _, o := range group {
 		switch o.Kind {
 		case KindPod:
+			if unfinished(o) {
+				return true
+			}
 			hasPod = true
 		case KindContainer:
 			roles[o.Labels[plan.LabelRole]] = true

@@ -2,11 +2,13 @@ package pod
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -365,14 +367,14 @@ func TestKilledUpIsALeftover(t *testing.T) {
 	if err := Up(context.Background(), f, pl, src, UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if unfinished(pl.Name) {
+	if unfinishedToken(pl.Name) != "" {
 		t.Fatal("a finished up left its pod marked unfinished")
 	}
 	if left, _ := Leftovers(context.Background(), f); len(left) != 0 {
 		t.Fatalf("a finished pod is a leftover: %v", left)
 	}
-	markUnfinished(pl.Name) // as an up killed while it checked the pod
 	objs, _ := f.Objects(context.Background(), pl.Name)
+	markUnfinished(pl.Name, podOf(t, objs).Labels[plan.LabelUp]) // as an up killed while it checked the pod
 	if !halfCreated(objs) {
 		t.Error("the killed up's pod is taken for complete (by up, which would report it running)")
 	}
@@ -380,8 +382,61 @@ func TestKilledUpIsALeftover(t *testing.T) {
 	if len(left) != len(objs) {
 		t.Fatalf("Leftovers = %v; want the killed up's %d objects", left, len(objs))
 	}
-	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != 0 || unfinished(pl.Name) {
-		t.Errorf("RemoveLeftovers: %v, left %v, marked %v", err, f.objects, unfinished(pl.Name))
+	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != 0 || unfinishedToken(pl.Name) != "" {
+		t.Errorf("RemoveLeftovers: %v, left %v, mark %q", err, f.objects, unfinishedToken(pl.Name))
+	}
+}
+
+// podOf is the pod among objs.
+func podOf(t *testing.T, objs []Object) Object {
+	t.Helper()
+	i := slices.IndexFunc(objs, func(o Object) bool { return o.Kind == KindPod })
+	if i < 0 {
+		t.Fatalf("no pod among %v", objs)
+	}
+	return objs[i]
+}
+
+// TestUnfinishedMarkNamesItsPod: the unfinished marks are this user's
+// for every podman service and cluster, by pod name; a mark left by an
+// up killed on one service makes gc, the pool and up on another take a
+// whole pod of the same name there for a leftover only if it is the pod
+// that up made (its token), and removing that other pod leaves the mark
+// to its own.
+func TestUnfinishedMarkNamesItsPod(t *testing.T) {
+	pl, src := testPlan(t, "elsewhere")
+	here := newFake()
+	if err := Up(context.Background(), here, pl, src, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	objs, _ := here.Objects(context.Background(), pl.Name)
+	if podOf(t, objs).Labels[plan.LabelUp] == "" {
+		t.Fatalf("the pod has no %s label", plan.LabelUp)
+	}
+	// An up of the same name on another service, killed while it
+	// checked its pod; and a pod of that name made without a token (by
+	// the kube engine, or a devaipod before tokens).
+	markUnfinished(pl.Name, rand.Text())
+	untokened := newFake()
+	untokened.add(KindPod, pl.Pod.Name, pl.Name, map[string]string{plan.LabelPod: pl.Name})
+	for name, f := range map[string]*fakeEngine{"the other service's pod": here, "a pod without a token": untokened} {
+		objs, _ := f.Objects(context.Background(), pl.Name)
+		if unfinished(podOf(t, objs)) {
+			t.Errorf("%s is taken for the killed up's", name)
+		}
+	}
+	if halfCreated(objs) {
+		t.Error("a whole pod is taken for a leftover by another service's mark")
+	}
+	if left, _ := Leftovers(context.Background(), here); len(left) != 0 {
+		t.Errorf("Leftovers = %v; want none", left)
+	}
+	mark := unfinishedToken(pl.Name)
+	if _, err := Delete(context.Background(), here, pl.Name, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := unfinishedToken(pl.Name); got != mark {
+		t.Errorf("deleting another pod of the name changed the mark from %q to %q", mark, got)
 	}
 }
 

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
+
+	"github.com/devaipod/devaipod/pod/plan"
 )
 
 // An up holds an exclusive flock on a per-pod file for as long as it runs,
@@ -95,14 +98,20 @@ func flockHeld(path string) (exists, held bool) {
 // the OOM killer) leaves a pod that runs with all its containers, yet
 // never passed its checks: the mark, which outlives the up's lock and a
 // reboot, tells gc, the pool and the next up that it is a leftover.
+//
+// The mark holds the up's token, which the pod carries as its LabelUp:
+// the folder is this user's, for every podman service and cluster they
+// use, and a mark names a pod by its name only, so without the token an
+// up killed on one service would make gc on another remove a pod of the
+// same name there, whole and running.
 
 func unfinishedPath(short string) string { return filepath.Join(stateDir(), "unfinished", short) }
 
-func markUnfinished(short string) error {
+func markUnfinished(short, token string) error {
 	if err := os.MkdirAll(filepath.Dir(unfinishedPath(short)), 0o700); err != nil {
 		return fmt.Errorf("mark pod %s unfinished: %w", short, err)
 	}
-	if err := os.WriteFile(unfinishedPath(short), nil, 0o600); err != nil {
+	if err := os.WriteFile(unfinishedPath(short), []byte(token), 0o600); err != nil {
 		return fmt.Errorf("mark pod %s unfinished: %w", short, err)
 	}
 	return nil
@@ -115,9 +124,32 @@ func clearUnfinished(short string) error {
 	return nil
 }
 
-// unfinished tells whether an up of the pod began and neither finished
-// nor rolled back.
-func unfinished(short string) bool {
-	_, err := os.Lstat(unfinishedPath(short))
-	return err == nil
+// unfinishedToken is the token of the up that marked the pod unfinished,
+// "" if none did (or a devaipod from before tokens did).
+func unfinishedToken(short string) string {
+	b, err := os.ReadFile(unfinishedPath(short))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// unfinished tells whether p, a pod, was made by an up that neither
+// finished nor rolled back.
+func unfinished(p Object) bool {
+	token := unfinishedToken(p.Pod)
+	return token != "" && token == p.Labels[plan.LabelUp]
+}
+
+// clearUnfinishedOf clears the pod's unfinished mark if it is the mark of
+// one of objs' pods, or a mark without a token (from a devaipod before
+// tokens).
+func clearUnfinishedOf(short string, objs []Object) error {
+	token := unfinishedToken(short)
+	if token != "" && !slices.ContainsFunc(objs, func(o Object) bool {
+		return o.Kind == KindPod && o.Labels[plan.LabelUp] == token
+	}) {
+		return nil
+	}
+	return clearUnfinished(short)
 }

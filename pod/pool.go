@@ -81,7 +81,7 @@ func poolPods(objs []Object) []poolPod {
 		if o.Kind == KindPod && o.Labels[plan.LabelPool] != "" {
 			pr, _ := strconv.Atoi(o.Labels[plan.LabelPR])
 			byName[o.Pod] = &poolPod{short: o.Pod, key: o.Labels[plan.LabelPool], repo: o.Labels[plan.LabelRepo],
-				pr: pr, created: o.Created, ready: o.State == "running" && !unfinished(o.Pod), busy: podLocked(o.Pod) || RemovalState(o.Pod) != ""}
+				pr: pr, created: o.Created, ready: o.State == "running" && !unfinished(o), busy: podLocked(o.Pod) || RemovalState(o.Pod) != ""}
 		}
 	}
 	for _, o := range objs {

@@ -44,6 +44,10 @@ const (
 	// take a pool pod: when it was claimed (RFC 3339), a slash and a
 	// random suffix that tells one claim from another.
 	LabelClaimed = "io.devaipod.claimed"
+	// LabelUp is on the pod: a random token of the up that made it, which
+	// the up's unfinished mark holds, so that the mark names that pod and
+	// no other of the same name (on another podman service, or a cluster).
+	LabelUp = "io.devaipod.up"
 )
 
 // The pod's volumes, by what they hold; a volume is named with ObjectName.
