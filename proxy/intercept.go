@@ -280,6 +280,9 @@ func (ic *interception) serveOne() bool {
 			keep = false
 		}
 	}
+	if body.failed() {
+		keep = false
+	}
 	if !keep {
 		ic.closeClient()
 	}
@@ -465,6 +468,11 @@ func (ic *interception) forward(x *exchange, req *http.Request, body *countingRe
 		}
 		ic.setUpstream(nil)
 		uc.discard()
+		if body.failed() {
+			// The client's body, not the upstream, failed: nothing to
+			// try again, and the connection cannot go on.
+			return 0, ic.failed(x, req, err, false)
+		}
 		// A connection from the pool that the server closed meanwhile:
 		// again on a new one, as the Transport does, if the server got
 		// nothing of it and no byte of the body was taken.
@@ -681,10 +689,7 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 			}
 			down += int64(n)
 		}
-		// A body of known length ends with its last byte: one more
-		// read would only find EOF, after a look at the socket and a
-		// watch for nothing.
-		if errors.Is(err, io.EOF) || err == nil && down == resp.ContentLength {
+		if errors.Is(err, io.EOF) {
 			upstreamOK = true
 			break
 		}
@@ -748,10 +753,15 @@ func (ic *interception) uncork() error {
 // interception ends with it.
 func (ic *interception) upgrade(x *exchange, req *http.Request, resp *http.Response, uc *upstreamConn) {
 	reqType, respType := upgradeType(req.Header), upgradeType(resp.Header)
-	if !printableASCII(respType) || !strings.EqualFold(reqType, respType) {
+	if reqType == "" || !printableASCII(respType) || !strings.EqualFold(reqType, respType) {
 		ic.setUpstream(nil)
 		uc.discard()
-		ic.failed(x, req, fmt.Errorf("%w: switched to protocol %q when %q was asked for", errUpstreamProtocol, respType, reqType), false)
+		// Scrubbed before quoting: the asked-for protocol is the
+		// client's header, which may have had a credential put in, and
+		// the scrubber would miss a value quoting escaped.
+		creds := ic.s.creds
+		ic.failed(x, req, fmt.Errorf("%w: switched to protocol %q when %q was asked for", errUpstreamProtocol,
+			creds.scrub(respType), creds.scrub(reqType)), false)
 		return
 	}
 	x.status = resp.StatusCode

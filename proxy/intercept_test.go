@@ -158,6 +158,19 @@ func startInterceptingOn(t *testing.T, ln net.Listener, opts Options) *intercept
 			brw.Flush()
 		}
 	})
+	mux.HandleFunc("/switch-unasked", func(w http.ResponseWriter, r *http.Request) {
+		// Switches protocols, to none named, whatever the request asked
+		// for.
+		st.seen.add(r.Clone(r.Context()))
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\n\r\n")
+		brw.Flush()
+		io.Copy(io.Discard, brw)
+	})
 	mux.HandleFunc("/trailer", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Trailer", "X-Sum")
 		io.WriteString(w, "part one, ")

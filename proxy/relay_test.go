@@ -286,3 +286,40 @@ func TestInterceptReadHeaderTimeout(t *testing.T) {
 		t.Errorf("the connection ended after %v; want about 300ms", d)
 	}
 }
+
+// TestInterceptBrokenBody: a request whose body cannot be read (a
+// malformed chunk) gets an answer and ends its connection, as from the
+// http.Server: what follows in the stream is the body's, never a request
+// of its own.
+func TestInterceptBrokenBody(t *testing.T) {
+	t.Parallel()
+	st := startIntercepting(t, Options{})
+	host := "api.example.com:" + st.ps
+	tc, br := st.rawIntercepted(t, "api.example.com")
+	io.WriteString(tc, "POST /broken HTTP/1.1\r\nHost: "+host+"\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"+
+		"GET /after HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+	resp, _ := readAnswer(t, br, http.MethodPost)
+	if resp.StatusCode < 400 || !resp.Close {
+		t.Errorf("POST with a broken body = %d, close %v; want an error and the connection closed", resp.StatusCode, resp.Close)
+	}
+	if b, err := io.ReadAll(br); len(b) > 0 {
+		t.Errorf("after the broken body: %q, %v; want the end", b, err)
+	}
+	for _, r := range st.seen.all() {
+		if r.URL.Path == "/after" {
+			t.Error("the bytes after the broken body reached the upstream as a request")
+		}
+	}
+}
+
+// TestInterceptUnaskedUpgrade: a 101 to a request that asked for no
+// upgrade is the upstream's error, not a joined connection.
+func TestInterceptUnaskedUpgrade(t *testing.T) {
+	t.Parallel()
+	st := startIntercepting(t, Options{})
+	tc, br := st.rawIntercepted(t, "api.example.com")
+	io.WriteString(tc, "GET /switch-unasked HTTP/1.1\r\nHost: api.example.com:"+st.ps+"\r\n\r\n")
+	if resp, body := readAnswer(t, br, http.MethodGet); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("GET /switch-unasked = %d %q; want 502", resp.StatusCode, body)
+	}
+}

@@ -253,11 +253,11 @@ tunnel in the same runs: 61–129 / 30–52 / 560–1010):
   a proxy killed with SIGKILL loses at most its last 10 ms of lines. A/B, 3 runs each at
   concurrency 16: about 1.5–2 µs less proxy CPU per intercepted request, +0.02–0.03 on the ratio.
 - **Fewer timers per request** (2babc28). A head that has arrived whole is read with no
-  deadline of its own (one timer update per request rather than three); a body of known length
-  ends with its last byte, rather than after one more read that found EOF behind a look at the
-  socket (recvfrom) and a watch timer; the Host a connection's requests name is checked once.
-  A/B, 9 rounds each on a quiet 2-CPU machine: proxy CPU per request 77.9 → 73.2 µs at
-  concurrency 1 (ratio 0.76 → 0.81), 34.0 → 33.5 µs at 16 (0.63 → 0.64).
+  deadline of its own (one timer update per request rather than three); the Host a connection's
+  requests name is checked once. A/B, 9 rounds each on a quiet 2-CPU machine: proxy CPU per
+  request 77.9 → 73.2 µs at concurrency 1 (ratio 0.76 → 0.81), 34.0 → 33.5 µs at 16 (0.63 →
+  0.64). (The same commit also ended a body of known length at its last byte; a review found
+  that net/http's body reader already returns EOF with it, so that part did nothing and is gone.)
 - **Where 0.8× at concurrency 16 lies** (2026-11-28, the same machine; builds made for the
   experiment, not shipped; ` + "`proxybench intercept`" + `, 3 rounds of 1 s per run, 2 runs each):
 
