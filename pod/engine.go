@@ -165,7 +165,7 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	var created []Object
 	defer func() {
 		if err == nil {
-			if err = clearUnfinished(pl.Name); err == nil {
+			if err = clearUnfinished(pl.Name, token); err == nil {
 				return
 			}
 		}
@@ -177,7 +177,7 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 		defer cancel()
 		cerr := removeAll(cctx, eng, created)
 		if cerr == nil {
-			cerr = clearUnfinished(pl.Name)
+			cerr = clearUnfinished(pl.Name, token)
 		}
 		if cerr != nil {
 			err = fmt.Errorf("%w (and cleanup failed: %v)", err, cerr)
@@ -433,7 +433,7 @@ func Delete(ctx context.Context, eng Engine, short string, keepVolumes bool) ([]
 		return nil, fmt.Errorf("pod %s: %w", short, ErrNotFound)
 	}
 	if !marks {
-		return removePod(ctx, eng, objs, short, keepVolumes)
+		return removePod(ctx, eng, objs, keepVolumes)
 	}
 	r, err := markRemoval(ctx, short, keepVolumes, true)
 	if err != nil {
@@ -444,12 +444,12 @@ func Delete(ctx context.Context, eng Engine, short string, keepVolumes bool) ([]
 
 // removePod removes the pod's objects (but its volumes, with keepVolumes),
 // then its unfinished mark, and returns what it removed.
-func removePod(ctx context.Context, eng Engine, objs []Object, short string, keepVolumes bool) ([]Object, error) {
+func removePod(ctx context.Context, eng Engine, objs []Object, keepVolumes bool) ([]Object, error) {
 	gone := doomed(objs, keepVolumes)
 	if err := removeAll(ctx, eng, gone); err != nil {
 		return gone, err
 	}
-	return gone, clearUnfinishedOf(short, objs)
+	return gone, clearUnfinishedOf(objs)
 }
 
 // doomed is what a delete removes of objs: all of them, but the volumes
@@ -532,7 +532,7 @@ func RemoveLeftovers(ctx context.Context, eng Engine, left []Object) error {
 				_, err = FinishRemoval(ctx, eng, r)
 				errs = append(errs, err)
 			default:
-				_, err = removePod(ctx, eng, now, short, false)
+				_, err = removePod(ctx, eng, now, false)
 				errs = append(errs, err)
 			}
 		}

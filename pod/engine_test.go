@@ -2,7 +2,6 @@ package pod
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -367,13 +366,13 @@ func TestKilledUpIsALeftover(t *testing.T) {
 	if err := Up(context.Background(), f, pl, src, UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if unfinishedToken(pl.Name) != "" {
+	objs, _ := f.Objects(context.Background(), pl.Name)
+	if unfinished(podOf(t, objs)) {
 		t.Fatal("a finished up left its pod marked unfinished")
 	}
 	if left, _ := Leftovers(context.Background(), f); len(left) != 0 {
 		t.Fatalf("a finished pod is a leftover: %v", left)
 	}
-	objs, _ := f.Objects(context.Background(), pl.Name)
 	markUnfinished(pl.Name, podOf(t, objs).Labels[plan.LabelUp]) // as an up killed while it checked the pod
 	if !halfCreated(objs) {
 		t.Error("the killed up's pod is taken for complete (by up, which would report it running)")
@@ -382,8 +381,8 @@ func TestKilledUpIsALeftover(t *testing.T) {
 	if len(left) != len(objs) {
 		t.Fatalf("Leftovers = %v; want the killed up's %d objects", left, len(objs))
 	}
-	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != 0 || unfinishedToken(pl.Name) != "" {
-		t.Errorf("RemoveLeftovers: %v, left %v, mark %q", err, f.objects, unfinishedToken(pl.Name))
+	if err := RemoveLeftovers(context.Background(), f, left); err != nil || len(f.objects) != 0 || unfinished(podOf(t, objs)) {
+		t.Errorf("RemoveLeftovers: %v, left %v, marked %v", err, f.objects, unfinished(podOf(t, objs)))
 	}
 }
 
@@ -398,30 +397,35 @@ func podOf(t *testing.T, objs []Object) Object {
 }
 
 // TestUnfinishedMarkNamesItsPod: the unfinished marks are this user's
-// for every podman service and cluster, by pod name; a mark left by an
-// up killed on one service makes gc, the pool and up on another take a
-// whole pod of the same name there for a leftover only if it is the pod
-// that up made (its token), and removing that other pod leaves the mark
-// to its own.
+// for every podman service and cluster, and pods of two services may have
+// the same name. An up killed on one service leaves a mark that counts
+// for its own pod only: not for a whole pod of the name on another, nor a
+// pod without a token (the kube engine's); an up of the name there, which
+// finishes, leaves it, and so does deleting the other pod. A mark from a
+// devaipod before tokens still counts for a pod without one.
 func TestUnfinishedMarkNamesItsPod(t *testing.T) {
 	pl, src := testPlan(t, "elsewhere")
+	// A killed up's pod, as on another service.
+	killed := newFake()
+	if err := Up(context.Background(), killed, pl, src, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	killedObjs, _ := killed.Objects(context.Background(), pl.Name)
+	killedPod := podOf(t, killedObjs)
+	if killedPod.Labels[plan.LabelUp] == "" {
+		t.Fatalf("the pod has no %s label", plan.LabelUp)
+	}
+	markUnfinished(pl.Name, killedPod.Labels[plan.LabelUp])
+
+	// An up of the same name here finishes.
 	here := newFake()
 	if err := Up(context.Background(), here, pl, src, UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	objs, _ := here.Objects(context.Background(), pl.Name)
-	if podOf(t, objs).Labels[plan.LabelUp] == "" {
-		t.Fatalf("the pod has no %s label", plan.LabelUp)
-	}
-	// An up of the same name on another service, killed while it
-	// checked its pod; and a pod of that name made without a token (by
-	// the kube engine, or a devaipod before tokens).
-	markUnfinished(pl.Name, rand.Text())
-	untokened := newFake()
-	untokened.add(KindPod, pl.Pod.Name, pl.Name, map[string]string{plan.LabelPod: pl.Name})
-	for name, f := range map[string]*fakeEngine{"the other service's pod": here, "a pod without a token": untokened} {
-		objs, _ := f.Objects(context.Background(), pl.Name)
-		if unfinished(podOf(t, objs)) {
+	untokened := Object{Kind: KindPod, Name: pl.Pod.Name, Pod: pl.Name, Labels: map[string]string{plan.LabelPod: pl.Name}}
+	for name, p := range map[string]Object{"this service's pod": podOf(t, objs), "a pod without a token": untokened} {
+		if unfinished(p) {
 			t.Errorf("%s is taken for the killed up's", name)
 		}
 	}
@@ -431,12 +435,18 @@ func TestUnfinishedMarkNamesItsPod(t *testing.T) {
 	if left, _ := Leftovers(context.Background(), here); len(left) != 0 {
 		t.Errorf("Leftovers = %v; want none", left)
 	}
-	mark := unfinishedToken(pl.Name)
 	if _, err := Delete(context.Background(), here, pl.Name, false); err != nil {
 		t.Fatal(err)
 	}
-	if got := unfinishedToken(pl.Name); got != mark {
-		t.Errorf("deleting another pod of the name changed the mark from %q to %q", mark, got)
+	if !unfinished(killedPod) || !halfCreated(killedObjs) {
+		t.Error("an up of the name elsewhere, and deleting its pod, cleared the killed up's mark")
+	}
+
+	// A devaipod before tokens: an empty file named by the pod.
+	markUnfinished(pl.Name, "")
+	if !unfinished(untokened) || unfinished(podOf(t, objs)) {
+		t.Errorf("a mark without a token: counts for the pod without one %v (want true), for a pod with one %v (want false)",
+			unfinished(untokened), unfinished(podOf(t, objs)))
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"syscall"
 
@@ -99,57 +98,55 @@ func flockHeld(path string) (exists, held bool) {
 // never passed its checks: the mark, which outlives the up's lock and a
 // reboot, tells gc, the pool and the next up that it is a leftover.
 //
-// The mark holds the up's token, which the pod carries as its LabelUp:
-// the folder is this user's, for every podman service and cluster they
-// use, and a mark names a pod by its name only, so without the token an
-// up killed on one service would make gc on another remove a pod of the
-// same name there, whole and running.
+// A mark is the up's own, named by the pod's name and the up's token,
+// which the pod carries as its LabelUp: the folder is this user's, for
+// every podman service and cluster they use, so a mark named by the pod's
+// name alone made an up killed against one service make gc against
+// another remove a whole pod of that name there, and an up there of that
+// name overwrite or clear the mark here. A devaipod before tokens left an
+// empty file named by the pod's name only: it still counts for a pod
+// without a token.
 
-func unfinishedPath(short string) string { return filepath.Join(stateDir(), "unfinished", short) }
+func unfinishedPath(short, token string) string {
+	name := short
+	if token != "" {
+		name += "@" + token
+	}
+	return filepath.Join(stateDir(), "unfinished", name)
+}
 
 func markUnfinished(short, token string) error {
-	if err := os.MkdirAll(filepath.Dir(unfinishedPath(short)), 0o700); err != nil {
+	path := unfinishedPath(short, token)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("mark pod %s unfinished: %w", short, err)
 	}
-	if err := os.WriteFile(unfinishedPath(short), []byte(token), 0o600); err != nil {
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		return fmt.Errorf("mark pod %s unfinished: %w", short, err)
 	}
 	return nil
 }
 
-func clearUnfinished(short string) error {
-	if err := os.Remove(unfinishedPath(short)); err != nil && !errors.Is(err, os.ErrNotExist) {
+func clearUnfinished(short, token string) error {
+	if err := os.Remove(unfinishedPath(short, token)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("mark pod %s finished: %w", short, err)
 	}
 	return nil
 }
 
-// unfinishedToken is the token of the up that marked the pod unfinished,
-// "" if none did (or a devaipod from before tokens did).
-func unfinishedToken(short string) string {
-	b, err := os.ReadFile(unfinishedPath(short))
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
-
 // unfinished tells whether p, a pod, was made by an up that neither
 // finished nor rolled back.
 func unfinished(p Object) bool {
-	token := unfinishedToken(p.Pod)
-	return token != "" && token == p.Labels[plan.LabelUp]
+	_, err := os.Lstat(unfinishedPath(p.Pod, p.Labels[plan.LabelUp]))
+	return err == nil
 }
 
-// clearUnfinishedOf clears the pod's unfinished mark if it is the mark of
-// one of objs' pods, or a mark without a token (from a devaipod before
-// tokens).
-func clearUnfinishedOf(short string, objs []Object) error {
-	token := unfinishedToken(short)
-	if token != "" && !slices.ContainsFunc(objs, func(o Object) bool {
-		return o.Kind == KindPod && o.Labels[plan.LabelUp] == token
-	}) {
-		return nil
+// clearUnfinishedOf clears the unfinished marks of objs' pods.
+func clearUnfinishedOf(objs []Object) error {
+	var errs []error
+	for _, o := range objs {
+		if o.Kind == KindPod {
+			errs = append(errs, clearUnfinished(o.Pod, o.Labels[plan.LabelUp]))
+		}
 	}
-	return clearUnfinished(short)
+	return errors.Join(errs...)
 }

@@ -334,7 +334,7 @@ func FinishRemoval(ctx context.Context, eng Engine, r *Removal) ([]Object, error
 		r.Release()
 		return nil, err
 	}
-	gone, err := removePod(ctx, eng, objs, r.short, r.KeepVolumes)
+	gone, err := removePod(ctx, eng, objs, r.KeepVolumes)
 	if err != nil {
 		r.Release()
 		return gone, err
