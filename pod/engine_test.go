@@ -401,8 +401,7 @@ func podOf(t *testing.T, objs []Object) Object {
 // the same name. An up killed on one service leaves a mark that counts
 // for its own pod only: not for a whole pod of the name on another, nor a
 // pod without a token (the kube engine's); an up of the name there, which
-// finishes, leaves it, and so does deleting the other pod. A mark from a
-// devaipod before tokens still counts for a pod without one.
+// finishes, leaves it, and so does deleting the other pod.
 func TestUnfinishedMarkNamesItsPod(t *testing.T) {
 	pl, src := testPlan(t, "elsewhere")
 	// A killed up's pod, as on another service.
@@ -442,11 +441,17 @@ func TestUnfinishedMarkNamesItsPod(t *testing.T) {
 		t.Error("an up of the name elsewhere, and deleting its pod, cleared the killed up's mark")
 	}
 
-	// A devaipod before tokens: an empty file named by the pod.
-	markUnfinished(pl.Name, "")
-	if !unfinished(untokened) || unfinished(podOf(t, objs)) {
-		t.Errorf("a mark without a token: counts for the pod without one %v (want true), for a pod with one %v (want false)",
-			unfinished(untokened), unfinished(podOf(t, objs)))
+	// A devaipod before tokens left a file named by the pod only; a label
+	// that is not a token would make the mark's name a path.
+	os.WriteFile(filepath.Join(filepath.Dir(unfinishedPath(pl.Name, "X")), pl.Name), nil, 0o600)
+	if unfinished(untokened) || unfinished(podOf(t, objs)) {
+		t.Error("a mark from before tokens counts for a pod")
+	}
+	escaping := untokened
+	escaping.Labels = map[string]string{plan.LabelPod: pl.Name, plan.LabelUp: "x/../../" + pl.Name}
+	os.WriteFile(unfinishedPath(pl.Name, escaping.Labels[plan.LabelUp]), nil, 0o600)
+	if upToken(escaping) != "" || unfinished(escaping) {
+		t.Error("a label that is not a token names a mark")
 	}
 }
 

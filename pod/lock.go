@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/devaipod/devaipod/pod/plan"
@@ -103,16 +104,12 @@ func flockHeld(path string) (exists, held bool) {
 // every podman service and cluster they use, so a mark named by the pod's
 // name alone made an up killed against one service make gc against
 // another remove a whole pod of that name there, and an up there of that
-// name overwrite or clear the mark here. A devaipod before tokens left an
-// empty file named by the pod's name only: it still counts for a pod
-// without a token.
+// name overwrite or clear the mark here. A pod without a token (the kube
+// engine's, or one from a devaipod before tokens) has no mark; nor does a
+// label that is not a token, which would be a path.
 
 func unfinishedPath(short, token string) string {
-	name := short
-	if token != "" {
-		name += "@" + token
-	}
-	return filepath.Join(stateDir(), "unfinished", name)
+	return filepath.Join(stateDir(), "unfinished", short+"@"+token)
 }
 
 func markUnfinished(short, token string) error {
@@ -133,10 +130,24 @@ func clearUnfinished(short, token string) error {
 	return nil
 }
 
+// upToken is the token of the up that made p, a pod: its LabelUp if that
+// is one that crypto/rand.Text draws, else "".
+func upToken(p Object) string {
+	token := p.Labels[plan.LabelUp]
+	if len(token) != 26 || strings.Trim(token, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
+		return ""
+	}
+	return token
+}
+
 // unfinished tells whether p, a pod, was made by an up that neither
 // finished nor rolled back.
 func unfinished(p Object) bool {
-	_, err := os.Lstat(unfinishedPath(p.Pod, p.Labels[plan.LabelUp]))
+	token := upToken(p)
+	if token == "" {
+		return false
+	}
+	_, err := os.Lstat(unfinishedPath(p.Pod, token))
 	return err == nil
 }
 
@@ -144,8 +155,8 @@ func unfinished(p Object) bool {
 func clearUnfinishedOf(objs []Object) error {
 	var errs []error
 	for _, o := range objs {
-		if o.Kind == KindPod {
-			errs = append(errs, clearUnfinished(o.Pod, o.Labels[plan.LabelUp]))
+		if token := upToken(o); o.Kind == KindPod && token != "" {
+			errs = append(errs, clearUnfinished(o.Pod, token))
 		}
 	}
 	return errors.Join(errs...)

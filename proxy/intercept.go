@@ -263,7 +263,17 @@ func (ic *interception) serveOne() bool {
 	if ic.admit(x, req) {
 		down, keep = ic.forward(x, req, body, keep)
 	} else {
-		keep = ic.writeRefusal(req, x, ic.mayKeep(keep))
+		// As the http.Server does with a body the handler left: read up
+		// to 256 KiB of it, before the answer, to keep the connection;
+		// past that, or if it cannot be read, the answer says that the
+		// connection closes.
+		keep = ic.mayKeep(keep)
+		if keep && body != nil {
+			if n, _ := io.CopyN(io.Discard, body, 256<<10+1); n > 256<<10 || body.failed() {
+				keep = false
+			}
+		}
+		keep = ic.writeRefusal(req, x, keep)
 	}
 	if x.status == 0 {
 		x.status = http.StatusOK
@@ -272,14 +282,8 @@ func (ic *interception) serveOne() bool {
 		down = 0 // the proxy's own answer
 	}
 	s.record(x, body.count(), down, "")
-	if keep && body != nil {
-		// As the http.Server does with a body the handler left (a refused
-		// request's): read up to 256 KiB of it to keep the connection,
-		// close it past that.
-		if n, _ := io.CopyN(io.Discard, body, 256<<10+1); n > 256<<10 {
-			keep = false
-		}
-	}
+	// Never read another request after a body that failed: the rest of
+	// the body would be read as one (forward already says so).
 	if body.failed() {
 		keep = false
 	}
@@ -471,7 +475,9 @@ func (ic *interception) forward(x *exchange, req *http.Request, body *countingRe
 		if body.failed() {
 			// The client's body, not the upstream, failed: nothing to
 			// try again, and the connection cannot go on.
-			return 0, ic.failed(x, req, err, false)
+			ic.s.log.Debug("intercepted request's body unreadable", "host", ic.x.host, "err", ic.s.creds.scrub(err.Error()))
+			x.refuse(http.StatusBadRequest, ReasonBadRequest, "the request's body could not be read")
+			return 0, ic.writeRefusal(req, x, false)
 		}
 		// A connection from the pool that the server closed meanwhile:
 		// again on a new one, as the Transport does, if the server got

@@ -97,23 +97,23 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 type countingReader struct {
 	io.ReadCloser
 	n atomic.Int64
-	// broken is set, by its reader, when the body failed to read (a
-	// malformed chunk, the client gone): the connection cannot carry
-	// another request, for the rest of the body would be read as one.
-	broken bool
+	// broken is set when the body failed to read (a malformed chunk, the
+	// client gone): the connection cannot carry another request, for the
+	// rest of the body would be read as one.
+	broken atomic.Bool
 }
 
 func (r *countingReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
 	r.n.Add(int64(n))
 	if err != nil && err != io.EOF {
-		r.broken = true
+		r.broken.Store(true)
 	}
 	return n, err
 }
 
 // failed reports whether the body failed to read.
-func (r *countingReader) failed() bool { return r != nil && r.broken }
+func (r *countingReader) failed() bool { return r != nil && r.broken.Load() }
 
 func (r *countingReader) count() int64 {
 	if r == nil {

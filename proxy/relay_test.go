@@ -295,19 +295,33 @@ func TestInterceptBrokenBody(t *testing.T) {
 	t.Parallel()
 	st := startIntercepting(t, Options{})
 	host := "api.example.com:" + st.ps
-	tc, br := st.rawIntercepted(t, "api.example.com")
-	io.WriteString(tc, "POST /broken HTTP/1.1\r\nHost: "+host+"\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"+
-		"GET /after HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
-	resp, _ := readAnswer(t, br, http.MethodPost)
-	if resp.StatusCode < 400 || !resp.Close {
-		t.Errorf("POST with a broken body = %d, close %v; want an error and the connection closed", resp.StatusCode, resp.Close)
-	}
-	if b, err := io.ReadAll(br); len(b) > 0 {
-		t.Errorf("after the broken body: %q, %v; want the end", b, err)
+	for _, tt := range []struct {
+		name, head string
+		status     int
+		reason     string
+	}{
+		{"forwarded", "POST /broken HTTP/1.1\r\nHost: " + host + "\r\n", http.StatusBadRequest, ReasonBadRequest},
+		// Refused, so its body is read only to keep the connection.
+		{"refused", "POST /broken HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + otherPlaceholder + "\r\n",
+			http.StatusForbidden, ReasonCredentialHost},
+	} {
+		tc, br := st.rawIntercepted(t, "api.example.com")
+		io.WriteString(tc, tt.head+"Transfer-Encoding: chunked\r\n\r\nzz\r\n"+"GET /after HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+		resp, _ := readAnswer(t, br, http.MethodPost)
+		if resp.StatusCode != tt.status || !resp.Close {
+			t.Errorf("%s: POST with a broken body = %d, close %v; want %d and the connection closed", tt.name, resp.StatusCode, resp.Close, tt.status)
+		}
+		if b, err := io.ReadAll(br); len(b) > 0 {
+			t.Errorf("%s: after the broken body: %q, %v; want the end", tt.name, b, err)
+		}
+		rec := st.p.audit.waitRecord(t, "for the broken body's request", func(r Record) bool { return r.Method == http.MethodPost && r.Reason == tt.reason })
+		if rec.Status != tt.status {
+			t.Errorf("%s: audit record %+v", tt.name, rec)
+		}
 	}
 	for _, r := range st.seen.all() {
 		if r.URL.Path == "/after" {
-			t.Error("the bytes after the broken body reached the upstream as a request")
+			t.Error("the bytes after a broken body reached the upstream as a request")
 		}
 	}
 }

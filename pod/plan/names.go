@@ -45,8 +45,9 @@ const (
 	// random suffix that tells one claim from another.
 	LabelClaimed = "io.devaipod.claimed"
 	// LabelUp is on the pod: a random token of the up that made it, which
-	// the up's unfinished mark holds, so that the mark names that pod and
-	// no other of the same name (on another podman service, or a cluster).
+	// names the up's unfinished mark with the pod's name, so that the mark
+	// is that pod's and no other's of the same name (on another podman
+	// service, or a cluster).
 	LabelUp = "io.devaipod.up"
 )
 
