@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -241,6 +244,26 @@ func TestE2EConnection(t *testing.T) {
 			exec.Command("kill", strings.TrimSpace(string(pid))).Run()
 		}
 	})
+	// Every service that a devaipod started for that podman ends with it,
+	// whichever way: a rootless podman runs the service in a child of its
+	// own, which outlived a SIGKILL of its parent alone.
+	t.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left := podmanServices(runtimeDir)
+			if len(left) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("podman services that devaipod started are still running: pids %v", left)
+				for _, pid := range left {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "devaipod-podman-*"))
 	start := time.Now()
 	r = devaipod(t, private, "list", "-o", "json")
@@ -324,4 +347,25 @@ func TestE2EVersionAndCompletion(t *testing.T) {
 	if r := mustDevaipod(t, nil, "up", "--help"); !strings.Contains(r.stdout, "--dry-run") || !strings.Contains(r.stdout, "Example") && !strings.Contains(r.stdout, "Examples") {
 		t.Errorf("up --help: %s", r)
 	}
+}
+
+// podmanServices are the processes of `podman system service` whose
+// XDG_RUNTIME_DIR is runtimeDir.
+func podmanServices(runtimeDir string) []int {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, dir := range procs {
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte("\x00system\x00service\x00")) {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join(dir, "environ"))
+		if err != nil || !slices.Contains(strings.Split(string(environ), "\x00"), "XDG_RUNTIME_DIR="+runtimeDir) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(dir)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

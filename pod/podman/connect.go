@@ -250,7 +250,7 @@ wait:
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	cmd.Process.Kill()
+	killService(cmd, syscall.SIGKILL)
 	<-done
 	out, _ := os.ReadFile(logPath)
 	os.RemoveAll(dir)
@@ -260,6 +260,17 @@ wait:
 	}
 	log := strings.TrimSpace(string(out))
 	return nil, &ConnectError{Msg: msg, Err: errors.New(log[strings.LastIndexByte(log, '\n')+1:]), Hint: serviceHint(log)}
+}
+
+// killService signals the podman service that startService started, and
+// the processes of its group: a rootless podman runs the service in a
+// child of its own, in the user namespace, which a SIGKILL of the parent
+// alone leaves running for ever (--time=0). The group is the service's
+// own (Setpgid); podman's pause process is in a session of its own.
+func killService(cmd *exec.Cmd, sig syscall.Signal) {
+	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+		cmd.Process.Signal(sig)
+	}
 }
 
 // serviceHint is the advice for a podman service that would not start,
@@ -297,11 +308,11 @@ func (p *Podman) Close() error {
 	if p.service == nil {
 		return nil
 	}
-	p.service.Process.Signal(syscall.SIGTERM)
+	killService(p.service, syscall.SIGTERM)
 	select {
 	case <-p.serviceDone:
 	case <-time.After(5 * time.Second):
-		p.service.Process.Kill()
+		killService(p.service, syscall.SIGKILL)
 		<-p.serviceDone
 	}
 	sock := strings.TrimPrefix(p.URI, "unix://")
