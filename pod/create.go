@@ -171,10 +171,11 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 	c.progress("cloning " + src.Display + "...")
 	c.step(StepClone, "") // described once the clone tells the commit
 	cloneAt := len(c.steps) - 1
-	tmp, err := os.MkdirTemp("", "devaipod-src-")
+	tmp, release, err := MakeTempDir(CloneDirPrefix)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	defer os.RemoveAll(tmp)
 	tree := filepath.Join(tmp, "repo")
 	cloneCtx, cancelClone := context.WithCancel(ctx)

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/devaipod/devaipod/pod"
 )
 
 // e2e skips (or, under CI, fails) when the real-podman prerequisites are
@@ -546,6 +548,7 @@ func TestE2EInterruptAndGC(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			name := uniqueName("e2e-sig")
 			cleanup(t, name)
+			clonesBefore, _ := filepath.Glob(filepath.Join(os.TempDir(), "devaipod-*"))
 			args := []string{"--config", tt.config, "up", tt.repo, "--name", name, "--timeout", "60s"}
 			cmd := exec.Command(bin, args...)
 			switch tt.launch {
@@ -630,6 +633,16 @@ func TestE2EInterruptAndGC(t *testing.T) {
 			}
 			if left := labelled(t, name); len(left) > 0 {
 				t.Errorf("gc left %v", left)
+			}
+			// The killed up's clone of the repository, in the temporary
+			// directory, goes too.
+			if !strings.Contains(r.stdout, filepath.Join(os.TempDir(), pod.CloneDirPrefix)) {
+				t.Errorf("gc did not report the killed up's clone folder: %s", r)
+			}
+			for _, dir := range pod.StaleTempDirs() {
+				if !slices.Contains(clonesBefore, dir) {
+					t.Errorf("gc left the folder %s", dir)
+				}
 			}
 		})
 	}

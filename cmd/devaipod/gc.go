@@ -15,7 +15,9 @@ func newGCCommand(g *globalFlags) *cobra.Command {
 		Short: "Remove what failed or killed ups left behind",
 		Long: `Remove leftovers: objects labelled for a pod that no longer exists, and pods
 that lack a container or whose containers were never started (an up that was
-killed). Pods whose up is still running are left alone.`,
+killed). Pods whose up is still running are left alone. Also the folders that
+killed commands left in the temporary directory (an up's clone of the
+repository, a podman service's socket).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withEngine(cmd, g, func(p *podman.Podman) error {
@@ -23,12 +25,19 @@ killed). Pods whose up is still running are left alone.`,
 				if err != nil {
 					return err
 				}
+				dirs := pod.StaleTempDirs()
 				if dryRun {
+					left = append(left, pod.TempDirObjects(dirs)...)
 					return reportObjects(cmd, g, "leftovers", left, fmt.Sprintf("Would remove %d leftover object(s)", len(left)))
 				}
 				if err := pod.RemoveLeftovers(cmd.Context(), p, left); err != nil {
 					return err
 				}
+				gone, err := pod.RemoveTempDirs(dirs)
+				if err != nil {
+					return err
+				}
+				left = append(left, gone...)
 				return reportObjects(cmd, g, "removed", left, fmt.Sprintf("Removed %d leftover object(s)", len(left)))
 			})
 		},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/containers/podman/v5/pkg/bindings"
+	"github.com/devaipod/devaipod/pod"
 	"go.podman.io/common/pkg/config"
 )
 
@@ -35,6 +36,9 @@ type Podman struct {
 	service *exec.Cmd
 	// serviceDone is closed once service has exited (and been waited for).
 	serviceDone chan struct{}
+	// serviceDir releases the lock of the service's folder (see
+	// pod.MakeTempDir), once it is removed.
+	serviceDir func()
 }
 
 // ConnectError says no podman service could be reached; Hint says what to do.
@@ -198,7 +202,7 @@ func startService(ctx context.Context, cause error) (*Podman, error) {
 		return nil, &ConnectError{Msg: "podman is not installed",
 			Hint: "install podman (Debian/Ubuntu: apt-get install podman), then run devaipod again"}
 	}
-	dir, err := os.MkdirTemp("", "devaipod-podman-")
+	dir, release, err := pod.MakeTempDir(pod.ServiceDirPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -220,12 +224,14 @@ func startService(ctx context.Context, cause error) (*Podman, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		os.RemoveAll(dir)
+		release()
 		return nil, err
 	}
 	defer logFile.Close()
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
+		release()
 		return nil, &ConnectError{Msg: "cannot start podman system service", Err: err}
 	}
 	done := make(chan struct{})
@@ -236,7 +242,7 @@ wait:
 		if _, err := os.Stat(sock); err == nil {
 			p, err := dial(ctx, bindings.Options{URI: "unix://" + sock})
 			if err == nil {
-				p.Started, p.service, p.serviceDone = true, cmd, done
+				p.Started, p.service, p.serviceDone, p.serviceDir = true, cmd, done, release
 				return p, nil
 			}
 		}
@@ -254,6 +260,7 @@ wait:
 	<-done
 	out, _ := os.ReadFile(logPath)
 	os.RemoveAll(dir)
+	release()
 	msg := "no podman service answers and starting one failed"
 	if cause != nil {
 		msg += " (" + cause.Error() + ")"
@@ -316,7 +323,9 @@ func (p *Podman) Close() error {
 		<-p.serviceDone
 	}
 	sock := strings.TrimPrefix(p.URI, "unix://")
-	return os.RemoveAll(filepath.Dir(sock))
+	err := os.RemoveAll(filepath.Dir(sock))
+	p.serviceDir()
+	return err
 }
 
 // withConn returns a context that cancels with ctx but also carries the
