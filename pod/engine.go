@@ -333,7 +333,9 @@ func copyTree(ctx context.Context, eng Engine, container, dir, project string, p
 // (without the masked files' blobs) and copies it into its volume, through
 // the agent's container (see plan.AgentGitCopyDir).
 func copyAgentGit(ctx context.Context, eng Engine, container, tree string, mask []string) error {
-	tmp, err := os.MkdirTemp("", "devaipod-agent-git-")
+	// Next to the clone, in the folder Create made for it: if up is
+	// killed, gc removes it with the clone (see MakeTempDir).
+	tmp, err := os.MkdirTemp(filepath.Dir(tree), "agent-git-")
 	if err != nil {
 		return err
 	}

@@ -50,8 +50,9 @@ func MakeTempDir(prefix string) (dir string, release func(), err error) {
 	}
 	f, err := lockedFileIn(dir)
 	if err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("lock %s: %w", dir, err)
+		// A file system without flock: the folder goes without a lock
+		// file, which gc takes for a leftover only once it is old.
+		return dir, func() {}, nil
 	}
 	return dir, func() { f.Close() }, nil
 }
@@ -63,10 +64,12 @@ func lockedFileIn(dir string) (*os.File, error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
+		os.Remove(f.Name())
 		return nil, err
 	}
 	if err := os.Rename(f.Name(), filepath.Join(dir, tempLockName)); err != nil {
 		f.Close()
+		os.Remove(f.Name())
 		return nil, err
 	}
 	return f, nil

@@ -548,7 +548,7 @@ func TestE2EInterruptAndGC(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			name := uniqueName("e2e-sig")
 			cleanup(t, name)
-			clonesBefore, _ := filepath.Glob(filepath.Join(os.TempDir(), "devaipod-*"))
+			clonesBefore, _ := filepath.Glob(filepath.Join(os.TempDir(), pod.CloneDirPrefix+"*"))
 			args := []string{"--config", tt.config, "up", tt.repo, "--name", name, "--timeout", "60s"}
 			cmd := exec.Command(bin, args...)
 			switch tt.launch {
@@ -624,6 +624,17 @@ func TestE2EInterruptAndGC(t *testing.T) {
 			if left := labelled(t, name); len(left) == 0 {
 				t.Fatalf("SIGKILL left nothing, so this test proves nothing about gc\n%s", log.String())
 			}
+			// Its clone of the repository, in the temporary directory,
+			// is a leftover too: its lock went with it.
+			var clones []string
+			for _, dir := range pod.StaleTempDirs() {
+				if strings.HasPrefix(filepath.Base(dir), pod.CloneDirPrefix) && !slices.Contains(clonesBefore, dir) {
+					clones = append(clones, dir)
+				}
+			}
+			if len(clones) == 0 {
+				t.Errorf("the killed up left no clone folder that gc takes for a leftover")
+			}
 			if r := devaipod(t, nil, "--config", tt.config, "up", tt.repo, "--name", name); r.code == 0 || !strings.Contains(r.stderr, "did not finish it") {
 				t.Errorf("up of the killed up's pod: want it refused as unfinished: %s", r)
 			}
@@ -634,14 +645,12 @@ func TestE2EInterruptAndGC(t *testing.T) {
 			if left := labelled(t, name); len(left) > 0 {
 				t.Errorf("gc left %v", left)
 			}
-			// The killed up's clone of the repository, in the temporary
-			// directory, goes too.
-			if !strings.Contains(r.stdout, filepath.Join(os.TempDir(), pod.CloneDirPrefix)) {
-				t.Errorf("gc did not report the killed up's clone folder: %s", r)
-			}
-			for _, dir := range pod.StaleTempDirs() {
-				if !slices.Contains(clonesBefore, dir) {
-					t.Errorf("gc left the folder %s", dir)
+			for _, dir := range clones {
+				if !strings.Contains(r.stdout, dir) {
+					t.Errorf("gc did not report the killed up's clone folder %s: %s", dir, r)
+				}
+				if _, err := os.Lstat(dir); err == nil {
+					t.Errorf("gc left the killed up's clone folder %s", dir)
 				}
 			}
 		})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/devaipod/devaipod/pod"
@@ -30,11 +31,9 @@ repository, a podman service's socket).`,
 					left = append(left, pod.TempDirObjects(dirs)...)
 					return reportObjects(cmd, g, "leftovers", left, fmt.Sprintf("Would remove %d leftover object(s)", len(left)))
 				}
-				if err := pod.RemoveLeftovers(cmd.Context(), p, left); err != nil {
-					return err
-				}
-				gone, err := pod.RemoveTempDirs(dirs)
-				if err != nil {
+				// The folders go whatever happens to the objects.
+				gone, dirErr := pod.RemoveTempDirs(dirs)
+				if err := errors.Join(pod.RemoveLeftovers(cmd.Context(), p, left), dirErr); err != nil {
 					return err
 				}
 				left = append(left, gone...)

@@ -234,7 +234,9 @@ func (c *Client) seed(ctx context.Context, s kube.Seed, pl *plan.Plan, tree stri
 	if err != nil {
 		return fmt.Errorf("copy the repository into %s/%s: %w", s.Pod, s.Container, err)
 	}
-	gitDir, err := os.MkdirTemp("", "devaipod-agent-git-")
+	// Next to the clone, in the folder pod.Create made for it: if up is
+	// killed, gc removes it with the clone (see pod.MakeTempDir).
+	gitDir, err := os.MkdirTemp(filepath.Dir(tree), "agent-git-")
 	if err != nil {
 		return err
 	}
