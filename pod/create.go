@@ -171,12 +171,11 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 	c.progress("cloning " + src.Display + "...")
 	c.step(StepClone, "") // described once the clone tells the commit
 	cloneAt := len(c.steps) - 1
-	tmp, release, err := MakeTempDir(CloneDirPrefix)
+	tmp, removeTmp, err := MakeTempDir(CloneDirPrefix)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	defer os.RemoveAll(tmp)
+	defer removeTmp()
 	tree := filepath.Join(tmp, "repo")
 	cloneCtx, cancelClone := context.WithCancel(ctx)
 	defer cancelClone()

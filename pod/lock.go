@@ -78,7 +78,9 @@ func podLocked(short string) bool {
 }
 
 // flockHeld tells whether the file at path exists, and whether another
-// process holds a flock on it: it takes a shared lock for a moment.
+// process holds a flock on it: it takes a shared lock for a moment. Only
+// a lock taken says it is free; any error counts as held, so that nothing
+// takes a lock it could not probe for free.
 func flockHeld(path string) (exists, held bool) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -86,7 +88,7 @@ func flockHeld(path string) (exists, held bool) {
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
-		return true, errors.Is(err, syscall.EWOULDBLOCK)
+		return true, true
 	}
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return true, false

@@ -41,20 +41,23 @@ const tempLockName = ".devaipod.lock"
 const unlockedTempAge = time.Hour
 
 // MakeTempDir makes a folder in the temporary directory, named prefix and
-// a random suffix, and holds its lock until release; the caller removes
-// the folder, then releases it.
-func MakeTempDir(prefix string) (dir string, release func(), err error) {
+// a random suffix, and holds its lock until remove, which removes the
+// folder and then lets the lock go.
+func MakeTempDir(prefix string) (dir string, remove func() error, err error) {
 	dir, err = os.MkdirTemp("", prefix)
 	if err != nil {
 		return "", nil, err
 	}
-	f, err := lockedFileIn(dir)
-	if err != nil {
-		// A file system without flock: the folder goes without a lock
-		// file, which gc takes for a leftover only once it is old.
-		return dir, func() {}, nil
-	}
-	return dir, func() { f.Close() }, nil
+	// Without a lock file (a file system without flock) the folder is a
+	// leftover to gc only once it is old.
+	f, lockErr := lockedFileIn(dir)
+	return dir, func() error {
+		err := os.RemoveAll(dir)
+		if lockErr == nil {
+			f.Close()
+		}
+		return err
+	}, nil
 }
 
 func lockedFileIn(dir string) (*os.File, error) {
@@ -108,31 +111,21 @@ func staleTempDir(dir string) bool {
 	case err != nil || !lst.Mode().IsRegular():
 		return false
 	}
-	return lockFree(lock)
+	exists, held := flockHeld(lock)
+	return exists && !held
 }
 
-// lockFree tells whether nobody holds a flock on the file at path: only a
-// lock taken says so, not an error.
-func lockFree(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) == nil
-}
-
-// RemoveTempDirs removes the folders (StaleTempDirs) and returns them as
-// objects to report.
-func RemoveTempDirs(dirs []string) ([]Object, error) {
+// RemoveTempDirs removes the folders (StaleTempDirs) and returns those it
+// removed.
+func RemoveTempDirs(dirs []string) ([]string, error) {
 	var errs []error
-	var gone []Object
+	var gone []string
 	for _, dir := range dirs {
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
 			continue
 		}
-		gone = append(gone, Object{Kind: KindFolder, Name: dir})
+		gone = append(gone, dir)
 	}
 	return gone, errors.Join(errs...)
 }

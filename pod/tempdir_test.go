@@ -14,15 +14,20 @@ import (
 // it is old; another name, or a file, never.
 func TestStaleTempDirs(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
-	running, release, err := MakeTempDir(CloneDirPrefix)
+	running, removeRunning, err := MakeTempDir(CloneDirPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	killed, releaseKilled, err := MakeTempDir(ServiceDirPrefix)
+	killed, err := os.MkdirTemp("", ServiceDirPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	releaseKilled() // as a killed command's lock goes with it
+	// As a killed command's: the lock file there, its lock gone.
+	if f, err := lockedFileIn(killed); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
 	unlockedNew := filepath.Join(os.TempDir(), CloneDirPrefix+"new")
 	unlockedOld := filepath.Join(os.TempDir(), CloneDirPrefix+"old")
 	other := filepath.Join(os.TempDir(), "devaipod-other-1")
@@ -41,8 +46,7 @@ func TestStaleTempDirs(t *testing.T) {
 	if !slices.Equal(stale, want) {
 		t.Errorf("StaleTempDirs = %v; want %v", stale, want)
 	}
-	gone, err := RemoveTempDirs(stale)
-	if err != nil || len(gone) != 2 || gone[0].Kind != KindFolder {
+	if gone, err := RemoveTempDirs(stale); err != nil || !slices.Equal(gone, stale) {
 		t.Errorf("RemoveTempDirs = %v, %v", gone, err)
 	}
 	for _, dir := range want {
@@ -53,6 +57,10 @@ func TestStaleTempDirs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(running, tempLockName)); err != nil {
 		t.Errorf("the running command's folder lost its lock: %v", err)
 	}
-	os.RemoveAll(running)
-	release()
+	if err := removeRunning(); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Lstat(running); !os.IsNotExist(err) {
+		t.Errorf("remove left %s: %v", running, err)
+	}
 }

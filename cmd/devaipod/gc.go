@@ -36,7 +36,7 @@ repository, a podman service's socket).`,
 				if err := errors.Join(pod.RemoveLeftovers(cmd.Context(), p, left), dirErr); err != nil {
 					return err
 				}
-				left = append(left, gone...)
+				left = append(left, pod.TempDirObjects(gone)...)
 				return reportObjects(cmd, g, "removed", left, fmt.Sprintf("Removed %d leftover object(s)", len(left)))
 			})
 		},

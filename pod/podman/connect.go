@@ -36,9 +36,9 @@ type Podman struct {
 	service *exec.Cmd
 	// serviceDone is closed once service has exited (and been waited for).
 	serviceDone chan struct{}
-	// serviceDir releases the lock of the service's folder (see
-	// pod.MakeTempDir), once it is removed.
-	serviceDir func()
+	// removeServiceDir removes the service's folder and lets its lock go
+	// (see pod.MakeTempDir).
+	removeServiceDir func() error
 }
 
 // ConnectError says no podman service could be reached; Hint says what to do.
@@ -202,7 +202,7 @@ func startService(ctx context.Context, cause error) (*Podman, error) {
 		return nil, &ConnectError{Msg: "podman is not installed",
 			Hint: "install podman (Debian/Ubuntu: apt-get install podman), then run devaipod again"}
 	}
-	dir, release, err := pod.MakeTempDir(pod.ServiceDirPrefix)
+	dir, removeDir, err := pod.MakeTempDir(pod.ServiceDirPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -223,15 +223,13 @@ func startService(ctx context.Context, cause error) (*Podman, error) {
 	logPath := filepath.Join(dir, "service.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		os.RemoveAll(dir)
-		release()
+		removeDir()
 		return nil, err
 	}
 	defer logFile.Close()
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		release()
+		removeDir()
 		return nil, &ConnectError{Msg: "cannot start podman system service", Err: err}
 	}
 	done := make(chan struct{})
@@ -242,7 +240,7 @@ wait:
 		if _, err := os.Stat(sock); err == nil {
 			p, err := dial(ctx, bindings.Options{URI: "unix://" + sock})
 			if err == nil {
-				p.Started, p.service, p.serviceDone, p.serviceDir = true, cmd, done, release
+				p.Started, p.service, p.serviceDone, p.removeServiceDir = true, cmd, done, removeDir
 				return p, nil
 			}
 		}
@@ -259,8 +257,7 @@ wait:
 	killService(cmd, syscall.SIGKILL)
 	<-done
 	out, _ := os.ReadFile(logPath)
-	os.RemoveAll(dir)
-	release()
+	removeDir()
 	msg := "no podman service answers and starting one failed"
 	if cause != nil {
 		msg += " (" + cause.Error() + ")"
@@ -322,10 +319,7 @@ func (p *Podman) Close() error {
 		killService(p.service, syscall.SIGKILL)
 		<-p.serviceDone
 	}
-	sock := strings.TrimPrefix(p.URI, "unix://")
-	err := os.RemoveAll(filepath.Dir(sock))
-	p.serviceDir()
-	return err
+	return p.removeServiceDir()
 }
 
 // withConn returns a context that cancels with ctx but also carries the
