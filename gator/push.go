@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"sync"
 
 	"github.com/devaipod/devaipod/gator/policy"
+	"github.com/devaipod/devaipod/internal/gitpack"
+
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -92,54 +93,80 @@ func openWorkspace(dir string) (*verifiedStorage, func(), error) {
 		return nil, nil, fmt.Errorf("open the workspace's repository: %w", err)
 	}
 	st := filesystem.NewStorage(dotgit, cache.NewObjectLRUDefault())
-	return &verifiedStorage{st}, func() { st.Close(); closeRoots() }, nil
+	v := &verifiedStorage{Storage: st, objects: &objectReader{dir: dotgit.(*rootFS), max: maxObjectSize},
+		cache: cache.NewObjectLRUDefault()}
+	return v, func() { st.Close(); closeRoots() }, nil
 }
 
 // maxObjectSize bounds an object of the workspace's that the gator reads.
 const maxObjectSize = 100 << 20
 
-// verifiedStorage is the workspace's repository, whose every object read
-// is checked against its id. Git objects are named by the hash of their
-// content, but go-git takes a loose or packed object's content as it
-// finds it; the agent owns these files, and could show the checks (the
-// protected paths, the commits and files a person approves) one tree and
-// push another under the same id. With the check, what the gator examines
-// is what the ids name, which is what the remote gets: it recomputes the
-// ids of what it receives.
-type verifiedStorage struct{ *filesystem.Storage }
+// verifiedStorage is the workspace's repository: go-git's storage for its
+// references and configuration, and objectReader (bounded) for its
+// objects, every one of which is checked against its id. Git objects are
+// named by the hash of their content, but go-git takes a loose or packed
+// object's content as it finds it; the agent owns these files, and could
+// show the checks (the protected paths, the commits and files a person
+// approves) one tree and push another under the same id. With the check,
+// what the gator examines is what the ids name, which is what the remote
+// gets: it recomputes the ids of what it receives.
+type verifiedStorage struct {
+	*filesystem.Storage
+	objects *objectReader
+	cache   cache.Object // of objects read and checked
+}
 
 func (v *verifiedStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
-	// go-git holds an object whole in memory, as large as its header
-	// says: look at the header first (a delta's, the size it makes).
-	if size, err := v.Storage.EncodedObjectSize(h); err == nil && size > maxObjectSize {
-		return nil, fmt.Errorf("the workspace's object %s is %d MiB, more than the %d MiB the gator takes (GitHub refuses files over 100 MiB too)",
-			h, size>>20, maxObjectSize>>20)
+	o, ok := v.cache.Get(h)
+	if !ok {
+		typ, data, err := v.objects.read(h)
+		var large *gitpack.TooLargeError
+		switch {
+		case errors.As(err, &large):
+			return nil, fmt.Errorf("the workspace's object %s is %d MiB, more than the %d MiB the gator takes (GitHub refuses files over 100 MiB too)",
+				h, large.Size>>20, large.Max>>20)
+		case errors.Is(err, plumbing.ErrObjectNotFound):
+			return nil, err
+		case err != nil:
+			return nil, fmt.Errorf("read the workspace's object %s: %w", h, err)
+		}
+		if plumbing.ComputeHash(typ, data) != h {
+			return nil, fmt.Errorf("the workspace's object %s does not match its id: the repository is damaged or was tampered with", h)
+		}
+		m := &plumbing.MemoryObject{}
+		m.SetType(typ)
+		m.Write(data)
+		v.cache.Put(m)
+		o = m
 	}
-	o, err := v.Storage.EncodedObject(t, h)
-	if err != nil {
-		return nil, err
-	}
-	r, err := o.Reader()
-	if err != nil {
-		return nil, fmt.Errorf("read object %s: %w", h, err)
-	}
-	defer r.Close()
-	hasher := plumbing.NewHasher(o.Type(), o.Size())
-	n, err := io.Copy(hasher, r)
-	if err != nil {
-		return nil, fmt.Errorf("read object %s: %w", h, err)
-	}
-	if n != o.Size() || hasher.Sum() != h {
-		return nil, fmt.Errorf("the workspace's object %s does not match its id: the repository is damaged or was tampered with", h)
+	if t != plumbing.AnyObject && o.Type() != t {
+		return nil, plumbing.ErrObjectNotFound
 	}
 	return o, nil
 }
 
 // DeltaObject is EncodedObject: the packfile encoder of a push asks for
-// objects this way, which the embedded storage would answer unchecked
-// (a stored delta, or a loose object read whole, whatever its size).
+// objects this way, which the embedded storage would answer unchecked.
 func (v *verifiedStorage) DeltaObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
 	return v.EncodedObject(t, h)
+}
+
+// HasEncodedObject and EncodedObjectSize answer from objectReader too:
+// the embedded storage would read the packs' indexes itself, unchecked.
+func (v *verifiedStorage) HasEncodedObject(h plumbing.Hash) error { return v.objects.has(h) }
+
+func (v *verifiedStorage) EncodedObjectSize(h plumbing.Hash) (int64, error) {
+	o, err := v.EncodedObject(plumbing.AnyObject, h)
+	if err != nil {
+		return 0, err
+	}
+	return o.Size(), nil
+}
+
+// IterEncodedObjects is not needed by a push, and would read every object
+// unchecked.
+func (v *verifiedStorage) IterEncodedObjects(plumbing.ObjectType) (storer.EncodedObjectIter, error) {
+	return nil, errors.New("the gator does not list the workspace's objects")
 }
 
 // headCommit resolves HEAD to a commit.

@@ -846,6 +846,41 @@ func TestPushWorkspaceHugeObject(t *testing.T) {
 	}
 }
 
+// TestPushWorkspaceInflateBomb: a loose object whose header says 5
+// bytes and that inflates to 256 MiB is refused once it passes 5 bytes
+// (go-git took it whole, then found it did not match its id).
+func TestPushWorkspaceInflateBomb(t *testing.T) {
+	// Not parallel: it measures what the process allocates.
+	r := newTestRig(t, "github:octo/app:push-branch")
+	os.WriteFile(filepath.Join(r.workspace, "hello.txt"), []byte("hello"), 0o644)
+	gitRun(t, r.workspace, "add", "hello.txt")
+	gitRun(t, r.workspace, "commit", "-q", "-m", "hello")
+	const oid = "b6fc4c620b67d95f953a5c1c1230aaab5db5a1b0"
+	var bomb bytes.Buffer
+	zw := zlib.NewWriter(&bomb)
+	io.WriteString(zw, "blob 5\x00hello")
+	zw.Write(make([]byte, 256<<20))
+	zw.Close()
+	path := filepath.Join(r.workspace, ".git", "objects", oid[:2], oid[2:])
+	os.Remove(path)
+	if err := os.WriteFile(path, bomb.Bytes(), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/bomb"))
+	runtime.ReadMemStats(&after)
+	if !isErr || !strings.Contains(text, oid+": malformed pack data: an object is not the size its header says") {
+		t.Errorf("push of an inflate bomb: %q; want it refused as such", text)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("push of an inflate bomb allocated %d MiB", grew>>20)
+	}
+	if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {
+		t.Errorf("pushed: %s", out)
+	}
+}
+
 func TestPushWorkspaceSymlinks(t *testing.T) {
 	t.Parallel()
 	r := newTestRig(t, "github:octo/app:push-branch")

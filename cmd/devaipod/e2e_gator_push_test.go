@@ -511,7 +511,7 @@ echo "full $(h -o /dev/null -w '%{http_code}' -d "$init")"
 	// After the counts above: these calls are audited too. The session
 	// cap is reached, so the script ends the oldest session first and
 	// makes both calls in one.
-	t.Run("a FIFO or a huge object in the agent's git neither hangs nor swamps the gator", func(t *testing.T) {
+	t.Run("a FIFO, a huge object or one that inflates past its header in the agent's git neither hangs nor swamps the gator", func(t *testing.T) {
 		// A gator that waits on the FIFO fails the call after a minute
 		// instead of holding the test.
 		script := `curl() { command curl --max-time 60 "$@"; }
@@ -523,13 +523,23 @@ head -c 157286400 /dev/zero > zeros.bin && git add zeros.bin && ` + agentGitID +
 echo '=== call'
 post -d '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":` + push("agent/zeros") + `}'
 echo
+git reset -q --hard ` + clean + ` && printf hello > hello.txt && git add hello.txt && ` + agentGitID + ` commit -qm hello || exit 1
+o=.git/objects/b6/fc4c620b67d95f953a5c1c1230aaab5db5a1b0
+[ -f $o ] || exit 1
+rm -f $o
+# A zlib stream (header 78 9c, gzip's deflate data and trailer) that says
+# "blob 5" and inflates to a gigabyte: a few megabytes on disk.
+{ printf '\170\234'; { printf 'blob 5\0hello'; head -c 1073741824 /dev/zero; } | busybox gzip -1 | tail -c +11; } > $o || exit 1
+echo '=== call'
+post -d '{"jsonrpc":"2.0","id":10,"method":"tools/call","params":` + push("agent/bomb") + `}'
+echo
 `
 		start := time.Now()
 		r := inAgent(script)
 		if r.code != 0 {
 			t.Fatalf("the agent's FIFO, then its 150 MiB file: %s", r)
 		}
-		a := parseMCPAnswers(t, r.stdout, 2)
+		a := parseMCPAnswers(t, r.stdout, 3)
 		// 150 MiB of zeros are about a megabyte in the agent's objects.
 		if !a[0].IsError || time.Since(start) > time.Minute {
 			t.Errorf("push_branch with a FIFO for HEAD: %+v, all done after %v; want it to fail at once", a[0], time.Since(start).Round(time.Second))
@@ -539,6 +549,14 @@ echo
 		}
 		if strings.Contains(forge.refs(t), "agent/zeros") {
 			t.Error("the 150 MiB file reached the forge")
+		}
+		// go-git inflated it whole (a gigabyte in the gator), then found
+		// that it did not match its id.
+		if !a[2].IsError || !strings.Contains(a[2].Text, "b6fc4c620b67d95f953a5c1c1230aaab5db5a1b0: malformed pack data: an object is not the size its header says") {
+			t.Errorf("push_branch of a loose object that inflates past its header: %+v; want it refused as soon as it does", a[2])
+		}
+		if strings.Contains(forge.refs(t), "agent/bomb") {
+			t.Error("the object that inflates past its header reached the forge")
 		}
 	})
 }

@@ -31,12 +31,12 @@ var mayImport = map[string][]string{
 	"pod/kube":         {"pod/config", "pod/plan", "internal/helperargs", "internal/size"},
 	"pod/plan":         {"pod/config", "pod/devcontainer", "pod/source", "proxy/rule", "internal/helperargs", "internal/size"},
 	"pod/config":       {"pod/source", "proxy/rule", "gator/policy", "internal/size"},
-	"pod/source":       {"internal/safetext"},
+	"pod/source":       {"internal/gitpack", "internal/safetext"},
 	"pod/devcontainer": {"proxy/rule", "internal/size"},
 	// The sidecars' servers.
 	"proxy":        {"proxy/rule"},
 	"proxy/rule":   {},
-	"gator":        {"gator/policy", "internal/approval"},
+	"gator":        {"gator/policy", "internal/approval", "internal/gitpack"},
 	"gator/policy": {},
 	// Shared leaves: nothing of this module.
 	"internal/approval":   {},
@@ -46,6 +46,7 @@ var mayImport = map[string][]string{
 	"internal/helperargs": {},
 	"internal/safetext":   {},
 	"internal/size":       {},
+	"internal/gitpack":    {},
 	"internal/gittest":    {},
 	"internal/layering":   {},
 	"hack/proxybench":     {"proxy"},

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/devaipod/devaipod/internal/gitpack"
 )
 
 // MaxObjectSize is the largest object that devaipod lets git take from the
@@ -64,16 +66,6 @@ func (c ctxReader) Read(p []byte) (int, error) {
 
 var errBadBundle = errors.New("not a git bundle of the kind devaipod makes")
 
-// Pack object types (gitformat-pack).
-const (
-	packCommit   = 1
-	packTree     = 2
-	packBlob     = 3
-	packTag      = 4
-	packOfsDelta = 6
-	packRefDelta = 7
-)
-
 func checkBundle(br *bufio.Reader, max int64) error {
 	hashLen := 20
 	line, err := bundleLine(br)
@@ -112,10 +104,11 @@ func checkBundle(br *bufio.Reader, max int64) error {
 	count := binary.BigEndian.Uint32(head[8:12])
 	var zr io.ReadCloser
 	for range count {
-		typ, size, err := entryHeader(br, hashLen)
+		e, err := gitpack.ReadEntry(br, hashLen)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %w", errBadBundle, err)
 		}
+		size := e.Size
 		if size > max {
 			return &ObjectTooLargeError{Size: size, Max: max}
 		}
@@ -128,15 +121,15 @@ func checkBundle(br *bufio.Reader, max int64) error {
 		}
 		inflated := &io.LimitedReader{R: zr, N: size + 1}
 		data := bufio.NewReaderSize(inflated, 64)
-		if typ == packOfsDelta || typ == packRefDelta {
+		if e.Type == gitpack.OfsDelta || e.Type == gitpack.RefDelta {
 			// A delta starts with the sizes of its base and of what it
 			// makes.
-			if _, err := deltaSize(data); err != nil {
-				return err
+			if _, err := gitpack.DeltaSize(data); err != nil {
+				return fmt.Errorf("%w: %w", errBadBundle, err)
 			}
-			made, err := deltaSize(data)
+			made, err := gitpack.DeltaSize(data)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: %w", errBadBundle, err)
 			}
 			if made > max {
 				return &ObjectTooLargeError{Size: made, Max: max}
@@ -162,64 +155,4 @@ func bundleLine(br *bufio.Reader) (string, error) {
 		return "", fmt.Errorf("%w: %w", errBadBundle, err)
 	}
 	return string(bytes.TrimSuffix(line, []byte{'\n'})), nil
-}
-
-// entryHeader reads a pack entry's type and inflated size, and skips a
-// delta's base.
-func entryHeader(br *bufio.Reader, hashLen int) (typ byte, size int64, err error) {
-	c, err := br.ReadByte()
-	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %w", errBadBundle, err)
-	}
-	typ, size = (c>>4)&7, int64(c&15)
-	for shift := 4; c&0x80 != 0; shift += 7 {
-		if shift > 56 {
-			return 0, 0, fmt.Errorf("%w: an object's size overflows", errBadBundle)
-		}
-		if c, err = br.ReadByte(); err != nil {
-			return 0, 0, fmt.Errorf("%w: %w", errBadBundle, err)
-		}
-		size |= int64(c&0x7f) << shift
-	}
-	switch typ {
-	case packCommit, packTree, packBlob, packTag:
-	case packOfsDelta:
-		for i := 0; ; i++ {
-			if i > 9 {
-				return 0, 0, fmt.Errorf("%w: a delta's offset overflows", errBadBundle)
-			}
-			if c, err = br.ReadByte(); err != nil {
-				return 0, 0, fmt.Errorf("%w: %w", errBadBundle, err)
-			}
-			if c&0x80 == 0 {
-				break
-			}
-		}
-	case packRefDelta:
-		if _, err := br.Discard(hashLen); err != nil {
-			return 0, 0, fmt.Errorf("%w: %w", errBadBundle, err)
-		}
-	default:
-		return 0, 0, fmt.Errorf("%w: object type %d", errBadBundle, typ)
-	}
-	return typ, size, nil
-}
-
-// deltaSize reads one of the sizes at a delta's start: 7 bits a byte,
-// least significant first.
-func deltaSize(r io.ByteReader) (int64, error) {
-	var size int64
-	for shift := 0; ; shift += 7 {
-		if shift > 56 {
-			return 0, fmt.Errorf("%w: a delta's size overflows", errBadBundle)
-		}
-		c, err := r.ReadByte()
-		if err != nil {
-			return 0, fmt.Errorf("%w: a delta's header: %w", errBadBundle, err)
-		}
-		size |= int64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return size, nil
-		}
-	}
 }

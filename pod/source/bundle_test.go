@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devaipod/devaipod/internal/gitpack"
 	"github.com/devaipod/devaipod/internal/gittest"
 )
 
@@ -108,24 +109,24 @@ func TestCheckBundle(t *testing.T) {
 		allowed bool
 	}{
 		{name: "a blob and a delta of it", allowed: true, bundle: handBundle(
-			packEntry{typ: packBlob, size: 1, data: blob},
-			packEntry{typ: packRefDelta, size: 5, base: oid[:], data: append(deltaHeader(1, 1), 0x91, 0, 1)})},
+			packEntry{typ: gitpack.Blob, size: 1, data: blob},
+			packEntry{typ: gitpack.RefDelta, size: 5, base: oid[:], data: append(deltaHeader(1, 1), 0x91, 0, 1)})},
 		{name: "a delta that makes 1.5 GiB", tooBig: 3 << 29, bundle: handBundle(
-			packEntry{typ: packBlob, size: 1, data: blob},
-			packEntry{typ: packRefDelta, size: int64(len(bomb)), base: oid[:], data: bomb})},
+			packEntry{typ: gitpack.Blob, size: 1, data: blob},
+			packEntry{typ: gitpack.RefDelta, size: int64(len(bomb)), base: oid[:], data: bomb})},
 		{name: "an offset delta too", tooBig: 3 << 29, bundle: handBundle(
-			packEntry{typ: packBlob, size: 1, data: blob},
-			packEntry{typ: packOfsDelta, size: int64(len(bomb)), base: []byte{0x0c}, data: bomb})},
+			packEntry{typ: gitpack.Blob, size: 1, data: blob},
+			packEntry{typ: gitpack.OfsDelta, size: int64(len(bomb)), base: []byte{0x0c}, data: bomb})},
 		{name: "a blob over the bound", tooBig: MaxObjectSize + 1, bundle: handBundle(
-			packEntry{typ: packBlob, size: MaxObjectSize + 1, data: blob})},
+			packEntry{typ: gitpack.Blob, size: MaxObjectSize + 1, data: blob})},
 		{name: "a blob larger than its header says", bundle: handBundle(
-			packEntry{typ: packBlob, size: 1, data: []byte("xy")})},
+			packEntry{typ: gitpack.Blob, size: 1, data: []byte("xy")})},
 		{name: "a blob smaller than its header says", bundle: handBundle(
-			packEntry{typ: packBlob, size: 3, data: blob})},
+			packEntry{typ: gitpack.Blob, size: 3, data: blob})},
 		{name: "an unknown type", bundle: handBundle(packEntry{typ: 5, size: 1, data: blob})},
 		{name: "not a bundle", bundle: []byte("PACK\x00\x00\x00\x02")},
-		{name: "a header cut short", bundle: handBundle(packEntry{typ: packBlob, size: 1, data: blob})[:70]},
-		{name: "a pack cut short", bundle: cut(handBundle(packEntry{typ: packBlob, size: 1, data: blob}), 3)},
+		{name: "a header cut short", bundle: handBundle(packEntry{typ: gitpack.Blob, size: 1, data: blob})[:70]},
+		{name: "a pack cut short", bundle: cut(handBundle(packEntry{typ: gitpack.Blob, size: 1, data: blob}), 3)},
 	} {
 		err := CheckBundle(context.Background(), writeBundle(t, tt.bundle), MaxObjectSize)
 		var te *ObjectTooLargeError
@@ -152,7 +153,7 @@ func cut(b []byte, n int) []byte { return b[:len(b)-n] }
 func TestCheckBundleEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	path := writeBundle(t, handBundle(packEntry{typ: packBlob, size: 1, data: []byte("x")}))
+	path := writeBundle(t, handBundle(packEntry{typ: gitpack.Blob, size: 1, data: []byte("x")}))
 	if err := CheckBundle(ctx, path, MaxObjectSize); !errors.Is(err, context.Canceled) {
 		t.Errorf("CheckBundle with its context done: %v", err)
 	}
@@ -160,7 +161,7 @@ func TestCheckBundleEndsWithItsContext(t *testing.T) {
 
 func FuzzCheckBundle(f *testing.F) {
 	f.Add(gitBundle(f))
-	f.Add(handBundle(packEntry{typ: packBlob, size: 1, data: []byte("x")}))
+	f.Add(handBundle(packEntry{typ: gitpack.Blob, size: 1, data: []byte("x")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		path := filepath.Join(t.TempDir(), "b")
 		os.WriteFile(path, b, 0o600)

@@ -1,0 +1,341 @@
+package gator
+
+import (
+	"bytes"
+	"compress/zlib"
+	"crypto/sha1"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/devaipod/devaipod/internal/gitpack"
+	"github.com/devaipod/devaipod/internal/gittest"
+
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// TestObjectReaderReadsWhatGitWrote: every object of repositories git
+// wrote (loose, packed with offset deltas, packed with reference deltas)
+// reads back whole and matches its id.
+func TestObjectReaderReadsWhatGitWrote(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		repack []string
+		delta  byte // a type of delta the pack must have
+	}{
+		{name: "loose"},
+		{name: "offset deltas", repack: []string{"repack", "-q", "-adf", "--depth=50", "--window=50"}, delta: gitpack.OfsDelta},
+		{name: "reference deltas", repack: []string{"-c", "repack.useDeltaBaseOffset=false", "repack", "-q", "-adf", "--depth=50", "--window=50"}, delta: gitpack.RefDelta},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			repo := gittest.Repo(t)
+			text := strings.Repeat("a line of text that repeats in every version\n", 300)
+			for i := range 20 {
+				gittest.WriteFile(t, filepath.Join(repo, "big.txt"), text+strings.Repeat(fmt.Sprintf("line %d\n", i), i))
+				gittest.WriteFile(t, filepath.Join(repo, fmt.Sprintf("dir/f%d", i%3)), fmt.Sprint("version ", i))
+				gittest.Git(t, repo, []string{"add", "-A"}, []string{"commit", "-q", "-m", fmt.Sprint("v", i)})
+			}
+			if tt.repack != nil {
+				gittest.Git(t, repo, tt.repack)
+			}
+			out, err := exec.Command("git", "-C", repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype) %(objectsize)").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, done, err := openWorkspace(repo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer done()
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if len(lines) < 60 {
+				t.Fatalf("git lists %d objects", len(lines))
+			}
+			for _, line := range lines {
+				var id, typ string
+				var size int64
+				fmt.Sscan(line, &id, &typ, &size)
+				o, err := st.EncodedObject(plumbing.AnyObject, plumbing.NewHash(id))
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				if o.Type().String() != typ || o.Size() != size {
+					t.Errorf("%s: read a %s of %d bytes", line, o.Type(), o.Size())
+				}
+			}
+			if tt.delta != 0 && !slices.Contains(entryTypes(t, st), tt.delta) {
+				t.Errorf("the pack has no delta of type %d: the test reads no delta", tt.delta)
+			}
+		})
+	}
+}
+
+// entryTypes lists the types of the entries of st's packs.
+func entryTypes(t *testing.T, st *verifiedStorage) []byte {
+	t.Helper()
+	r := st.objects
+	r.find(plumbing.ZeroHash)
+	var types []byte
+	for _, p := range r.packs {
+		f, err := r.dir.open(p.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := p.idx.Entries()
+		for {
+			e, err := entries.Next()
+			if err != nil {
+				break
+			}
+			var head [64]byte
+			n, _ := f.ReadAt(head[:], int64(e.Offset))
+			pe, err := gitpack.ReadEntry(bytes.NewReader(head[:n]), hashLen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			types = append(types, pe.Type)
+		}
+		f.Close()
+	}
+	return types
+}
+
+// handEntry is an entry of a hand-made pack: its id in the index, its
+// header, what follows the header (a delta's base) and its data.
+type handEntry struct {
+	id   plumbing.Hash
+	typ  byte
+	size int64
+	base []byte
+	data []byte
+}
+
+// ofsBase is the base of an offset delta distance bytes before it, as git
+// writes it.
+func ofsBase(distance int64) []byte {
+	b := []byte{byte(distance & 0x7f)}
+	for distance >>= 7; distance > 0; distance >>= 7 {
+		distance--
+		b = append([]byte{0x80 | byte(distance&0x7f)}, b...)
+	}
+	return b
+}
+
+// deltaStart is a delta's header: its base's size, what it makes.
+func deltaStart(base, made int64) []byte {
+	var b []byte
+	for _, n := range []int64{base, made} {
+		for n >= 0x80 {
+			b = append(b, byte(n&0x7f)|0x80)
+			n >>= 7
+		}
+		b = append(b, byte(n))
+	}
+	return b
+}
+
+// packOffsets returns where each entry will start in a hand-made pack.
+func packOffsets(entries []handEntry) []int64 {
+	offsets := make([]int64, len(entries))
+	var pack bytes.Buffer
+	writeEntries(&pack, entries, offsets)
+	return offsets
+}
+
+func writeEntries(b *bytes.Buffer, entries []handEntry, offsets []int64) {
+	b.WriteString("PACK")
+	binary.Write(b, binary.BigEndian, uint32(2))
+	binary.Write(b, binary.BigEndian, uint32(len(entries)))
+	for i, e := range entries {
+		offsets[i] = int64(b.Len())
+		size := e.size
+		c := e.typ<<4 | byte(size&15)
+		for size >>= 4; size > 0; size >>= 7 {
+			b.WriteByte(c | 0x80)
+			c = byte(size & 0x7f)
+		}
+		b.WriteByte(c)
+		b.Write(e.base)
+		zw := zlib.NewWriter(b)
+		zw.Write(e.data)
+		zw.Close()
+	}
+}
+
+// writeHandPack writes entries as a pack, and its version 2 index, into
+// the repository dir's .git.
+func writeHandPack(t *testing.T, dir string, entries []handEntry) {
+	t.Helper()
+	var pack bytes.Buffer
+	offsets := make([]int64, len(entries))
+	writeEntries(&pack, entries, offsets)
+	sum := sha1.Sum(pack.Bytes())
+	pack.Write(sum[:])
+
+	order := make([]int, len(entries))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(entries[a].id[:], entries[b].id[:]) })
+	var idx bytes.Buffer
+	idx.Write([]byte{0xff, 't', 'O', 'c', 0, 0, 0, 2})
+	for k := range 256 {
+		n := 0
+		for _, e := range entries {
+			if int(e.id[0]) <= k {
+				n++
+			}
+		}
+		binary.Write(&idx, binary.BigEndian, uint32(n))
+	}
+	for _, i := range order {
+		idx.Write(entries[i].id[:])
+	}
+	idx.Write(make([]byte, 4*len(entries))) // CRCs, unchecked
+	for _, i := range order {
+		binary.Write(&idx, binary.BigEndian, uint32(offsets[i]))
+	}
+	idx.Write(sum[:])
+	isum := sha1.Sum(idx.Bytes())
+	idx.Write(isum[:])
+
+	packDir := filepath.Join(dir, ".git", "objects", "pack")
+	os.MkdirAll(packDir, 0o755)
+	name := filepath.Join(packDir, "pack-"+hex.EncodeToString(sum[:]))
+	if err := os.WriteFile(name+".pack", pack.Bytes(), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name+".idx", idx.Bytes(), 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestObjectReaderBounds: objects the agent crafted so that reading them
+// takes gigabytes, or never ends, are refused after reading no more than
+// their headers say. go-git's own reader took every one of them whole
+// (the loop: until its stack overflowed).
+func TestObjectReaderBounds(t *testing.T) {
+	// Not parallel: it measures what the process allocates.
+	const bomb = 256 << 20 // what go-git would have taken
+	zeros := make([]byte, bomb)
+	hello := plumbing.ComputeHash(plumbing.BlobObject, []byte("hello"))
+	idA, idB := plumbing.NewHash(strings.Repeat("a", 40)), plumbing.NewHash(strings.Repeat("b", 40))
+	base := bytes.Repeat([]byte("x"), 0x10000)
+	// Says it makes 64 KiB; inserts one byte, then copies the whole base
+	// over and over (go-git's patch went on past the 64 KiB).
+	copies := append(append(deltaStart(0x10000, 0x10000), 1, 'y'), bytes.Repeat([]byte{0x80}, bomb/0x10000)...)
+	chain := []handEntry{{id: idA, typ: gitpack.Blob, size: 1, data: []byte("x")}}
+	for i := range maxDeltaChain + 1 {
+		chain = append(chain, handEntry{id: plumbing.ComputeHash(plumbing.BlobObject, []byte(fmt.Sprint(i))), typ: gitpack.RefDelta, size: 4,
+			base: chain[i].id[:], data: append(deltaStart(1, 1), 0x90, 1)})
+	}
+	for _, tt := range []struct {
+		name  string
+		write func(t *testing.T, dir string)
+		read  plumbing.Hash
+		want  string
+	}{
+		{name: "a loose object that inflates past its header's size", read: hello, want: "not the size its header says",
+			write: func(t *testing.T, dir string) {
+				var b bytes.Buffer
+				zw := zlib.NewWriter(&b)
+				zw.Write([]byte("blob 5\x00hello"))
+				zw.Write(zeros)
+				zw.Close()
+				s := hello.String()
+				path := filepath.Join(dir, ".git", "objects", s[:2], s[2:])
+				os.MkdirAll(filepath.Dir(path), 0o755)
+				if err := os.WriteFile(path, b.Bytes(), 0o444); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "a packed object that inflates past its header's size", read: hello, want: "not the size its header says",
+			write: func(t *testing.T, dir string) {
+				writeHandPack(t, dir, []handEntry{{id: hello, typ: gitpack.Blob, size: 5, data: append([]byte("hello"), zeros...)}})
+			}},
+		{name: "a delta that makes more than it says", read: idB, want: "past the size it makes",
+			write: func(t *testing.T, dir string) {
+				entries := []handEntry{{id: idA, typ: gitpack.Blob, size: int64(len(base)), data: base},
+					{id: idB, typ: gitpack.OfsDelta, size: int64(len(copies)), data: copies}}
+				offsets := packOffsets(entries) // the base's bytes do not move the entry
+				entries[1].base = ofsBase(offsets[1] - offsets[0])
+				writeHandPack(t, dir, entries)
+			}},
+		{name: "deltas that are each other's base", read: idA, want: "a chain of deltas that loops",
+			write: func(t *testing.T, dir string) {
+				writeHandPack(t, dir, []handEntry{
+					{id: idA, typ: gitpack.RefDelta, size: 4, base: idB[:], data: append(deltaStart(1, 1), 0x90, 1)},
+					{id: idB, typ: gitpack.RefDelta, size: 4, base: idA[:], data: append(deltaStart(1, 1), 0x90, 1)}})
+			}},
+		{name: "a chain of deltas longer than git makes", read: chain[len(chain)-1].id, want: "a chain of more than 4096 deltas",
+			write: func(t *testing.T, dir string) { writeHandPack(t, dir, chain) }},
+		{name: "a pack index that counts more objects than it has", read: hello, want: "a pack index of 1072 bytes for 2147483648 objects",
+			write: func(t *testing.T, dir string) {
+				idx := append([]byte{0xff, 't', 'O', 'c', 0, 0, 0, 2}, make([]byte, 1024+40)...)
+				binary.BigEndian.PutUint32(idx[8+4*255:], 1<<31)
+				packDir := filepath.Join(dir, ".git", "objects", "pack")
+				os.MkdirAll(packDir, 0o755)
+				if err := os.WriteFile(filepath.Join(packDir, "pack-1.idx"), idx, 0o444); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.Mkdir(filepath.Join(dir, ".git"), 0o755)
+			tt.write(t, dir)
+			st, done, err := openWorkspace(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer done()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			o, err := st.EncodedObject(plumbing.AnyObject, tt.read)
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("read %s: %v, %v; want an error saying %q", tt.read, o, err, tt.want)
+			}
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+				t.Errorf("reading it allocated %d MiB", grew>>20)
+			}
+		})
+	}
+}
+
+// FuzzObjectReader: whatever a pack entry holds (after a blob it may
+// name as its base), reading it neither panics nor takes more than its
+// header allows.
+func FuzzObjectReader(f *testing.F) {
+	f.Add(byte(gitpack.Blob), int64(5), []byte{}, []byte("hello"))
+	f.Add(byte(gitpack.OfsDelta), int64(4), []byte{0x0f}, append(deltaStart(1, 1), 0x90, 1))
+	f.Add(byte(gitpack.RefDelta), int64(4), bytes.Repeat([]byte{0xaa}, 20), append(deltaStart(1, 1), 0x90, 1))
+	f.Fuzz(func(t *testing.T, typ byte, size int64, base, data []byte) {
+		if size < 0 || size > 1<<20 || len(data) > 1<<20 {
+			return
+		}
+		dir := t.TempDir()
+		os.Mkdir(filepath.Join(dir, ".git"), 0o755)
+		first := plumbing.NewHash(strings.Repeat("a", 40))
+		hello := plumbing.ComputeHash(plumbing.BlobObject, []byte("hello"))
+		writeHandPack(t, dir, []handEntry{{id: first, typ: gitpack.Blob, size: 1, data: []byte("x")},
+			{id: hello, typ: typ & 7, size: size, base: base, data: data}})
+		st, done, err := openWorkspace(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer done()
+		if o, err := st.EncodedObject(plumbing.AnyObject, hello); err == nil && o.Size() != 5 {
+			t.Fatalf("read %d bytes for hello", o.Size())
+		}
+	})
+}
