@@ -18,20 +18,24 @@ import (
 	"github.com/devaipod/devaipod/internal/gitpack"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 )
 
 // objectReader reads the objects of the workspace's repository itself,
-// loose and packed, instead of go-git's storage: go-git inflates an
-// object's zlib stream to its end whatever size the object's header says,
-// and applies a delta past the size it says it makes, so a loose object
-// of a few kilobytes, or a delta of a few bytes, made the gator take
-// gigabytes. Here every object is at most max bytes, as its header says,
-// and is read as exactly that many: a stream that inflates to more, a
-// delta that makes more or copies outside its base, a chain of deltas
-// longer than git makes or that loops, and a pack index whose size does
-// not match the objects it counts, are errors. What is read is still only
-// what the agent wrote: verifiedStorage checks it against its id.
+// loose and packed, instead of go-git's storage, which trusts them: it
+// inflates an object's zlib stream to its end whatever size the object's
+// header says, applies a delta past the size it says it makes, follows
+// reference deltas without end, and allocates what a pack index's counts
+// say, so a loose object of a megabyte or a delta of a few kilobytes made
+// the gator take gigabytes, and two deltas that are each other's base
+// overflowed its stack. Here every object is at most max bytes, as its
+// header says, and is read as exactly that many; a delta copies only from
+// inside its base and makes no more than it says; a chain of deltas is at
+// most as deep as git makes one, never loops and makes at most
+// maxChainWork bytes along the way; a pack index is looked up where it
+// lies, in the file, and must be as large as the objects it counts. What
+// is read is still what the agent wrote: verifiedStorage checks it
+// against its id. Objects of other repositories (objects/info/alternates)
+// are not read: devaipod's clones have none.
 type objectReader struct {
 	dir *rootFS // the .git directory
 	max int64
@@ -41,21 +45,22 @@ type objectReader struct {
 	err   error
 }
 
-// maxDeltaChain bounds a chain of deltas: git never writes one longer
-// (pack.depth is at most 4095).
-const maxDeltaChain = 4096
+// Bounds of a chain of deltas: git writes none deeper than 4095
+// (pack.depth), and a chain that makes many times the largest object is
+// work the agent made up.
+const (
+	maxDeltaChain = 4095
+	maxChainWork  = 16 * maxObjectSize
+)
 
 // hashLen is a SHA-1 object id's length: go-git v5 reads no other.
 const hashLen = 20
-
-// errObjectNotFound is go-git's, which its callers test for.
-var errObjectNotFound = plumbing.ErrObjectNotFound
 
 // read returns the type and content of the object h, from its loose file
 // or a pack.
 func (r *objectReader) read(h plumbing.Hash) (plumbing.ObjectType, []byte, error) {
 	t, data, err := r.readLoose(h)
-	if !errors.Is(err, errObjectNotFound) {
+	if !errors.Is(err, plumbing.ErrObjectNotFound) {
 		return t, data, err
 	}
 	p, offset, err := r.find(h)
@@ -74,6 +79,13 @@ func (r *objectReader) has(h plumbing.Hash) error {
 	return err
 }
 
+// close closes the packs' indexes.
+func (r *objectReader) close() {
+	for _, p := range r.packs {
+		p.idx.Close()
+	}
+}
+
 func loosePath(h plumbing.Hash) string {
 	s := h.String()
 	return path.Join("objects", s[:2], s[2:])
@@ -84,7 +96,7 @@ func loosePath(h plumbing.Hash) string {
 func (r *objectReader) readLoose(h plumbing.Hash) (plumbing.ObjectType, []byte, error) {
 	f, err := r.dir.open(loosePath(h))
 	if errors.Is(err, fs.ErrNotExist) {
-		return plumbing.InvalidObject, nil, errObjectNotFound
+		return plumbing.InvalidObject, nil, plumbing.ErrObjectNotFound
 	}
 	if err != nil {
 		return plumbing.InvalidObject, nil, err
@@ -144,28 +156,45 @@ func inflateExactly(zr io.Reader, size, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// packFile is one pack of the repository, with its index.
+// packFile is one pack of the repository, and its version 2 index: magic
+// and version, 256 fanout counts, then the objects' ids in order, their
+// CRCs, their 32-bit offsets (or, top bit set, the number of an 8-byte
+// offset in the table that follows), and two checksums.
 type packFile struct {
-	name string // objects/pack/pack-*.pack
-	idx  *idxfile.MemoryIndex
+	name   string   // objects/pack/pack-*.pack
+	idx    *os.File // read where it is needed, never whole
+	size   int64    // of idx, when it was opened
+	fanout [256]uint32
 }
+
+const (
+	idxHeaderLen  = 8 + 256*4
+	idxTrailerLen = 2 * hashLen
+)
+
+// count is how many objects the index lists.
+func (p *packFile) count() int64 { return int64(p.fanout[255]) }
 
 // find returns the pack that holds h, and where.
 func (r *objectReader) find(h plumbing.Hash) (*packFile, int64, error) {
-	r.once.Do(func() { r.packs, r.err = r.loadPacks() })
+	r.once.Do(func() { r.packs, r.err = r.openPacks() })
 	if r.err != nil {
 		return nil, 0, r.err
 	}
 	for _, p := range r.packs {
-		if offset, err := p.idx.FindOffset(h); err == nil {
+		offset, ok, err := p.find(h)
+		if err != nil {
+			return nil, 0, fmt.Errorf("read the workspace's pack index %s: %w", path.Base(p.idx.Name()), err)
+		}
+		if ok {
 			return p, offset, nil
 		}
 	}
-	return nil, 0, errObjectNotFound
+	return nil, 0, plumbing.ErrObjectNotFound
 }
 
-// loadPacks reads the index of every pack.
-func (r *objectReader) loadPacks() ([]*packFile, error) {
+// openPacks opens the index of every pack and checks its header.
+func (r *objectReader) openPacks() ([]*packFile, error) {
 	entries, err := r.dir.ReadDir("objects/pack")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -179,66 +208,109 @@ func (r *objectReader) loadPacks() ([]*packFile, error) {
 		if !ok || !strings.HasPrefix(base, "pack-") {
 			continue
 		}
-		idx, err := r.loadIndex(path.Join("objects/pack", e.Name()))
+		p, err := r.openIndex(path.Join("objects/pack", e.Name()))
 		if err != nil {
+			for _, p := range packs {
+				p.idx.Close()
+			}
 			return nil, fmt.Errorf("read the workspace's pack index %s: %w", e.Name(), err)
 		}
-		packs = append(packs, &packFile{name: path.Join("objects/pack", base+".pack"), idx: idx})
+		p.name = path.Join("objects/pack", base+".pack")
+		packs = append(packs, p)
 	}
 	return packs, nil
 }
 
-// A version 2 pack index: magic and version, 256 fanout counts, then per
-// object its id, CRC and 32-bit offset, 8 bytes per offset past 2 GiB, and
-// two checksums.
-const (
-	idxHeaderLen  = 8 + 256*4
-	idxPerObject  = hashLen + 4 + 4
-	idxTrailerLen = 2 * hashLen
-)
-
-// maxIndex bounds a pack index: one of a repository of some 38 million
-// objects (Linux's has about 10 million).
-const maxIndex = 1 << 30
-
-// loadIndex reads a pack index after checking that its size matches the
-// count of objects it says it has: go-git's decoder allocates as the
-// counts say, so an index of a kilobyte that counts billions of objects
-// would take gigabytes.
-func (r *objectReader) loadIndex(name string) (*idxfile.MemoryIndex, error) {
+// openIndex opens a pack index and reads its fanout, which must count up,
+// to a count of objects that the file's size matches.
+func (r *objectReader) openIndex(name string) (*packFile, error) {
 	f, err := r.dir.open(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	p := &packFile{idx: f}
 	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	var head [idxHeaderLen]byte
-	if _, err := io.ReadFull(f, head[:]); err != nil || !bytes.Equal(head[:8], []byte{0xff, 't', 'O', 'c', 0, 0, 0, 2}) {
+	if err == nil {
+		p.size = fi.Size()
+		_, err = io.ReadFull(f, head[:])
+	}
+	if err != nil || !bytes.Equal(head[:8], []byte{0xff, 't', 'O', 'c', 0, 0, 0, 2}) {
+		f.Close()
 		return nil, fmt.Errorf("%w: not a version 2 pack index", gitpack.ErrMalformed)
 	}
-	var count uint32
-	for i := range 256 {
-		n := binary.BigEndian.Uint32(head[8+4*i:])
-		if n < count {
+	for i := range p.fanout {
+		p.fanout[i] = binary.BigEndian.Uint32(head[8+4*i:])
+		if i > 0 && p.fanout[i] < p.fanout[i-1] {
+			f.Close()
 			return nil, fmt.Errorf("%w: a pack index's counts go down", gitpack.ErrMalformed)
 		}
-		count = n
 	}
-	least := int64(idxHeaderLen) + int64(count)*idxPerObject + idxTrailerLen
-	if size := fi.Size(); size < least || size > least+int64(count)*8 || size > maxIndex {
-		return nil, fmt.Errorf("%w: a pack index of %d bytes for %d objects", gitpack.ErrMalformed, size, count)
+	least := idxHeaderLen + p.count()*(hashLen+4+4) + idxTrailerLen
+	if p.size < least || p.size > least+p.count()*8 {
+		f.Close()
+		return nil, fmt.Errorf("%w: a pack index of %d bytes for %d objects", gitpack.ErrMalformed, p.size, p.count())
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
+	return p, nil
+}
+
+// find looks h up in the index (a binary search of its ids, read where
+// they are) and returns its offset in the pack.
+func (p *packFile) find(h plumbing.Hash) (int64, bool, error) {
+	lo, hi := int64(0), int64(p.fanout[h[0]])
+	if h[0] > 0 {
+		lo = int64(p.fanout[h[0]-1])
 	}
-	idx := idxfile.NewMemoryIndex()
-	if err := idxfile.NewDecoder(bufio.NewReader(f)).Decode(idx); err != nil {
-		return nil, fmt.Errorf("%w: %w", gitpack.ErrMalformed, err)
+	var id [hashLen]byte
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if _, err := p.idx.ReadAt(id[:], idxHeaderLen+mid*hashLen); err != nil {
+			return 0, false, fmt.Errorf("%w: %w", gitpack.ErrMalformed, err)
+		}
+		switch c := bytes.Compare(id[:], h[:]); {
+		case c < 0:
+			lo = mid + 1
+		case c > 0:
+			hi = mid
+		default:
+			offset, err := p.offset(mid)
+			return offset, err == nil, err
+		}
 	}
-	return idx, nil
+	return 0, false, nil
+}
+
+// offset reads the pack offset of the index's i-th object.
+func (p *packFile) offset(i int64) (int64, error) {
+	var b [8]byte
+	small := idxHeaderLen + p.count()*(hashLen+4) + i*4
+	if _, err := p.idx.ReadAt(b[:4], small); err != nil {
+		return 0, fmt.Errorf("%w: %w", gitpack.ErrMalformed, err)
+	}
+	o := binary.BigEndian.Uint32(b[:4])
+	if o&0x80000000 == 0 {
+		return int64(o), nil
+	}
+	large := idxHeaderLen + p.count()*(hashLen+4+4) + int64(o&0x7fffffff)*8
+	if large+8 > p.size-idxTrailerLen {
+		return 0, fmt.Errorf("%w: a pack index's offset past its table", gitpack.ErrMalformed)
+	}
+	if _, err := p.idx.ReadAt(b[:], large); err != nil {
+		return 0, fmt.Errorf("%w: %w", gitpack.ErrMalformed, err)
+	}
+	v := binary.BigEndian.Uint64(b[:])
+	if v > 1<<62 {
+		return 0, fmt.Errorf("%w: a pack offset of %d", gitpack.ErrMalformed, v)
+	}
+	return int64(v), nil
+}
+
+// delta is an entry of a chain of deltas: where its data starts, and how
+// much of it there is.
+type delta struct {
+	pack  *os.File
+	start int64
+	size  int64
 }
 
 // place is where an entry is: a pack, and an offset in it.
@@ -258,93 +330,111 @@ func (r *objectReader) readPacked(p *packFile, offset int64) (plumbing.ObjectTyp
 			f.Close()
 		}
 	}()
-	// entry reads the header of the entry at at, leaving the reader at
-	// its zlib stream.
-	entry := func(at place) (gitpack.Entry, *bufio.Reader, error) {
-		f, ok := files[at.pack]
-		if !ok {
-			var err error
-			if f, err = r.dir.open(at.pack.name); err != nil {
-				return gitpack.Entry{}, nil, err
-			}
-			files[at.pack] = f
-		}
-		if at.offset < 12 {
-			return gitpack.Entry{}, nil, fmt.Errorf("%w: an object inside a pack's header", gitpack.ErrMalformed)
-		}
-		br := bufio.NewReader(io.NewSectionReader(f, at.offset, 1<<62))
-		e, err := gitpack.ReadEntry(br, hashLen)
-		return e, br, err
-	}
-
 	var (
-		deltas []place // from the object down to its base
+		z      inflater
+		deltas []delta // from the object down to its base
 		t      plumbing.ObjectType
 		data   []byte
 		at     = place{p, offset}
 		seen   = map[place]bool{}
 	)
 	for data == nil {
-		if len(deltas) >= maxDeltaChain {
-			return plumbing.InvalidObject, nil, fmt.Errorf("%w: a chain of more than %d deltas", gitpack.ErrMalformed, maxDeltaChain)
-		}
 		if seen[at] {
 			return plumbing.InvalidObject, nil, fmt.Errorf("%w: a chain of deltas that loops", gitpack.ErrMalformed)
 		}
 		seen[at] = true
-		e, br, err := entry(at)
+		f, ok := files[at.pack]
+		if !ok {
+			var err error
+			if f, err = r.dir.open(at.pack.name); err != nil {
+				return plumbing.InvalidObject, nil, err
+			}
+			files[at.pack] = f
+		}
+		e, start, err := entryAt(f, at.offset)
 		if err != nil {
 			return plumbing.InvalidObject, nil, err
 		}
-		switch e.Type {
-		case gitpack.OfsDelta:
+		if e.Type != gitpack.OfsDelta && e.Type != gitpack.RefDelta {
+			t = plumbing.ObjectType(e.Type) // the same numbers
+			if data, err = z.at(f, start, e.Size, r.max); err != nil {
+				return plumbing.InvalidObject, nil, err
+			}
+			break
+		}
+		if len(deltas) == maxDeltaChain {
+			return plumbing.InvalidObject, nil, fmt.Errorf("%w: a chain of more than %d deltas", gitpack.ErrMalformed, maxDeltaChain)
+		}
+		deltas = append(deltas, delta{pack: f, start: start, size: e.Size})
+		if e.Type == gitpack.OfsDelta {
 			if e.BaseDistance <= 0 || e.BaseDistance >= at.offset {
 				return plumbing.InvalidObject, nil, fmt.Errorf("%w: a delta's base outside its pack", gitpack.ErrMalformed)
 			}
-			deltas = append(deltas, at)
 			at.offset -= e.BaseDistance
-		case gitpack.RefDelta:
-			deltas = append(deltas, at)
-			base := plumbing.Hash(e.BaseHash)
-			t, data, err = r.readLoose(base)
-			if errors.Is(err, errObjectNotFound) {
-				at.pack, at.offset, err = r.find(base)
-			}
-			if err != nil {
-				return plumbing.InvalidObject, nil, err
-			}
-		default:
-			t = plumbing.ObjectType(e.Type) // the same numbers
-			if data, err = inflatePacked(br, e.Size, r.max); err != nil {
-				return plumbing.InvalidObject, nil, err
-			}
+			continue
+		}
+		base := plumbing.Hash(e.BaseHash)
+		t, data, err = r.readLoose(base)
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			at.pack, at.offset, err = r.find(base)
+		}
+		if err != nil {
+			return plumbing.InvalidObject, nil, err
 		}
 	}
+	work := int64(len(data))
 	for i := len(deltas) - 1; i >= 0; i-- {
-		e, br, err := entry(deltas[i])
+		d := deltas[i]
+		instructions, err := z.at(d.pack, d.start, d.size, r.max)
 		if err != nil {
 			return plumbing.InvalidObject, nil, err
 		}
-		delta, err := inflatePacked(br, e.Size, r.max)
-		if err != nil {
+		if data, err = gitpack.Patch(data, instructions, r.max); err != nil {
 			return plumbing.InvalidObject, nil, err
 		}
-		if data, err = gitpack.Patch(data, delta, r.max); err != nil {
-			return plumbing.InvalidObject, nil, err
+		if work += int64(len(data)); work > maxChainWork {
+			return plumbing.InvalidObject, nil, fmt.Errorf("%w: a chain of deltas that makes more than %d MiB on the way", gitpack.ErrMalformed, maxChainWork>>20)
 		}
 	}
 	return t, data, nil
 }
 
-// inflatePacked reads a pack entry's zlib stream from br: exactly size
-// bytes, at most max.
-func inflatePacked(br *bufio.Reader, size, max int64) ([]byte, error) {
-	if size > max {
-		return nil, &gitpack.TooLargeError{Size: size, Max: max}
+// entryAt reads the header of the pack entry at offset in f, and returns
+// it with where its zlib stream starts.
+func entryAt(f *os.File, offset int64) (gitpack.Entry, int64, error) {
+	if offset < 12 {
+		return gitpack.Entry{}, 0, fmt.Errorf("%w: an object inside a pack's header", gitpack.ErrMalformed)
 	}
-	zr, err := zlib.NewReader(br)
+	var head [64]byte
+	n, err := f.ReadAt(head[:], offset)
+	if n == 0 {
+		return gitpack.Entry{}, 0, fmt.Errorf("%w: an object past its pack's end: %w", gitpack.ErrMalformed, err)
+	}
+	r := bytes.NewReader(head[:n])
+	e, err := gitpack.ReadEntry(r, hashLen)
+	return e, offset + int64(n-r.Len()), err
+}
+
+// inflater reads zlib streams in packs, one after the other, with one
+// decompressor (each new one takes some 40 KiB).
+type inflater struct {
+	br *bufio.Reader
+	zr io.ReadCloser
+}
+
+// at reads the zlib stream at start in f: exactly size bytes, at most max.
+func (z *inflater) at(f *os.File, start, size, max int64) ([]byte, error) {
+	src := io.NewSectionReader(f, start, 1<<62)
+	var err error
+	if z.zr == nil {
+		z.br = bufio.NewReader(src)
+		z.zr, err = zlib.NewReader(z.br)
+	} else {
+		z.br.Reset(src)
+		err = z.zr.(zlib.Resetter).Reset(z.br, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", gitpack.ErrMalformed, err)
 	}
-	return inflateExactly(zr, size, max)
+	return inflateExactly(z.zr, size, max)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,21 +91,18 @@ func entryTypes(t *testing.T, st *verifiedStorage) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries, _ := p.idx.Entries()
-		for {
-			e, err := entries.Next()
-			if err != nil {
-				break
-			}
-			var head [64]byte
-			n, _ := f.ReadAt(head[:], int64(e.Offset))
-			pe, err := gitpack.ReadEntry(bytes.NewReader(head[:n]), hashLen)
+		defer f.Close()
+		for i := range p.count() {
+			offset, err := p.offset(i)
 			if err != nil {
 				t.Fatal(err)
 			}
-			types = append(types, pe.Type)
+			e, _, err := entryAt(f, offset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			types = append(types, e.Type)
 		}
-		f.Close()
 	}
 	return types
 }
@@ -175,6 +173,14 @@ func writeEntries(b *bytes.Buffer, entries []handEntry, offsets []int64) {
 // the repository dir's .git.
 func writeHandPack(t *testing.T, dir string, entries []handEntry) {
 	t.Helper()
+	writePackFiles(t, dir, entries, false)
+}
+
+// writePackFiles writes entries as a pack and its index, every offset in
+// the index's table of 64-bit offsets if large, and returns the index's
+// path.
+func writePackFiles(t *testing.T, dir string, entries []handEntry, large bool) string {
+	t.Helper()
 	var pack bytes.Buffer
 	offsets := make([]int64, len(entries))
 	writeEntries(&pack, entries, offsets)
@@ -201,8 +207,17 @@ func writeHandPack(t *testing.T, dir string, entries []handEntry) {
 		idx.Write(entries[i].id[:])
 	}
 	idx.Write(make([]byte, 4*len(entries))) // CRCs, unchecked
-	for _, i := range order {
-		binary.Write(&idx, binary.BigEndian, uint32(offsets[i]))
+	for k, i := range order {
+		if large {
+			binary.Write(&idx, binary.BigEndian, uint32(0x80000000|k))
+		} else {
+			binary.Write(&idx, binary.BigEndian, uint32(offsets[i]))
+		}
+	}
+	if large {
+		for _, i := range order {
+			binary.Write(&idx, binary.BigEndian, uint64(offsets[i]))
+		}
 	}
 	idx.Write(sum[:])
 	isum := sha1.Sum(idx.Bytes())
@@ -214,15 +229,17 @@ func writeHandPack(t *testing.T, dir string, entries []handEntry) {
 	if err := os.WriteFile(name+".pack", pack.Bytes(), 0o444); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(name+".idx", idx.Bytes(), 0o444); err != nil {
+	if err := os.WriteFile(name+".idx", idx.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return name + ".idx"
 }
 
 // TestObjectReaderBounds: objects the agent crafted so that reading them
 // takes gigabytes, or never ends, are refused after reading no more than
-// their headers say. go-git's own reader took every one of them whole
-// (the loop: until its stack overflowed).
+// their headers say. go-git's own reader took the first three whole (1 to
+// 1.5 GiB each), overflowed its stack on the loop, and allocated what the
+// index's count says (640 MiB of names).
 func TestObjectReaderBounds(t *testing.T) {
 	// Not parallel: it measures what the process allocates.
 	const bomb = 256 << 20 // what go-git would have taken
@@ -276,12 +293,23 @@ func TestObjectReaderBounds(t *testing.T) {
 					{id: idA, typ: gitpack.RefDelta, size: 4, base: idB[:], data: append(deltaStart(1, 1), 0x90, 1)},
 					{id: idB, typ: gitpack.RefDelta, size: 4, base: idA[:], data: append(deltaStart(1, 1), 0x90, 1)}})
 			}},
-		{name: "a chain of deltas longer than git makes", read: chain[len(chain)-1].id, want: "a chain of more than 4096 deltas",
+		{name: "a chain of deltas longer than git makes", read: chain[len(chain)-1].id, want: "a chain of more than 4095 deltas",
 			write: func(t *testing.T, dir string) { writeHandPack(t, dir, chain) }},
-		{name: "a pack index that counts more objects than it has", read: hello, want: "a pack index of 1072 bytes for 2147483648 objects",
+		// The chain's ids are made up: a chain that is followed to its end
+		// makes what does not match them.
+		{name: "a chain of deltas as deep as git makes is followed", read: chain[len(chain)-2].id, want: "does not match its id",
+			write: func(t *testing.T, dir string) { writeHandPack(t, dir, chain) }},
+		{name: "a pack index whose offset is past its table of large ones", read: hello, want: "a pack index's offset past its table",
+			write: func(t *testing.T, dir string) {
+				idx := writePackFiles(t, dir, []handEntry{{id: hello, typ: gitpack.Blob, size: 5, data: []byte("hello")}}, true)
+				b, _ := os.ReadFile(idx)
+				binary.BigEndian.PutUint32(b[idxHeaderLen+hashLen+4:], 0x80000005)
+				os.WriteFile(idx, b, 0o644)
+			}},
+		{name: "a pack index that counts more objects than it has", read: hello, want: "a pack index of 1072 bytes for 33554432 objects",
 			write: func(t *testing.T, dir string) {
 				idx := append([]byte{0xff, 't', 'O', 'c', 0, 0, 0, 2}, make([]byte, 1024+40)...)
-				binary.BigEndian.PutUint32(idx[8+4*255:], 1<<31)
+				binary.BigEndian.PutUint32(idx[8+4*255:], 1<<25)
 				packDir := filepath.Join(dir, ".git", "objects", "pack")
 				os.MkdirAll(packDir, 0o755)
 				if err := os.WriteFile(filepath.Join(packDir, "pack-1.idx"), idx, 0o444); err != nil {
@@ -338,4 +366,82 @@ func FuzzObjectReader(f *testing.F) {
 			t.Fatalf("read %d bytes for hello", o.Size())
 		}
 	})
+}
+
+// TestObjectReaderFinds: objects that git may put where the simple case
+// does not: an offset in the index's table of 64-bit ones, a reference
+// delta's base loose or in another pack.
+func TestObjectReaderFinds(t *testing.T) {
+	t.Parallel()
+	base := []byte("a base of some length")
+	baseID := plumbing.ComputeHash(plumbing.BlobObject, base)
+	made := []byte("a base")
+	// Copy 6 bytes at offset 0 (0x90: one size byte).
+	madeDelta := append(deltaStart(int64(len(base)), 6), 0x90, 6)
+	madeID := plumbing.ComputeHash(plumbing.BlobObject, made)
+	writeLoose := func(t *testing.T, dir string, id plumbing.Hash, content []byte) {
+		var b bytes.Buffer
+		zw := zlib.NewWriter(&b)
+		fmt.Fprintf(zw, "blob %d\x00%s", len(content), content)
+		zw.Close()
+		s := id.String()
+		path := filepath.Join(dir, ".git", "objects", s[:2], s[2:])
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, b.Bytes(), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name  string
+		write func(t *testing.T, dir string)
+		read  plumbing.Hash
+		want  []byte // nil: an error
+	}{
+		{name: "an offset in the table of large ones", read: baseID, want: base,
+			write: func(t *testing.T, dir string) {
+				writePackFiles(t, dir, []handEntry{{id: baseID, typ: gitpack.Blob, size: int64(len(base)), data: base}}, true)
+			}},
+		{name: "a reference delta whose base is loose", read: madeID, want: made,
+			write: func(t *testing.T, dir string) {
+				writeLoose(t, dir, baseID, base)
+				writeHandPack(t, dir, []handEntry{{id: madeID, typ: gitpack.RefDelta, size: int64(len(madeDelta)), base: baseID[:], data: madeDelta}})
+			}},
+		{name: "a reference delta whose base is in another pack", read: madeID, want: made,
+			write: func(t *testing.T, dir string) {
+				writeHandPack(t, dir, []handEntry{{id: baseID, typ: gitpack.Blob, size: int64(len(base)), data: base}})
+				writeHandPack(t, dir, []handEntry{{id: madeID, typ: gitpack.RefDelta, size: int64(len(madeDelta)), base: baseID[:], data: madeDelta}})
+			}},
+		{name: "an index without its pack", read: baseID,
+			write: func(t *testing.T, dir string) {
+				idx := writePackFiles(t, dir, []handEntry{{id: baseID, typ: gitpack.Blob, size: int64(len(base)), data: base}}, false)
+				os.Remove(strings.TrimSuffix(idx, ".idx") + ".pack")
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			os.Mkdir(filepath.Join(dir, ".git"), 0o755)
+			tt.write(t, dir)
+			st, done, err := openWorkspace(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer done()
+			o, err := st.EncodedObject(plumbing.AnyObject, tt.read)
+			if tt.want == nil {
+				if err == nil {
+					t.Errorf("read %s: no error", tt.read)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("read %s: %v", tt.read, err)
+			}
+			r, _ := o.Reader()
+			got, _ := io.ReadAll(r)
+			if !bytes.Equal(got, tt.want) {
+				t.Errorf("read %q, want %q", got, tt.want)
+			}
+		})
+	}
 }

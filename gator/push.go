@@ -93,56 +93,101 @@ func openWorkspace(dir string) (*verifiedStorage, func(), error) {
 		return nil, nil, fmt.Errorf("open the workspace's repository: %w", err)
 	}
 	st := filesystem.NewStorage(dotgit, cache.NewObjectLRUDefault())
-	v := &verifiedStorage{Storage: st, objects: &objectReader{dir: dotgit.(*rootFS), max: maxObjectSize},
-		cache: cache.NewObjectLRUDefault()}
-	return v, func() { st.Close(); closeRoots() }, nil
+	objects := &objectReader{dir: dotgit.(*rootFS), max: maxObjectSize}
+	v := &verifiedStorage{Storage: st, objects: objects, cache: cache.NewObjectLRUDefault(), counted: map[plumbing.Hash]bool{}}
+	return v, func() { objects.close(); st.Close(); closeRoots() }, nil
 }
 
-// maxObjectSize bounds an object of the workspace's that the gator reads.
-const maxObjectSize = 100 << 20
+// Bounds of what the gator reads of the workspace's objects: one object
+// (GitHub refuses files over 100 MiB too), and all the objects of one
+// push_branch, which go-git's packing holds in memory together (the
+// gator's memory limit is 512 MiB).
+const (
+	maxObjectSize = 100 << 20
+	maxPushRead   = 256 << 20
+)
 
 // verifiedStorage is the workspace's repository: go-git's storage for its
-// references and configuration, and objectReader (bounded) for its
-// objects, every one of which is checked against its id. Git objects are
-// named by the hash of their content, but go-git takes a loose or packed
-// object's content as it finds it; the agent owns these files, and could
-// show the checks (the protected paths, the commits and files a person
-// approves) one tree and push another under the same id. With the check,
-// what the gator examines is what the ids name, which is what the remote
-// gets: it recomputes the ids of what it receives.
+// references, and objectReader (bounded) for its objects, every one of
+// which is checked against its id. Git objects are named by the hash of
+// their content, but go-git takes a loose or packed object's content as it
+// finds it; the agent owns these files, and could show the checks (the
+// protected paths, the commits and files a person approves) one tree and
+// push another under the same id. With the check, what the gator examines
+// is what the ids name, which is what the remote gets: it recomputes the
+// ids of what it receives.
 type verifiedStorage struct {
 	*filesystem.Storage
 	objects *objectReader
 	cache   cache.Object // of objects read and checked
+
+	mu      sync.Mutex
+	counted map[plumbing.Hash]bool // objects read, whose sizes make read
+	read    int64
 }
 
-func (v *verifiedStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+func (v *verifiedStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (_ plumbing.EncodedObject, err error) {
 	o, ok := v.cache.Get(h)
 	if !ok {
-		typ, data, err := v.objects.read(h)
-		var large *gitpack.TooLargeError
-		switch {
-		case errors.As(err, &large):
-			return nil, fmt.Errorf("the workspace's object %s is %d MiB, more than the %d MiB the gator takes (GitHub refuses files over 100 MiB too)",
-				h, large.Size>>20, large.Max>>20)
-		case errors.Is(err, plumbing.ErrObjectNotFound):
+		if o, err = v.readObject(h); err != nil {
 			return nil, err
-		case err != nil:
-			return nil, fmt.Errorf("read the workspace's object %s: %w", h, err)
 		}
-		if plumbing.ComputeHash(typ, data) != h {
-			return nil, fmt.Errorf("the workspace's object %s does not match its id: the repository is damaged or was tampered with", h)
-		}
-		m := &plumbing.MemoryObject{}
-		m.SetType(typ)
-		m.Write(data)
-		v.cache.Put(m)
-		o = m
+		v.cache.Put(o)
 	}
 	if t != plumbing.AnyObject && o.Type() != t {
 		return nil, plumbing.ErrObjectNotFound
 	}
 	return o, nil
+}
+
+// readObject reads h with objectReader, checks it against h, and counts
+// it against maxPushRead.
+func (v *verifiedStorage) readObject(h plumbing.Hash) (_ plumbing.EncodedObject, err error) {
+	defer func() {
+		// The agent wrote every byte that the reader parses: a bug there
+		// fails the call, not the gator (go-git's packing calls this in
+		// a goroutine of its own, where a panic would end the process).
+		if p := recover(); p != nil {
+			err = fmt.Errorf("read the workspace's object %s: %v", h, p)
+		}
+	}()
+	typ, data, err := v.objects.read(h)
+	var large *gitpack.TooLargeError
+	switch {
+	case errors.As(err, &large):
+		return nil, fmt.Errorf("the workspace's object %s is %d MiB, more than the %d MiB the gator takes (GitHub refuses files over 100 MiB too)",
+			h, large.Size>>20, large.Max>>20)
+	case errors.Is(err, plumbing.ErrObjectNotFound):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("read the workspace's object %s: %w", h, err)
+	}
+	m := &plumbing.MemoryObject{}
+	m.SetType(typ)
+	m.Write(data)
+	if m.Hash() != h {
+		return nil, fmt.Errorf("the workspace's object %s does not match its id: the repository is damaged or was tampered with", h)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.counted[h] {
+		v.counted[h] = true
+		v.read += m.Size()
+	}
+	if v.read > maxPushRead {
+		return nil, fmt.Errorf("the push needs more than %d MiB of the workspace's objects, which the gator would hold in memory at once; push less at a time", maxPushRead>>20)
+	}
+	return m, nil
+}
+
+// Config is a default configuration, not the workspace's: go-git's push
+// reads only its packing window from it, and the agent's window could make
+// the packing compare every object with billions of others. Without a
+// window the push sends whole objects, as they are.
+func (v *verifiedStorage) Config() (*config.Config, error) {
+	c := config.NewConfig()
+	c.Pack.Window = 0
+	return c, nil
 }
 
 // DeltaObject is EncodedObject: the packfile encoder of a push asks for

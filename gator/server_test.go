@@ -870,11 +870,55 @@ func TestPushWorkspaceInflateBomb(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/bomb"))
 	runtime.ReadMemStats(&after)
-	if !isErr || !strings.Contains(text, oid+": malformed pack data: an object is not the size its header says") {
+	if !isErr || !strings.Contains(text, oid+": malformed git data: an object is not the size its header says") {
 		t.Errorf("push of an inflate bomb: %q; want it refused as such", text)
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
 		t.Errorf("push of an inflate bomb allocated %d MiB", grew>>20)
+	}
+	if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {
+		t.Errorf("pushed: %s", out)
+	}
+}
+
+// TestPushReadIsBounded: a push whose objects add up to more than the
+// gator would hold at once (go-git's packing keeps them all) is refused,
+// each object under the bound as it is.
+func TestPushReadIsBounded(t *testing.T) {
+	// Not parallel: it takes some 300 MiB.
+	r := newTestRig(t, "github:octo/app:push-branch")
+	var entries strings.Builder
+	for i := range 3 {
+		content := make([]byte, 90<<20)
+		content[0] = byte(i)
+		header := fmt.Sprintf("blob %d\x00", len(content))
+		sum := sha1.New()
+		io.WriteString(sum, header)
+		sum.Write(content)
+		var packed bytes.Buffer
+		zw := zlib.NewWriter(&packed)
+		io.WriteString(zw, header)
+		zw.Write(content)
+		zw.Close()
+		oid := hex.EncodeToString(sum.Sum(nil))
+		dir := filepath.Join(r.workspace, ".git", "objects", oid[:2])
+		os.MkdirAll(dir, 0o755)
+		if err := os.WriteFile(filepath.Join(dir, oid[2:]), packed.Bytes(), 0o444); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&entries, "100644 blob %s\tpart%d.bin\n", oid, i)
+	}
+	cmd := exec.Command("git", "-C", r.workspace, "mktree")
+	cmd.Stdin = strings.NewReader(entries.String())
+	tree, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := gitRun(t, r.workspace, "commit-tree", strings.TrimSpace(string(tree)), "-p", "HEAD", "-m", "parts")
+	gitRun(t, r.workspace, "update-ref", "HEAD", head)
+	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/parts"))
+	if !isErr || !strings.Contains(text, "the push needs more than 256 MiB of the workspace's objects") {
+		t.Errorf("push of 270 MiB: %q; want it refused", text)
 	}
 	if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {
 		t.Errorf("pushed: %s", out)

@@ -552,7 +552,7 @@ echo
 		}
 		// go-git inflated it whole (a gigabyte in the gator), then found
 		// that it did not match its id.
-		if !a[2].IsError || !strings.Contains(a[2].Text, "b6fc4c620b67d95f953a5c1c1230aaab5db5a1b0: malformed pack data: an object is not the size its header says") {
+		if !a[2].IsError || !strings.Contains(a[2].Text, "b6fc4c620b67d95f953a5c1c1230aaab5db5a1b0: malformed git data: an object is not the size its header says") {
 			t.Errorf("push_branch of a loose object that inflates past its header: %+v; want it refused as soon as it does", a[2])
 		}
 		if strings.Contains(forge.refs(t), "agent/bomb") {

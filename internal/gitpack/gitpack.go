@@ -22,7 +22,7 @@ const (
 )
 
 // ErrMalformed is data that git does not write.
-var ErrMalformed = errors.New("malformed pack data")
+var ErrMalformed = errors.New("malformed git data")
 
 // Entry is a pack entry's header.
 type Entry struct {

@@ -21,12 +21,19 @@ func header(base, made int64) []byte {
 
 func TestPatch(t *testing.T) {
 	base := []byte("0123456789")
+	big := bytes.Repeat([]byte("0123456789abcdef"), 0x2000) // 128 KiB
 	for _, tt := range []struct {
 		name  string
+		base  []byte // base if nil
 		delta []byte
 		want  string // "" for an error
 		large bool   // a *TooLargeError
 	}{
+		// 0x80 alone: offset 0 and size 0, which means 0x10000.
+		{name: "a copy of size 0 is one of 0x10000", base: big, delta: append(header(int64(len(big)), 0x10000), 0x80), want: string(big[:0x10000])},
+		// 0xff: four offset bytes and three size bytes, least significant
+		// first: offset 0x10001, size 3.
+		{name: "a copy with every byte", base: big, delta: append(header(int64(len(big)), 3), 0xff, 1, 0, 1, 0, 3, 0, 0), want: string(big[0x10001:0x10004])},
 		// copy 4 bytes at offset 2 (0x91: one offset byte, one size
 		// byte), insert "ab", copy the first byte.
 		{name: "copies and inserts", delta: append(header(10, 7), 0x91, 2, 4, 2, 'a', 'b', 0x90, 1), want: "2345ab0"},
@@ -42,7 +49,11 @@ func TestPatch(t *testing.T) {
 		{name: "cut in its header", delta: []byte{0x8a}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Patch(base, tt.delta, 1<<30)
+			b := base
+			if tt.base != nil {
+				b = tt.base
+			}
+			got, err := Patch(b, tt.delta, 1<<30)
 			var large *TooLargeError
 			switch {
 			case tt.want != "":
