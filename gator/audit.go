@@ -15,19 +15,29 @@ import (
 	"unicode/utf8"
 
 	"github.com/devaipod/devaipod/gator/policy"
+	"github.com/devaipod/devaipod/internal/auditlog"
 )
 
 // auditor writes the audit log's records ([policy.Record]), one whole line
-// per Write, never two at once.
+// per Write, never two at once. Denied calls of one tool past
+// auditlog.Limiter's bounds are counted instead, and written as one
+// "dropped" record within a minute (and when the gator stops).
 type auditor struct {
 	pod    string
 	redact func(string) string
 	log    *slog.Logger
 
+	limit auditlog.Limiter
+
 	mu     sync.Mutex
 	w      io.Writer
 	failed bool
+	timer  *time.Timer // writes the dropped records; armed at a drop
+	armed  bool
 }
+
+// droppedDelay is how long after a dropped record its count is written.
+const droppedDelay = time.Minute
 
 // Bounds of a record: its text fields carry what the agent sent (a
 // repository name, an error quoting it), and one call must not write a
@@ -38,6 +48,20 @@ const (
 )
 
 func (a *auditor) write(r policy.Record) {
+	if r.Event == policy.EventCall && r.Decision == policy.DecisionDeny && r.Ask == nil &&
+		!a.limit.Allow(r.Tool, time.Now()) {
+		a.mu.Lock()
+		if !a.armed {
+			a.armed = true
+			if a.timer == nil {
+				a.timer = time.AfterFunc(droppedDelay, a.writeDropped)
+			} else {
+				a.timer.Reset(droppedDelay)
+			}
+		}
+		a.mu.Unlock()
+		return
+	}
 	// Scrubbed before they are cut: a cut through the token would leave
 	// its start, which the scrub of the whole line no longer finds.
 	cut := func(s string, n int) string { return clip(a.redact(s), n) }
@@ -58,7 +82,9 @@ func (a *auditor) write(r policy.Record) {
 		n.By, n.Reason = clip(n.By, maxArgSummary), clip(n.Reason, maxRecordText)
 		r.Ask = &n
 	}
-	r.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	if r.Time == "" {
+		r.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	}
 	r.Kind = policy.KindGator
 	r.Pod = a.pod
 	b, err := json.Marshal(r)
@@ -76,6 +102,28 @@ func (a *auditor) write(r policy.Record) {
 		a.failed = true // say it once, not once per call
 		a.log.Error("audit: write", "err", err)
 	}
+}
+
+// writeDropped writes a record of the denied calls not written one by one
+// since the last, per tool.
+func (a *auditor) writeDropped() {
+	a.mu.Lock()
+	a.armed = false
+	a.mu.Unlock()
+	for _, d := range a.limit.Dropped() {
+		a.write(policy.Record{Event: policy.EventDropped, Tool: d.Kind, Decision: policy.DecisionDeny, Count: d.Count,
+			Since: d.Since.UTC().Format(time.RFC3339Nano)})
+	}
+}
+
+// finish writes what was dropped and not yet written: the gator stops.
+func (a *auditor) finish() {
+	a.mu.Lock()
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.mu.Unlock()
+	a.writeDropped()
 }
 
 // bodyArgs are summarised by size only: they are long, and they are the

@@ -241,6 +241,7 @@ func (s *Server) limitSessions(h http.Handler) http.Handler {
 // Serve serves Handler on ln until ctx is done, then shuts down, giving
 // running calls a few seconds to finish.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	defer s.audit.finish()
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/cgi"
@@ -1129,6 +1130,45 @@ func TestSessionCap(t *testing.T) {
 
 // TestAuditRecordsAreBounded: what the agent sends cannot make one audit
 // line large (a megabyte owner, thousands of arguments).
+// TestAuditDropsFloods: past the burst, denied calls of a tool are counted
+// and written as one record; other tools and allowed calls are not held
+// back.
+func TestAuditDropsFloods(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	a := &auditor{pod: "demo", redact: func(s string) string { return s }, log: slog.New(slog.DiscardHandler), w: &buf}
+	for range 150 {
+		a.write(policy.Record{Event: policy.EventCall, Tool: "push_branch", Decision: policy.DecisionDeny, Reason: "denied"})
+	}
+	for range 5 {
+		a.write(policy.Record{Event: policy.EventCall, Tool: "get_issue", Decision: policy.DecisionDeny, Reason: "denied"})
+	}
+	for range 150 {
+		a.write(policy.Record{Event: policy.EventCall, Tool: "get_issue", Decision: policy.DecisionAllow})
+	}
+	a.finish()
+	counts := map[string]int{}
+	var dropped []policy.Record
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		r, err := policy.ParseRecord([]byte(line))
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if r.Event == policy.EventDropped {
+			dropped = append(dropped, r)
+			continue
+		}
+		counts[r.Tool+" "+r.Decision]++
+	}
+	want := map[string]int{"push_branch deny": 100, "get_issue deny": 5, "get_issue allow": 150}
+	if !maps.Equal(counts, want) {
+		t.Errorf("records %v, want %v", counts, want)
+	}
+	if len(dropped) != 1 || dropped[0].Tool != "push_branch" || dropped[0].Decision != policy.DecisionDeny || dropped[0].Count != 50 || dropped[0].Since == "" {
+		t.Errorf("dropped records %+v, want one of push_branch, 50", dropped)
+	}
+}
+
 func TestAuditRecordsAreBounded(t *testing.T) {
 	t.Parallel()
 	r := newTestRig(t, "github:octo/app:read")

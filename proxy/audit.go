@@ -8,12 +8,19 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/devaipod/devaipod/internal/auditlog"
 )
 
 // The events of audit records.
 const (
 	EventRequest = "request" // one decision on a CONNECT or plain HTTP request
 	EventPolicy  = "policy"  // the policy in force, at start and after each change of the policy file
+	// EventDropped counts the denied requests of one reason that were not
+	// written one by one (a flood of them would push the earlier records
+	// out of the bounded log; see auditlog.Limiter): decision "deny",
+	// reason, count, and since, the time of the first of them.
+	EventDropped = "dropped"
 )
 
 // The decisions of request records.
@@ -109,6 +116,9 @@ type Record struct {
 	// Error says why the policy file was not applied; Allow and Deny are
 	// then the rules still in force.
 	Error string `json:"error,omitempty"`
+
+	Count int64  `json:"count,omitempty"` // dropped records: how many
+	Since string `json:"since,omitempty"` // dropped records: the first one's time
 }
 
 // requestLine and policyLine are what Record marshals to: each event with
@@ -132,6 +142,16 @@ type requestLine struct {
 	DecidedBy   string   `json:"decided_by,omitempty"`
 }
 
+type droppedLine struct {
+	Time     string `json:"time"`
+	Pod      string `json:"pod"`
+	Event    string `json:"event"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+	Count    int64  `json:"count"`
+	Since    string `json:"since"`
+}
+
 type policyLine struct {
 	Time  string   `json:"time"`
 	Pod   string   `json:"pod"`
@@ -144,6 +164,9 @@ type policyLine struct {
 
 // MarshalJSON writes the fields of r's event only.
 func (r Record) MarshalJSON() ([]byte, error) {
+	if r.Event == EventDropped {
+		return json.Marshal(droppedLine{Time: r.Time, Pod: r.Pod, Event: r.Event, Decision: r.Decision, Reason: r.Reason, Count: r.Count, Since: r.Since})
+	}
 	if r.Event == EventPolicy {
 		l := policyLine{Time: r.Time, Pod: r.Pod, Event: r.Event, File: r.File, Allow: r.Allow, Deny: r.Deny, Error: r.Error}
 		if l.Allow == nil {
@@ -181,7 +204,17 @@ type auditor struct {
 	timer  *time.Timer   // writes batch; made at the first record
 	armed  bool          // timer is set to write batch
 	done   bool          // Serve has returned: each record goes out at once
+
+	// Denied requests of one reason past limit's bounds are counted
+	// instead, and written as one dropped record within a minute (and
+	// when Serve returns).
+	limit        auditlog.Limiter
+	droppedTimer *time.Timer
+	droppedArmed bool
 }
+
+// droppedDelay is how long after a dropped record its count is written.
+const droppedDelay = time.Minute
 
 const (
 	// auditFlushDelay is how long a request record may wait to be
@@ -210,9 +243,23 @@ func (a *auditor) write(r Record) {
 // of the proxy's CPU per tunnel. The line is the same as write's, byte for
 // byte.
 func (a *auditor) writeRequest(r *Record) {
+	now := time.Now()
+	if r.Decision == DecisionDeny && !a.limit.Allow(r.Reason, now) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if !a.droppedArmed && !a.done {
+			a.droppedArmed = true
+			if a.droppedTimer == nil {
+				a.droppedTimer = time.AfterFunc(droppedDelay, a.writeDropped)
+			} else {
+				a.droppedTimer.Reset(droppedDelay)
+			}
+		}
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.batch = appendRequestLine(a.batch, time.Now(), a.pod, r)
+	a.batch = appendRequestLine(a.batch, now, a.pod, r)
 	if len(a.batch) >= auditBatchBytes || a.done {
 		a.writeBatch()
 		return
@@ -238,14 +285,30 @@ func (a *auditor) flush() {
 	a.writeBatch()
 }
 
-// finish writes the batch, and every later record at once: a handler
-// that outlives Serve's wait still gets its record out before the
-// process closes the audit files.
+// finish writes the batch and what was dropped, and every later record at
+// once: a handler that outlives Serve's wait still gets its record out
+// before the process closes the audit files.
 func (a *auditor) finish() {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.done = true
+	if a.droppedTimer != nil {
+		a.droppedTimer.Stop()
+	}
 	a.writeBatch()
+	a.mu.Unlock()
+	a.writeDropped()
+}
+
+// writeDropped writes a record of the denied requests not written one by
+// one since the last, per reason.
+func (a *auditor) writeDropped() {
+	a.mu.Lock()
+	a.droppedArmed = false
+	a.mu.Unlock()
+	for _, d := range a.limit.Dropped() {
+		a.write(Record{Event: EventDropped, Decision: DecisionDeny, Reason: d.Kind, Count: d.Count,
+			Since: d.Since.UTC().Format(time.RFC3339Nano)})
+	}
 }
 
 // writeBatch writes the batch, with mu held.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,43 @@ func TestAuditorWriteRequest(t *testing.T) {
 	b := &auditor{pod: "demo", w: timed}
 	b.writeRequest(&in)
 	timed.waitRecord(t, "written after the delay", func(r Record) bool { return r.Host == "h.test" })
+}
+
+// TestAuditorDropsFloods: past the burst, denied requests of a reason are
+// counted and written as one dropped record; other reasons and allowed
+// requests are not held back.
+func TestAuditorDropsFloods(t *testing.T) {
+	t.Parallel()
+	buf := &auditBuffer{}
+	a := &auditor{pod: "demo", w: buf, delay: time.Hour}
+	denied := Record{Event: EventRequest, Method: "CONNECT", Host: "flood.test", Port: 443, Decision: DecisionDeny, Reason: ReasonNotAllowed, Status: 403}
+	literal := denied
+	literal.Reason = ReasonIPLiteral
+	allowed := Record{Event: EventRequest, Method: "CONNECT", Host: "ok.test", Port: 443, Decision: DecisionAllow, Status: 200}
+	for range 150 {
+		a.writeRequest(&denied)
+		a.writeRequest(&allowed)
+	}
+	for range 5 {
+		a.writeRequest(&literal)
+	}
+	a.finish()
+	counts := map[string]int{}
+	var dropped []Record
+	for _, r := range buf.records(t) {
+		if r.Event == EventDropped {
+			dropped = append(dropped, r)
+			continue
+		}
+		counts[r.Decision+" "+r.Reason]++
+	}
+	want := map[string]int{"deny " + ReasonNotAllowed: 100, "deny " + ReasonIPLiteral: 5, "allow ": 150}
+	if !maps.Equal(counts, want) {
+		t.Errorf("records %v, want %v", counts, want)
+	}
+	if len(dropped) != 1 || dropped[0].Reason != ReasonNotAllowed || dropped[0].Decision != DecisionDeny || dropped[0].Count != 50 || dropped[0].Since == "" {
+		t.Errorf("dropped records %+v, want one of %s, 50", dropped, ReasonNotAllowed)
+	}
 }
 
 func BenchmarkAuditRecord(b *testing.B) {

@@ -60,7 +60,7 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 			return
 		}
 		var r proxy.Record
-		if json.Unmarshal([]byte(line), &r) != nil || r.Event != proxy.EventRequest {
+		if json.Unmarshal([]byte(line), &r) != nil || (r.Event != proxy.EventRequest && r.Event != proxy.EventDropped) {
 			return // a policy event
 		}
 		if denied && r.Decision != "deny" {
@@ -73,6 +73,9 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 		why := r.Rule
 		if r.Decision == "deny" {
 			why = r.Reason
+		}
+		if r.Event == proxy.EventDropped {
+			r.Method, r.Host, why = "-", "-", droppedText(r.Reason, r.Count, r.Since)
 		}
 		if r.DecidedBy != "" {
 			why += " by " + r.DecidedBy
@@ -99,7 +102,8 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 // denied.
 func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, denied bool) {
 	r, err := policy.ParseRecord([]byte(line))
-	if err != nil || (r.Event != policy.EventCall && r.Event != policy.EventAsk) || (denied && r.Decision != policy.DecisionDeny) {
+	if err != nil || (r.Event != policy.EventCall && r.Event != policy.EventAsk && r.Event != policy.EventDropped) ||
+		(denied && r.Decision != policy.DecisionDeny) {
 		return
 	}
 	if g.json() {
@@ -109,6 +113,9 @@ func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, 
 	why := r.Permission
 	if r.Decision == policy.DecisionDeny || r.Error != "" {
 		why = cmp.Or(r.Reason, r.Error)
+	}
+	if r.Event == policy.EventDropped {
+		why = droppedText("denied calls", r.Count, r.Since)
 	}
 	if a := r.Ask; a != nil {
 		switch {
@@ -124,6 +131,15 @@ func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, 
 	}
 	fmt.Fprintf(tw, "%s\t%s\tmcp\t%s %s\t%s\t-\t-\t%d\n", safetext.Cell(when), safetext.Cell(r.Decision),
 		safetext.Cell(r.Tool), safetext.Cell(r.Repo), safetext.Cell(why), r.DurationMS)
+}
+
+// droppedText tells of a dropped record: the sidecar counted what a
+// flood of refusals would have written, rather than write it.
+func droppedText(what string, count int64, since string) string {
+	if t, err := time.Parse(time.RFC3339Nano, since); err == nil {
+		since = t.Local().Format("15:04:05")
+	}
+	return fmt.Sprintf("%d more %s since %s, counted, not written one by one", count, what, since)
 }
 
 // lineWriter calls fn for every complete line written to it.

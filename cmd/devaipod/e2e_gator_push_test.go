@@ -559,6 +559,48 @@ echo
 			t.Error("the object that inflates past its header reached the forge")
 		}
 	})
+
+	// Last: it stops the pod. A flood of denied calls is counted, not
+	// written one by one (it would push every earlier record out of the
+	// bounded log); the gator writes the count when it stops.
+	t.Run("a flood of denied calls is counted, not written one by one", func(t *testing.T) {
+		const flood = 150
+		r := inAgent(`sid=$(grep -i '^mcp-session-id:' /tmp/mcp-headers | cut -d' ' -f2 | tr -d '\r')
+i=0; while [ $i -lt ` + itoa(flood) + ` ]; do i=$((i+1))
+  curl -sS -o /dev/null -w '%{http_code}\n' -X POST http://127.0.0.1:8765/mcp -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -H "Mcp-Session-Id: $sid" -d '{"jsonrpc":"2.0","id":'$i',"method":"tools/call","params":` + push("main") + `}'
+done | sort | uniq -c`)
+		if got := strings.Join(strings.Fields(r.stdout), " "); got != itoa(flood)+" 200" {
+			t.Fatalf("the agent's flood of denied calls: %s", r)
+		}
+		mustDevaipod(t, nil, "stop", name)
+		out := mustDevaipod(t, nil, "audit", name, "-o", "json").stdout
+		written, dropped := 0, int64(0)
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var rec struct {
+				Kind, Event, Tool, Decision string
+				Count                       int64
+				Args                        map[string]string
+			}
+			if json.Unmarshal([]byte(line), &rec) != nil || rec.Kind != "gator" || rec.Tool != "push_branch" || rec.Decision != "deny" {
+				continue
+			}
+			switch {
+			case rec.Event == "dropped":
+				dropped += rec.Count
+			case rec.Args["branch"] == "main":
+				written++
+			}
+		}
+		// One denial of main came before the flood, among the bad names.
+		if written-1+int(dropped) != flood || dropped == 0 || written > 101 {
+			t.Errorf("of %d denied calls, %d were written one by one and %d counted as dropped; want the first hundred or so written and the rest counted\n%s",
+				flood, written-1, dropped, out)
+		}
+		if text := mustDevaipod(t, nil, "audit", name, "--denied").stdout; !strings.Contains(text, itoa(int(dropped))+" more denied calls since") {
+			t.Errorf("audit --denied does not show the dropped calls:\n%s", text)
+		}
+	})
 }
 
 func short12(h string) string { return h[:min(12, len(h))] }

@@ -220,6 +220,20 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 			t.Errorf("audit --denied:\n%s", r.stdout)
 		}
 	})
+	// A flood of denials is counted, not written one by one: it would
+	// otherwise push every earlier record out of the bounded log.
+	const flood = 250
+	floodWritten := 0
+	t.Run("a flood of denials is counted, not written one by one", func(t *testing.T) {
+		r := agent(fmt.Sprintf(`i=0; while [ $i -lt %d ]; do i=$((i+1)); curl -s -o /dev/null -w '%%{http_code}\n' http://flood.test/$i; done | sort | uniq -c`, flood))
+		if got := strings.Join(strings.Fields(r.stdout), " "); got != fmt.Sprintf("%d 403", flood) {
+			t.Fatalf("the agent's flood of denied requests: %s", r)
+		}
+		floodWritten = strings.Count(mustDevaipod(t, nil, "audit", name, "-o", "json").stdout, `"host":"flood.test"`)
+		if floodWritten == 0 || floodWritten > 110 {
+			t.Errorf("%d of the %d denied requests written one by one; want the first hundred or so", floodWritten, flood)
+		}
+	})
 	t.Run("the audit is a bounded file out of the agent's reach, and outlives a stop", func(t *testing.T) {
 		if r := agent("ls /var/lib/devaipod/proxy 2>&1; find / -name audit.log 2>/dev/null"); strings.Contains(r.stdout, "audit.log") {
 			t.Errorf("the agent sees the proxy's audit log: %s", r)
@@ -234,8 +248,31 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 		}
 		mustDevaipod(t, nil, "stop", name)
 		stopped := mustDevaipod(t, nil, "audit", name, "-o", "json")
-		if stopped.stdout != running.stdout {
-			t.Errorf("audit of the stopped pod (its container log) differs from the file's:\n%s\nwant\n%s", stopped.stdout, running.stdout)
+		// The proxy writes what it counted when it stops (or a minute
+		// after the first it counted).
+		dropped := int64(0)
+		withoutDropped := func(out string) string {
+			var kept []string
+			for _, line := range strings.SplitAfter(out, "\n") {
+				var rec proxy.Record
+				if json.Unmarshal([]byte(line), &rec) == nil && rec.Event == proxy.EventDropped {
+					if out == stopped.stdout && rec.Reason == proxy.ReasonNotAllowed {
+						dropped += rec.Count
+					}
+					continue
+				}
+				kept = append(kept, line)
+			}
+			return strings.Join(kept, "")
+		}
+		if got, want := withoutDropped(stopped.stdout), withoutDropped(running.stdout); got != want {
+			t.Errorf("audit of the stopped pod (its container log) differs from the file's:\n%s\nwant\n%s", got, want)
+		}
+		if floodWritten > 0 && dropped != int64(flood-floodWritten) {
+			t.Errorf("the stopped pod's audit counts %d dropped denials; the flood made %d and %d were written:\n%s", dropped, flood, floodWritten, stopped.stdout)
+		}
+		if text := mustDevaipod(t, nil, "audit", name, "--denied").stdout; !strings.Contains(text, fmt.Sprintf("%d more not-allowed since", flood-floodWritten)) {
+			t.Errorf("audit --denied does not show the dropped denials:\n%s", text)
 		}
 	})
 }

@@ -18,6 +18,11 @@ const (
 	// written when the request is filed; the call's own record follows,
 	// with the outcome in Ask.
 	EventAsk = "ask"
+	// EventDropped counts the denied calls of one tool that were not
+	// written one by one (a flood of them would push the earlier records
+	// out of the bounded log): Tool, Decision "deny", Count, and Since, the
+	// time of the first of them.
+	EventDropped = "dropped"
 )
 
 // The decisions of call records.
@@ -45,7 +50,7 @@ const (
 // person's approval has an ask record (EventAsk) when it is filed, then
 // its call record with the outcome. A call that was allowed but
 // failed (GitHub said no, the push was not a fast-forward...) has decision
-// "allow" and an error. Start records carry scopes instead. No record ever
+// "allow" and an error. Start records carry scopes instead, dropped records a count. No record ever
 // holds the token, and args hold summaries ("body": "312 bytes"), not
 // bodies.
 type Record struct {
@@ -67,6 +72,9 @@ type Record struct {
 	DurationMS int64  `json:"duration_ms"`
 
 	Scopes []string `json:"scopes,omitempty"` // start records: the scopes granted
+
+	Count int64  `json:"count,omitempty"` // dropped records: how many
+	Since string `json:"since,omitempty"` // dropped records: the first one's time
 
 	// Ask is set on calls that needed a person's approval: on the ask
 	// record, the request; on the call record, also its outcome.

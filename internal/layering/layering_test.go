@@ -34,9 +34,9 @@ var mayImport = map[string][]string{
 	"pod/source":       {"internal/gitpack", "internal/safetext"},
 	"pod/devcontainer": {"proxy/rule", "internal/size"},
 	// The sidecars' servers.
-	"proxy":        {"proxy/rule"},
+	"proxy":        {"proxy/rule", "internal/auditlog"},
 	"proxy/rule":   {},
-	"gator":        {"gator/policy", "internal/approval", "internal/gitpack"},
+	"gator":        {"gator/policy", "internal/approval", "internal/auditlog", "internal/gitpack"},
 	"gator/policy": {},
 	// Shared leaves: nothing of this module.
 	"internal/approval":   {},

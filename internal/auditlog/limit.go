@@ -1,0 +1,97 @@
+package auditlog
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Limiter keeps a flood of refusals from pushing the earlier records out
+// of a bounded log: the agent makes a refused call or request as fast as
+// it likes, and at a few hundred bytes a record, some 50,000 of them move
+// every earlier record aside and out (File keeps two files). Per kind (a
+// sidecar's choice: the gator's tool, the proxy's reason), the first
+// LimitBurst refused records are written, then LimitPerMinute a minute;
+// the rest are only counted, and the sidecar writes one record for them
+// (Dropped) within a minute. A flood then takes hours, not seconds, to
+// move the log along, and what the agent did before it stays.
+type Limiter struct {
+	mu    sync.Mutex
+	kinds map[string]*bucket
+}
+
+// Bounds of the records of one kind.
+const (
+	LimitBurst     = 100
+	LimitPerMinute = 10
+	// limitKinds bounds the kinds counted; past it, every further kind
+	// counts as one.
+	limitKinds = 256
+)
+
+// bucket is a kind's token bucket and what it dropped.
+type bucket struct {
+	tokens  float64
+	last    time.Time
+	dropped int64
+	since   time.Time // the first dropped since the last Dropped
+}
+
+// Dropped is how many records of one kind were not written, since when.
+type Dropped struct {
+	Kind  string
+	Count int64
+	Since time.Time
+}
+
+// Allow reports whether a record of kind may be written at now; false
+// counts it as dropped, and the caller should arrange to call Dropped
+// within a minute.
+func (l *Limiter) Allow(kind string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kinds == nil {
+		l.kinds = map[string]*bucket{}
+	}
+	b, ok := l.kinds[kind]
+	if !ok {
+		if len(l.kinds) >= limitKinds {
+			kind = "other"
+			b = l.kinds[kind]
+		}
+		if b == nil {
+			b = &bucket{tokens: LimitBurst, last: now}
+			l.kinds[kind] = b
+		}
+	}
+	if elapsed := now.Sub(b.last); elapsed > 0 {
+		b.tokens = min(LimitBurst, b.tokens+elapsed.Minutes()*LimitPerMinute)
+		b.last = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return true
+	}
+	if b.dropped == 0 {
+		b.since = now
+	}
+	b.dropped++
+	return false
+}
+
+// Dropped returns the counts of the kinds that dropped records since the
+// last call, by kind, and starts counting afresh.
+func (l *Limiter) Dropped() []Dropped {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Dropped
+	for kind, b := range l.kinds {
+		if b.dropped > 0 {
+			out = append(out, Dropped{Kind: kind, Count: b.dropped, Since: b.since})
+			b.dropped = 0
+		}
+	}
+	slices.SortFunc(out, func(a, b Dropped) int { return strings.Compare(a.Kind, b.Kind) })
+	return out
+}
