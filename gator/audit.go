@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -19,25 +20,50 @@ import (
 )
 
 // auditor writes the audit log's records ([policy.Record]), one whole line
-// per Write, never two at once. Denied calls of one tool past
-// auditlog.Limiter's bounds are counted instead, and written as one
-// "dropped" record within a minute (and when the gator stops).
+// per Write, never two at once.
 type auditor struct {
 	pod    string
 	redact func(string) string
 	log    *slog.Logger
-
-	limit auditlog.Limiter
+	// flood counts the records of one kind past its bounds instead of
+	// writing them (see floodKind); nil is no limit.
+	flood *auditlog.Flood
+	// known reports whether the gator has a tool of that name.
+	known func(tool string) bool
 
 	mu     sync.Mutex
 	w      io.Writer
 	failed bool
-	timer  *time.Timer // writes the dropped records; armed at a drop
-	armed  bool
 }
 
-// droppedDelay is how long after a dropped record its count is written.
-const droppedDelay = time.Minute
+func newAuditor(pod string, redact func(string) string, log *slog.Logger, w io.Writer, known func(string) bool) *auditor {
+	a := &auditor{pod: pod, redact: redact, log: log, w: w, known: known}
+	a.flood = auditlog.NewFlood(a.writeDropped)
+	return a
+}
+
+// floodKind is the kind of r that auditlog.Flood counts by, or "" when r
+// is always written: the start; a call that did something on the forge
+// (GitHub's rate limit bounds those); a call a person decided, or let time
+// out (a handful can wait at once). Every other call, allowed or not,
+// the agent can make as fast as it asks. The kinds are the event, the tool
+// (any tool the gator does not have counts as "unknown": its name is the
+// agent's) and the decision, a fixed set.
+func floodKind(r policy.Record, known func(string) bool) string {
+	switch {
+	case r.Event != policy.EventCall && r.Event != policy.EventAsk:
+		return ""
+	case r.Result != "":
+		return ""
+	case r.Ask != nil && (r.Ask.Outcome == policy.AskApproved || r.Ask.Outcome == policy.AskRejected || r.Ask.Outcome == policy.AskTimeout):
+		return ""
+	}
+	tool := r.Tool
+	if !known(tool) {
+		tool = "unknown"
+	}
+	return r.Event + " " + tool + " " + r.Decision
+}
 
 // Bounds of a record: its text fields carry what the agent sent (a
 // repository name, an error quoting it), and one call must not write a
@@ -45,33 +71,30 @@ const droppedDelay = time.Minute
 const (
 	maxRecordText = 512
 	maxRecordArgs = 16
+	maxRecordLine = 8 << 10
 )
 
 func (a *auditor) write(r policy.Record) {
-	if r.Event == policy.EventCall && r.Decision == policy.DecisionDeny && r.Ask == nil &&
-		!a.limit.Allow(r.Tool, time.Now()) {
-		a.mu.Lock()
-		if !a.armed {
-			a.armed = true
-			if a.timer == nil {
-				a.timer = time.AfterFunc(droppedDelay, a.writeDropped)
-			} else {
-				a.timer.Reset(droppedDelay)
-			}
+	if a.flood != nil {
+		if kind := floodKind(r, a.known); kind != "" && !a.flood.Allow(kind) {
+			return
 		}
-		a.mu.Unlock()
-		return
 	}
 	// Scrubbed before they are cut: a cut through the token would leave
 	// its start, which the scrub of the whole line no longer finds.
 	cut := func(s string, n int) string { return clip(a.redact(s), n) }
 	r.Repo, r.Reason, r.Error, r.Result, r.Tool = cut(r.Repo, maxRecordText), cut(r.Reason, maxRecordText),
 		cut(r.Error, maxRecordText), cut(r.Result, maxRecordText), cut(r.Tool, maxArgSummary)
-	if len(r.Args) > maxRecordArgs {
+	nargs := len(r.Args)
+	if nargs > 0 {
 		keys := slices.Sorted(maps.Keys(r.Args))
-		kept := map[string]string{"...": strconv.Itoa(len(keys)-maxRecordArgs) + " more arguments"}
-		for _, k := range keys[:maxRecordArgs] {
-			kept[clip(k, maxArgSummary)] = r.Args[k]
+		kept := map[string]string{}
+		if len(keys) > maxRecordArgs {
+			kept["..."] = strconv.Itoa(len(keys)-maxRecordArgs) + " more arguments"
+			keys = keys[:maxRecordArgs]
+		}
+		for _, k := range keys {
+			kept[cut(k, maxArgSummary)] = cut(r.Args[k], maxArgSummary)
 		}
 		r.Args = kept
 	}
@@ -82,12 +105,23 @@ func (a *auditor) write(r policy.Record) {
 		n.By, n.Reason = clip(n.By, maxArgSummary), clip(n.Reason, maxRecordText)
 		r.Ask = &n
 	}
-	if r.Time == "" {
-		r.Time = time.Now().UTC().Format(time.RFC3339Nano)
-	}
+	r.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	r.Kind = policy.KindGator
 	r.Pod = a.pod
 	b, err := json.Marshal(r)
+	if err == nil && len(b) > maxRecordLine {
+		// JSON escapes some characters as six bytes (<, controls), so
+		// the bounds above make a line of up to some 30 KiB: past
+		// maxRecordLine, the arguments go, then the texts are cut short.
+		r.Args = map[string]string{"...": strconv.Itoa(nargs) + " arguments, too long to record"}
+		if b, err = json.Marshal(r); err == nil && len(b) > maxRecordLine {
+			r.Repo, r.Reason, r.Error, r.Result = clip(r.Repo, 64), clip(r.Reason, 64), clip(r.Error, 64), clip(r.Result, 64)
+			if r.Ask != nil {
+				r.Ask.What, r.Ask.Reason = clip(r.Ask.What, 64), clip(r.Ask.Reason, 64)
+			}
+			b, err = json.Marshal(r)
+		}
+	}
 	if err != nil {
 		a.log.Error("audit: encode record", "err", err)
 		return
@@ -104,26 +138,24 @@ func (a *auditor) write(r policy.Record) {
 	}
 }
 
-// writeDropped writes a record of the denied calls not written one by one
-// since the last, per tool.
-func (a *auditor) writeDropped() {
-	a.mu.Lock()
-	a.armed = false
-	a.mu.Unlock()
-	for _, d := range a.limit.Dropped() {
-		a.write(policy.Record{Event: policy.EventDropped, Tool: d.Kind, Decision: policy.DecisionDeny, Count: d.Count,
+// writeDropped writes a record of the calls of each kind that were counted
+// rather than written one by one.
+func (a *auditor) writeDropped(dropped []auditlog.Dropped) {
+	for _, d := range dropped {
+		f := strings.Fields(d.Kind) // event, tool, decision
+		if len(f) != 3 {
+			f = []string{"", d.Kind, ""} // "other", past the bound on kinds
+		}
+		a.write(policy.Record{Event: policy.EventDropped, Tool: f[1], Decision: f[2], Reason: f[0], Count: d.Count,
 			Since: d.Since.UTC().Format(time.RFC3339Nano)})
 	}
 }
 
-// finish writes what was dropped and not yet written: the gator stops.
+// finish writes what was counted and not yet written: the gator stops.
 func (a *auditor) finish() {
-	a.mu.Lock()
-	if a.timer != nil {
-		a.timer.Stop()
+	if a.flood != nil {
+		a.flood.Close()
 	}
-	a.mu.Unlock()
-	a.writeDropped()
 }
 
 // bodyArgs are summarised by size only: they are long, and they are the

@@ -148,7 +148,7 @@ func New(o Options) (*Server, error) {
 			return nil, fmt.Errorf("gator: the approvals folder: %w", err)
 		}
 	}
-	s.audit = &auditor{pod: o.Pod, redact: s.redact, log: o.Logger, w: o.Audit}
+	s.audit = newAuditor(o.Pod, s.redact, o.Logger, o.Audit, func(tool string) bool { return s.tools[tool] })
 	if o.Workspace != "" {
 		gitURL, err := gitBaseURL(api, o.GitURL)
 		if err != nil {

@@ -1130,45 +1130,6 @@ func TestSessionCap(t *testing.T) {
 
 // TestAuditRecordsAreBounded: what the agent sends cannot make one audit
 // line large (a megabyte owner, thousands of arguments).
-// TestAuditDropsFloods: past the burst, denied calls of a tool are counted
-// and written as one record; other tools and allowed calls are not held
-// back.
-func TestAuditDropsFloods(t *testing.T) {
-	t.Parallel()
-	var buf bytes.Buffer
-	a := &auditor{pod: "demo", redact: func(s string) string { return s }, log: slog.New(slog.DiscardHandler), w: &buf}
-	for range 150 {
-		a.write(policy.Record{Event: policy.EventCall, Tool: "push_branch", Decision: policy.DecisionDeny, Reason: "denied"})
-	}
-	for range 5 {
-		a.write(policy.Record{Event: policy.EventCall, Tool: "get_issue", Decision: policy.DecisionDeny, Reason: "denied"})
-	}
-	for range 150 {
-		a.write(policy.Record{Event: policy.EventCall, Tool: "get_issue", Decision: policy.DecisionAllow})
-	}
-	a.finish()
-	counts := map[string]int{}
-	var dropped []policy.Record
-	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		r, err := policy.ParseRecord([]byte(line))
-		if err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		if r.Event == policy.EventDropped {
-			dropped = append(dropped, r)
-			continue
-		}
-		counts[r.Tool+" "+r.Decision]++
-	}
-	want := map[string]int{"push_branch deny": 100, "get_issue deny": 5, "get_issue allow": 150}
-	if !maps.Equal(counts, want) {
-		t.Errorf("records %v, want %v", counts, want)
-	}
-	if len(dropped) != 1 || dropped[0].Tool != "push_branch" || dropped[0].Decision != policy.DecisionDeny || dropped[0].Count != 50 || dropped[0].Since == "" {
-		t.Errorf("dropped records %+v, want one of push_branch, 50", dropped)
-	}
-}
-
 func TestAuditRecordsAreBounded(t *testing.T) {
 	t.Parallel()
 	r := newTestRig(t, "github:octo/app:read")
@@ -1181,6 +1142,76 @@ func TestAuditRecordsAreBounded(t *testing.T) {
 		if len(line) > 8<<10 {
 			t.Errorf("an audit line of %d bytes: %.200s...", len(line), line)
 		}
+	}
+}
+
+// TestAuditRecordsAreBoundedEvenEscaped: argument names, and characters
+// that JSON escapes as six bytes, do not make a long line either.
+func TestAuditRecordsAreBoundedEvenEscaped(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	a := newAuditor("demo", func(s string) string { return s }, slog.New(slog.DiscardHandler), &buf, func(string) bool { return true })
+	args := map[string]string{}
+	for i := range maxRecordArgs {
+		args[strings.Repeat("<", 1<<20)+strconv.Itoa(i)] = strings.Repeat("<", 1<<10)
+	}
+	long := strings.Repeat("<", 1<<20)
+	a.write(policy.Record{Event: policy.EventCall, Tool: "get_issue", Repo: long, Reason: long, Error: long, Result: long, Args: args,
+		Ask: &policy.AskNote{What: long, Reason: long}})
+	line := strings.TrimSpace(buf.String())
+	if len(line) > maxRecordLine {
+		t.Errorf("an audit line of %d bytes: %.200s...", len(line), line)
+	}
+	if r, err := policy.ParseRecord([]byte(line)); err != nil || r.Args["..."] != "16 arguments, too long to record" {
+		t.Errorf("the record %+v (%v); want its arguments replaced by their count", r, err)
+	}
+}
+
+// TestAuditDropsFloods: past the burst, calls of one kind are counted and
+// written as one record per kind; calls that did something on the forge,
+// or that a person decided, are always written; the names of tools the
+// gator does not have are one kind.
+func TestAuditDropsFloods(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	known := map[string]bool{"push_branch": true, "get_issue": true}
+	a := newAuditor("demo", func(s string) string { return s }, slog.New(slog.DiscardHandler), &buf, func(tool string) bool { return known[tool] })
+	for i := range 150 {
+		a.write(policy.Record{Event: policy.EventCall, Tool: "push_branch", Decision: policy.DecisionDeny, Reason: "denied"})
+		a.write(policy.Record{Event: policy.EventCall, Tool: "push_branch", Decision: policy.DecisionAllow, Result: "created"})
+		a.write(policy.Record{Event: policy.EventCall, Tool: "get_issue", Decision: policy.DecisionAllow})
+		a.write(policy.Record{Event: policy.EventCall, Tool: "push_branch", Decision: policy.DecisionAllow,
+			Ask: &policy.AskNote{Outcome: policy.AskRejected}})
+		a.write(policy.Record{Event: policy.EventCall, Tool: "made_up_" + strconv.Itoa(i), Decision: policy.DecisionDeny})
+		a.write(policy.Record{Event: policy.EventCall, Tool: "made_up_" + strconv.Itoa(i+1000), Decision: policy.DecisionDeny})
+	}
+	for range 5 {
+		a.write(policy.Record{Event: policy.EventCall, Tool: "get_issue", Decision: policy.DecisionDeny, Reason: "denied"})
+	}
+	a.finish()
+	counts := map[string]int{}
+	dropped := map[string]int64{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		r, err := policy.ParseRecord([]byte(line))
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if r.Event == policy.EventDropped {
+			dropped[r.Reason+" "+r.Tool+" "+r.Decision] += r.Count
+			continue
+		}
+		if strings.HasPrefix(r.Tool, "made_up_") {
+			r.Tool = "made_up"
+		}
+		counts[r.Tool+" "+r.Decision]++
+	}
+	want := map[string]int{"push_branch deny": 100, "push_branch allow": 300, "get_issue allow": 100, "get_issue deny": 5, "made_up deny": 100}
+	if !maps.Equal(counts, want) {
+		t.Errorf("records %v, want %v", counts, want)
+	}
+	wantDropped := map[string]int64{"call push_branch deny": 50, "call get_issue allow": 50, "call unknown deny": 200}
+	if !maps.Equal(dropped, wantDropped) {
+		t.Errorf("dropped %v, want %v", dropped, wantDropped)
 	}
 }
 

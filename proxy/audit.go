@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -16,10 +17,10 @@ import (
 const (
 	EventRequest = "request" // one decision on a CONNECT or plain HTTP request
 	EventPolicy  = "policy"  // the policy in force, at start and after each change of the policy file
-	// EventDropped counts the denied requests of one reason that were not
-	// written one by one (a flood of them would push the earlier records
-	// out of the bounded log; see auditlog.Limiter): decision "deny",
-	// reason, count, and since, the time of the first of them.
+	// EventDropped counts the requests of one decision and reason that
+	// were not written one by one (a flood of them would push the earlier
+	// records out of the bounded log; see floodKind): decision, reason,
+	// count, and since, the time of the first of them.
 	EventDropped = "dropped"
 )
 
@@ -205,16 +206,30 @@ type auditor struct {
 	armed  bool          // timer is set to write batch
 	done   bool          // Serve has returned: each record goes out at once
 
-	// Denied requests of one reason past limit's bounds are counted
-	// instead, and written as one dropped record within a minute (and
-	// when Serve returns).
-	limit        auditlog.Limiter
-	droppedTimer *time.Timer
-	droppedArmed bool
+	// flood counts the refusals of one kind past its bounds instead of
+	// writing them (see limited); nil is no limit.
+	flood *auditlog.Flood
 }
 
-// droppedDelay is how long after a dropped record its count is written.
-const droppedDelay = time.Minute
+// newAuditor returns an auditor of pod's records to w.
+func newAuditor(pod string, log *slog.Logger, w io.Writer) *auditor {
+	a := &auditor{pod: pod, log: log, w: w}
+	a.flood = auditlog.NewFlood(a.writeDropped)
+	return a
+}
+
+// floodKind is the kind of r that auditlog.Flood counts by, or "" when r
+// is always written: an allowed request that ended normally (the upstream
+// and the network bound those). Every other record is one the agent can
+// make as fast as it asks: a refusal, a request that waits for a person
+// and gives up, an allowed one whose upstream failed. The kinds are the
+// decisions and reasons, a fixed set.
+func floodKind(r *Record) string {
+	if r.Decision == DecisionAllow && r.Reason == "" {
+		return ""
+	}
+	return r.Decision + " " + r.Reason
+}
 
 const (
 	// auditFlushDelay is how long a request record may wait to be
@@ -243,20 +258,12 @@ func (a *auditor) write(r Record) {
 // of the proxy's CPU per tunnel. The line is the same as write's, byte for
 // byte.
 func (a *auditor) writeRequest(r *Record) {
-	now := time.Now()
-	if r.Decision == DecisionDeny && !a.limit.Allow(r.Reason, now) {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if !a.droppedArmed && !a.done {
-			a.droppedArmed = true
-			if a.droppedTimer == nil {
-				a.droppedTimer = time.AfterFunc(droppedDelay, a.writeDropped)
-			} else {
-				a.droppedTimer.Reset(droppedDelay)
-			}
+	if a.flood != nil {
+		if kind := floodKind(r); kind != "" && !a.flood.Allow(kind) {
+			return
 		}
-		return
 	}
+	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.batch = appendRequestLine(a.batch, now, a.pod, r)
@@ -291,22 +298,19 @@ func (a *auditor) flush() {
 func (a *auditor) finish() {
 	a.mu.Lock()
 	a.done = true
-	if a.droppedTimer != nil {
-		a.droppedTimer.Stop()
-	}
 	a.writeBatch()
 	a.mu.Unlock()
-	a.writeDropped()
+	if a.flood != nil {
+		a.flood.Close()
+	}
 }
 
-// writeDropped writes a record of the denied requests not written one by
-// one since the last, per reason.
-func (a *auditor) writeDropped() {
-	a.mu.Lock()
-	a.droppedArmed = false
-	a.mu.Unlock()
-	for _, d := range a.limit.Dropped() {
-		a.write(Record{Event: EventDropped, Decision: DecisionDeny, Reason: d.Kind, Count: d.Count,
+// writeDropped writes a record of the requests of each kind that were
+// counted rather than written one by one.
+func (a *auditor) writeDropped(dropped []auditlog.Dropped) {
+	for _, d := range dropped {
+		decision, reason, _ := strings.Cut(d.Kind, " ")
+		a.write(Record{Event: EventDropped, Decision: decision, Reason: reason, Count: d.Count,
 			Since: d.Since.UTC().Format(time.RFC3339Nano)})
 	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"strings"
 	"testing"
@@ -153,20 +154,24 @@ func TestAuditorWriteRequest(t *testing.T) {
 	timed.waitRecord(t, "written after the delay", func(r Record) bool { return r.Host == "h.test" })
 }
 
-// TestAuditorDropsFloods: past the burst, denied requests of a reason are
-// counted and written as one dropped record; other reasons and allowed
-// requests are not held back.
+// TestAuditorDropsFloods: past the burst, requests of one decision and
+// reason are counted and written as one dropped record; other kinds, and
+// allowed requests that ended normally, are not held back.
 func TestAuditorDropsFloods(t *testing.T) {
 	t.Parallel()
 	buf := &auditBuffer{}
-	a := &auditor{pod: "demo", w: buf, delay: time.Hour}
+	a := newAuditor("demo", slog.New(slog.DiscardHandler), buf)
+	a.delay = time.Hour
 	denied := Record{Event: EventRequest, Method: "CONNECT", Host: "flood.test", Port: 443, Decision: DecisionDeny, Reason: ReasonNotAllowed, Status: 403}
 	literal := denied
 	literal.Reason = ReasonIPLiteral
 	allowed := Record{Event: EventRequest, Method: "CONNECT", Host: "ok.test", Port: 443, Decision: DecisionAllow, Status: 200}
+	failed := allowed
+	failed.Reason = ReasonUpstreamError
 	for range 150 {
 		a.writeRequest(&denied)
 		a.writeRequest(&allowed)
+		a.writeRequest(&failed)
 	}
 	for range 5 {
 		a.writeRequest(&literal)
@@ -181,12 +186,13 @@ func TestAuditorDropsFloods(t *testing.T) {
 		}
 		counts[r.Decision+" "+r.Reason]++
 	}
-	want := map[string]int{"deny " + ReasonNotAllowed: 100, "deny " + ReasonIPLiteral: 5, "allow ": 150}
+	want := map[string]int{"deny " + ReasonNotAllowed: 100, "deny " + ReasonIPLiteral: 5, "allow ": 150, "allow " + ReasonUpstreamError: 100}
 	if !maps.Equal(counts, want) {
 		t.Errorf("records %v, want %v", counts, want)
 	}
-	if len(dropped) != 1 || dropped[0].Reason != ReasonNotAllowed || dropped[0].Decision != DecisionDeny || dropped[0].Count != 50 || dropped[0].Since == "" {
-		t.Errorf("dropped records %+v, want one of %s, 50", dropped, ReasonNotAllowed)
+	if len(dropped) != 2 || dropped[0].Decision != DecisionAllow || dropped[0].Reason != ReasonUpstreamError || dropped[0].Count != 50 ||
+		dropped[1].Decision != DecisionDeny || dropped[1].Reason != ReasonNotAllowed || dropped[1].Count != 50 || dropped[1].Since == "" {
+		t.Errorf("dropped records %+v, want 50 of each kind", dropped)
 	}
 }
 

@@ -250,7 +250,7 @@ func New(opts Options) (*Server, error) {
 		opts:      opts,
 		forbidden: forbidden,
 		log:       opts.Logger,
-		audit:     &auditor{pod: opts.Pod, log: opts.Logger, w: opts.Audit},
+		audit:     newAuditor(opts.Pod, opts.Logger, opts.Audit),
 		creds:     creds,
 		tunnels:   make(map[hijacked]struct{}),
 		conns:     make(map[net.Conn]struct{}),

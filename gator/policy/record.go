@@ -18,10 +18,11 @@ const (
 	// written when the request is filed; the call's own record follows,
 	// with the outcome in Ask.
 	EventAsk = "ask"
-	// EventDropped counts the denied calls of one tool that were not
-	// written one by one (a flood of them would push the earlier records
-	// out of the bounded log): Tool, Decision "deny", Count, and Since, the
-	// time of the first of them.
+	// EventDropped counts the records of one tool and decision that were
+	// not written one by one (a flood of them would push the earlier
+	// records out of the bounded log): Tool, Decision, Reason (the event
+	// of the records counted: call or ask), Count, and Since, the time of
+	// the first of them.
 	EventDropped = "dropped"
 )
 
@@ -50,7 +51,8 @@ const (
 // person's approval has an ask record (EventAsk) when it is filed, then
 // its call record with the outcome. A call that was allowed but
 // failed (GitHub said no, the push was not a fast-forward...) has decision
-// "allow" and an error. Start records carry scopes instead, dropped records a count. No record ever
+// "allow" and an error. Start records carry scopes instead, dropped
+// records a count. No record ever
 // holds the token, and args hold summaries ("body": "312 bytes"), not
 // bodies.
 type Record struct {

@@ -95,3 +95,71 @@ func (l *Limiter) Dropped() []Dropped {
 	slices.SortFunc(out, func(a, b Dropped) int { return strings.Compare(a.Kind, b.Kind) })
 	return out
 }
+
+// Flood is a Limiter with its dropped records written: within a minute of
+// the first record it drops (DroppedDelay), and when it is closed; after
+// Close every record is let through, so that nothing a sidecar audits on
+// its way out is lost. Write is called with what was dropped, never twice
+// at once, and never after Close has returned.
+type Flood struct {
+	limit Limiter
+	write func([]Dropped)
+
+	mu     sync.Mutex
+	timer  *time.Timer
+	armed  bool
+	closed bool
+}
+
+// DroppedDelay is how long after a dropped record its count is written.
+const DroppedDelay = time.Minute
+
+// NewFlood returns a Flood that writes dropped records with write.
+func NewFlood(write func([]Dropped)) *Flood { return &Flood{write: write} }
+
+// Allow reports whether a record of kind may be written now (see Limiter).
+func (f *Flood) Allow(kind string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || f.limit.Allow(kind, time.Now()) {
+		return true
+	}
+	if !f.armed {
+		f.armed = true
+		if f.timer == nil {
+			f.timer = time.AfterFunc(DroppedDelay, f.flush)
+		} else {
+			f.timer.Reset(DroppedDelay)
+		}
+	}
+	return false
+}
+
+// flush writes what was dropped.
+func (f *Flood) flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armed = false
+	if !f.closed {
+		if d := f.limit.Dropped(); d != nil {
+			f.write(d)
+		}
+	}
+}
+
+// Close writes what was dropped and not yet written, and lets every later
+// record through.
+func (f *Flood) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	f.closed = true
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+	if d := f.limit.Dropped(); d != nil {
+		f.write(d)
+	}
+}

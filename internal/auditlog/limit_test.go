@@ -48,3 +48,31 @@ func TestLimiter(t *testing.T) {
 		t.Errorf("%d kinds kept, want %d", n, limitKinds+1)
 	}
 }
+
+func TestFlood(t *testing.T) {
+	var written []Dropped
+	f := NewFlood(func(d []Dropped) { written = append(written, d...) })
+	for range LimitBurst + 3 {
+		f.Allow("a")
+	}
+	if !f.armed {
+		t.Error("a drop armed no timer")
+	}
+	f.flush() // what the timer runs
+	if len(written) != 1 || written[0].Kind != "a" || written[0].Count != 3 {
+		t.Errorf("the timer wrote %+v, want 3 of a", written)
+	}
+	f.Allow("a")
+	f.Close()
+	if len(written) != 2 || written[1].Count != 1 {
+		t.Errorf("Close wrote %+v, want 1 of a", written[1:])
+	}
+	if !f.Allow("a") {
+		t.Error("after Close a record was dropped")
+	}
+	f.flush() // a timer that fired as Close ran
+	f.Close()
+	if len(written) != 2 {
+		t.Errorf("after Close: %+v", written[2:])
+	}
+}
