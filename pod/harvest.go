@@ -87,22 +87,28 @@ cat "$t/work.bundle"
 
 // diffScript runs in the workspace container as root, with the bundle on
 // standard input and $1 the repository, $2 the base, $3 "stat" or "patch",
+// $4 the commit to show (empty: the agent's work, uncommitted included),
 // the pathspecs after them. It fetches the bundle into a throwaway
 // repository whose only tie to the trusted .git is borrowing its objects,
 // then diffs two commits (no work tree, so no attributes or filters).
 var diffScript = `set -e
-repo="$1" base="$2" what="$3"
-shift 3
+repo="$1" base="$2" what="$3" commit="$4"
+shift 4
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 cat > "$t/work.bundle"
 git init -q --bare --template= "$t/r"
 echo "$repo/.git/objects" > "$t/r/objects/info/alternates"
 g() { git --git-dir="$t/r" ` + strings.Join(source.TrustedGitOptions, " ") + ` "$@"; }
-g fetch -q ` + strings.Join(source.FetchOptions, " ") + ` "$t/work.bundle" "+` + worktreeRef + `:refs/work" >&2
+g fetch -q ` + strings.Join(source.FetchOptions, " ") + ` "$t/work.bundle" "+` + worktreeRef + `:refs/work" "+refs/heads/*:refs/agent/*" >&2
+to=refs/work
+if [ -n "$commit" ]; then
+	g cat-file -e "$commit^{commit}" 2>/dev/null || { echo "the agent's repository has no commit $commit on a branch or in HEAD's history" >&2; exit 3; }
+	to=$commit
+fi
 case "$what" in
-stat) g diff --stat=200 --text --no-ext-diff --no-textconv --no-color --no-renames "$base" refs/work -- "$@" ;;
-*) g diff --text --no-ext-diff --no-textconv --no-color --no-renames "$base" refs/work -- "$@" ;;
+stat) g diff --stat=200 --text --no-ext-diff --no-textconv --no-color --no-renames "$base" "$to" -- "$@" ;;
+*) g diff --text --no-ext-diff --no-textconv --no-color --no-renames "$base" "$to" -- "$@" ;;
 esac
 `
 
@@ -211,7 +217,12 @@ func lastLines(s string, n int) string {
 
 // DiffOptions choose what Diff shows.
 type DiffOptions struct {
-	Stat    bool     // a diffstat instead of the patch
+	Stat bool // a diffstat instead of the patch
+	// Commit, a full commit id, shows that commit against the commit up
+	// started from instead of the agent's work (the commit a push_branch
+	// request asks to push, say); it must be on one of the agent's
+	// branches or in its HEAD's history.
+	Commit  string
 	Paths   []string // pathspecs; none for everything
 	MaxWork int64    // the bound on the agent's work as a bundle (see Fetch); 0 for DefaultMaxWork
 }
@@ -221,6 +232,9 @@ type DiffOptions struct {
 // as a git diff (or diffstat) to w. The text is the agent's: the caller
 // makes it safe to show.
 func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.Writer) error {
+	if opts.Commit != "" && !IsCommitID(opts.Commit) {
+		return fmt.Errorf("%q is not a full commit id (40 or 64 hexadecimal digits, as a push_branch request shows it)", opts.Commit)
+	}
 	wk, err := workOf(ctx, eng, short)
 	if err != nil {
 		return err
@@ -247,7 +261,7 @@ func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.
 		what = "stat"
 	}
 	argv := append([]string{"env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"}, source.TrustedGitEnv...)
-	argv = append(append(argv, "sh", "-c", diffScript, "devaipod-diff", wk.dir, wk.base, what), opts.Paths...)
+	argv = append(append(argv, "sh", "-c", diffScript, "devaipod-diff", wk.dir, wk.base, what, strings.ToLower(opts.Commit)), opts.Paths...)
 	stderr := SyncBuffer{Max: ExecTail}
 	spec := AsRoot(argv)
 	spec.Stdin, spec.Output, spec.Stderr = bundle, w, &stderr
@@ -259,6 +273,19 @@ func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.
 		return &WorkError{Step: "diff the agent's work in the workspace", Output: stderr.String()}
 	}
 	return nil
+}
+
+// IsCommitID reports whether s is a full commit id, SHA-1 or SHA-256.
+func IsCommitID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return false
+		}
+	}
+	return true
 }
 
 // FetchResult says what Fetch brought into the repository.

@@ -108,8 +108,20 @@ func printPending(w io.Writer, pending []pod.Pending) {
 		for _, line := range detailLines(p.Details, show) {
 			fmt.Fprintf(tw, "\t\t\t\t  %s\n", line)
 		}
+		if see := seePush(p); see != "" {
+			fmt.Fprintf(tw, "\t\t\t\t  %s\n", see)
+		}
 	}
 	tw.Flush()
+}
+
+// seePush is how to see what a push_branch request would push, or "".
+func seePush(p pod.Pending) string {
+	commit := p.Details["commit"]
+	if p.Kind != approval.KindGator || !strings.HasPrefix(p.What, "push_branch ") || !pod.IsCommitID(commit) {
+		return ""
+	}
+	return "see it: devaipod diff " + safetext.Cell(p.Pod) + " --commit " + commit
 }
 
 // detailLines is a request's details as a person reads them, a line each
@@ -337,6 +349,9 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 			say("\n%s  pod %s  %s  waiting %s\n  %s\n", next.ID, next.Pod, next.Kind, time.Since(next.Created).Round(time.Second), show(next.What))
 			for _, line := range detailLines(next.Details, show) {
 				say("  %s\n", line)
+			}
+			if see := seePush(*next); see != "" {
+				say("  %s\n", see)
 			}
 			// Again under a long text, which scrolls the head away.
 			say("%s  %s\n[a]pprove once, approve for the [p]od, [r]eject, [s]kip, [q]uit? ", next.ID, show(next.What))

@@ -14,6 +14,7 @@ import (
 
 func newDiffCommand(g *globalFlags) *cobra.Command {
 	var stat bool
+	var commit string
 	maxWork := sizeValue(pod.DefaultMaxWork)
 	cmd := &cobra.Command{
 		Use:   "diff NAME [-- PATHSPEC...]",
@@ -21,6 +22,8 @@ func newDiffCommand(g *globalFlags) *cobra.Command {
 		Long: `Show, as a git diff, everything the pod's agent changed since the commit up
 started from: its commits on any branch it is on and its uncommitted work, new
 files included. --stat shows a diffstat instead; pathspecs after -- narrow it.
+--commit shows one commit of the agent's against the commit up started from
+instead: the commit a push_branch request asks to push, before you approve it.
 
 Nothing the agent wrote runs on your side to make it: the agent's own git packs
 its work into a bundle in its container (its hooks and filters, if any, run
@@ -33,6 +36,7 @@ may be at most --max-size.`,
 		Example: `  devaipod diff myproject
   devaipod diff myproject --stat
   devaipod diff myproject -- src/
+  devaipod diff myproject --commit 1f3c4a...   # what a push request would push
   devaipod diff myproject > work.patch`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -46,7 +50,7 @@ may be at most --max-size.`,
 				return errors.New("diff takes one pod NAME; put pathspecs after --")
 			}
 			return withPod(cmd, g, args[:1], func(p *podman.Podman, short string) error {
-				opts := pod.DiffOptions{Stat: stat, Paths: args[1:], MaxWork: int64(maxWork)}
+				opts := pod.DiffOptions{Stat: stat, Commit: commit, Paths: args[1:], MaxWork: int64(maxWork)}
 				out := cmd.OutOrStdout()
 				if !isTerminal(out) {
 					return pod.Diff(cmd.Context(), p, short, opts, out)
@@ -60,6 +64,7 @@ may be at most --max-size.`,
 		},
 	}
 	cmd.Flags().BoolVar(&stat, "stat", false, "a diffstat instead of the patch")
+	cmd.Flags().StringVar(&commit, "commit", "", "show this commit of the agent's (a full id, as a push request shows it) instead of all its work")
 	cmd.Flags().Var(&maxWork, "max-size", "the largest bundle of the agent's work to copy to this host (512m, 2g...)")
 	return cmd
 }

@@ -88,6 +88,15 @@ api_url = "`+inPod(forge.api.URL)+`/"
 	}
 	// The agent moves on while the person looks.
 	b := commit("b.txt")
+	// The person sees how to look at exactly that commit, and it is a.txt
+	// alone, though the agent's HEAD is b.txt by now.
+	see := "see it: devaipod diff " + name + " --commit " + a
+	if shown := mustDevaipod(t, nil, "approvals", name).stdout; !strings.Contains(shown, see) {
+		t.Errorf("approvals does not say %q:\n%s", see, shown)
+	}
+	if d := mustDevaipod(t, nil, "diff", name, "--commit", a, "--stat").stdout; !strings.Contains(d, "a.txt") || strings.Contains(d, "b.txt") {
+		t.Errorf("diff --commit %s --stat:\n%s", a, d)
+	}
 	mustDevaipod(t, nil, "approve", p.ID)
 	if ans := answer("push1"); ans.IsError {
 		t.Fatalf("the approved push: %+v", ans)

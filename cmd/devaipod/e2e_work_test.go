@@ -104,6 +104,19 @@ echo 'a new file' > new.txt
 			t.Errorf("diff --stat -- new.txt:\n%s", stat.stdout)
 		}
 	})
+	t.Run("diff --commit shows that commit alone", func(t *testing.T) {
+		r := mustDevaipod(t, nil, "diff", name, "--commit", agentHead)
+		if !strings.Contains(r.stdout, "+the fix") || strings.Contains(r.stdout, "uncommitted edit") || strings.Contains(r.stdout, "a new file") {
+			t.Errorf("diff --commit %s (the agent's commit, without its uncommitted work):\n%s", agentHead, r.stdout)
+		}
+		missing := strings.Repeat("ab", 20)
+		if r := devaipod(t, nil, "diff", name, "--commit", missing); r.code == 0 || !strings.Contains(r.stderr, "the agent's repository has no commit "+missing) {
+			t.Errorf("diff --commit of a commit the agent does not have: %s", r)
+		}
+		if r := devaipod(t, nil, "diff", name, "--commit", "HEAD"); r.code == 0 || !strings.Contains(r.stderr, `"HEAD" is not a full commit id`) {
+			t.Errorf("diff --commit HEAD: %s", r)
+		}
+	})
 	t.Run("fetch brings the branch into another clone", func(t *testing.T) {
 		r := mustDevaipod(t, nil, "fetch", name, "--repo", clone)
 		if !strings.Contains(r.stdout, "devaipod-"+name+"/agent/work") || !strings.Contains(r.stdout, "uncommitted work") {
