@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -133,5 +134,25 @@ func TestCompletion(t *testing.T) {
 	}
 	if code, stdout, _ := cliNoPodman(t, "__complete", "up", ".", "--workspace-access", ""); code != 0 || !strings.Contains(stdout, "rw\nro\n") {
 		t.Errorf("completion of --workspace-access: exit %d, %q", code, stdout)
+	}
+}
+
+// TestJSONErrors: with --output json an error is one JSON object on
+// standard error, its hint apart; without, the text as always.
+func TestJSONErrors(t *testing.T) {
+	code, stdout, stderr := cliNoPodman(t, "-o", "json", "status", "p")
+	var e jsonError
+	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || json.Unmarshal([]byte(stderr), &e) != nil ||
+		!strings.HasPrefix(e.Error, "cannot reach the podman service") || !strings.Contains(e.Hint, "podman system service") {
+		t.Errorf("status -o json: exit %d, stdout %q, stderr %q; want one JSON error with its hint", code, stdout, stderr)
+	}
+	_, _, stderr = cliNoPodman(t, "status", "p")
+	if !strings.HasPrefix(stderr, "Error: cannot reach the podman service") || !strings.Contains(stderr, "\nHint: ") {
+		t.Errorf("status: stderr %q; want the text", stderr)
+	}
+	var w bytes.Buffer
+	writeJSONError(&w, "Error: up failed\nLast lines of the agent's log:\n  boom\nHint: check [agent] command\n")
+	if got, want := w.String(), `{"error":"up failed","hint":"check [agent] command","detail":["Last lines of the agent's log:","  boom"]}`+"\n"; got != want {
+		t.Errorf("writeJSONError = %s, want %s", got, want)
 	}
 }

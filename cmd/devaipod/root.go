@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,12 +52,47 @@ func run(ctx context.Context, args []string, s streams) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	if f := root.PersistentFlags().Lookup("engine"); f != nil && f.Value.String() == engineKube {
-		printKubeError(s.err, err)
-		return 1
+	w := s.err
+	var text bytes.Buffer
+	asJSON := false
+	if f := root.PersistentFlags().Lookup("output"); f != nil && f.Value.String() == "json" {
+		w, asJSON = &text, true
 	}
-	printError(s.err, err)
+	if f := root.PersistentFlags().Lookup("engine"); f != nil && f.Value.String() == engineKube {
+		printKubeError(w, err)
+	} else {
+		printError(w, err)
+	}
+	if asJSON {
+		writeJSONError(s.err, text.String())
+	}
 	return 1
+}
+
+// jsonError is an error as --output json prints it, on standard error:
+// what printError would print, the error, the hint and the lines between
+// them apart.
+type jsonError struct {
+	Error  string   `json:"error"`
+	Hint   string   `json:"hint,omitempty"`
+	Detail []string `json:"detail,omitempty"` // other lines: the agent's log...
+}
+
+// writeJSONError writes the text printError wrote as one JSON object.
+func writeJSONError(w io.Writer, text string) {
+	var e jsonError
+	for i, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		switch {
+		case i == 0:
+			e.Error = strings.TrimPrefix(line, "Error: ")
+		case strings.HasPrefix(line, "Hint: "):
+			e.Hint = strings.TrimPrefix(line, "Hint: ")
+		default:
+			e.Detail = append(e.Detail, line)
+		}
+	}
+	b, _ := json.Marshal(e)
+	fmt.Fprintf(w, "%s\n", b)
 }
 
 // printError is the one place that turns errors into advice. An error
