@@ -146,11 +146,13 @@ clean:
 # script of plain podman CLI commands (the Rust devaipod's way), writing
 # docs/benchmarks.md, then the egress proxy against squid and no proxy,
 # writing docs/benchmarks-proxy.md (SOAK=30s for a quick run; default 10m).
+# Then the gator's object reader against go-git's (docs/benchmarks-gator.md).
 # It needs the images (make images), hyperfine and, for the proxy, squid.
 # As root, bench.sh measures as the test user and writes the page as root.
 bench: build
 	hack/bench.sh
 	hack/bench-proxy.sh
+	hack/bench-gator.sh
 
 # bench-scale starts 100 `devaipod up` of a stand-in agent at once, then
 # deletes them all at once, and writes docs/benchmarks-scale.md (successes,

@@ -18,6 +18,7 @@ import (
 	"github.com/devaipod/devaipod/internal/gitpack"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 )
 
 // objectReader reads the objects of the workspace's repository itself,
@@ -79,10 +80,13 @@ func (r *objectReader) has(h plumbing.Hash) error {
 	return err
 }
 
-// close closes the packs' indexes.
+// close closes the packs and their indexes.
 func (r *objectReader) close() {
 	for _, p := range r.packs {
 		p.idx.Close()
+		if p.pack != nil {
+			p.pack.Close()
+		}
 	}
 }
 
@@ -165,7 +169,25 @@ type packFile struct {
 	idx    *os.File // read where it is needed, never whole
 	size   int64    // of idx, when it was opened
 	fanout [256]uint32
+	// made keeps what entries made (by offset; the type, then the
+	// content), so that the objects of one chain of deltas, which a walk
+	// of the history reads one after the other, do not each apply the
+	// whole chain again.
+	made *cache.BufferLRU
+
+	openPack sync.Once
+	pack     *os.File // opened at the first read
+	packErr  error
 }
+
+// file opens the pack, once.
+func (p *packFile) file(dir *rootFS) (*os.File, error) {
+	p.openPack.Do(func() { p.pack, p.packErr = dir.open(p.name) })
+	return p.pack, p.packErr
+}
+
+// madeCacheSize bounds a pack's cache of what its entries made.
+const madeCacheSize = 16 * cache.MiByte
 
 const (
 	idxHeaderLen  = 8 + 256*4
@@ -228,7 +250,7 @@ func (r *objectReader) openIndex(name string) (*packFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &packFile{idx: f}
+	p := &packFile{idx: f, made: cache.NewBufferLRU(madeCacheSize)}
 	fi, err := f.Stat()
 	var head [idxHeaderLen]byte
 	if err == nil {
@@ -305,9 +327,10 @@ func (p *packFile) offset(i int64) (int64, error) {
 	return int64(v), nil
 }
 
-// delta is an entry of a chain of deltas: where its data starts, and how
-// much of it there is.
+// delta is an entry of a chain of deltas: where it is, where its data
+// starts, and how much of it there is.
 type delta struct {
+	at    place
 	pack  *os.File
 	start int64
 	size  int64
@@ -324,14 +347,16 @@ type place struct {
 // base and applies the deltas one after the other, so that no more than
 // a base, a delta and what it makes are held at once.
 func (r *objectReader) readPacked(p *packFile, offset int64) (plumbing.ObjectType, []byte, error) {
-	files := map[*packFile]*os.File{}
-	defer func() {
-		for _, f := range files {
-			f.Close()
+	z := inflaters.Get().(*inflater)
+	defer inflaters.Put(z)
+	// keep puts what the entry at made in its pack's cache, unless it is
+	// large (most objects a walk reads are commits and trees).
+	keep := func(at place, t plumbing.ObjectType, data []byte) {
+		if cache.FileSize(len(data)) < madeCacheSize/16 {
+			at.pack.made.Put(at.offset, append([]byte{byte(t)}, data...))
 		}
-	}()
+	}
 	var (
-		z      inflater
 		deltas []delta // from the object down to its base
 		t      plumbing.ObjectType
 		data   []byte
@@ -339,17 +364,17 @@ func (r *objectReader) readPacked(p *packFile, offset int64) (plumbing.ObjectTyp
 		seen   = map[place]bool{}
 	)
 	for data == nil {
+		if b, ok := at.pack.made.Get(at.offset); ok {
+			t, data = plumbing.ObjectType(b[0]), b[1:]
+			break
+		}
 		if seen[at] {
 			return plumbing.InvalidObject, nil, fmt.Errorf("%w: a chain of deltas that loops", gitpack.ErrMalformed)
 		}
 		seen[at] = true
-		f, ok := files[at.pack]
-		if !ok {
-			var err error
-			if f, err = r.dir.open(at.pack.name); err != nil {
-				return plumbing.InvalidObject, nil, err
-			}
-			files[at.pack] = f
+		f, err := at.pack.file(r.dir)
+		if err != nil {
+			return plumbing.InvalidObject, nil, err
 		}
 		e, start, err := entryAt(f, at.offset)
 		if err != nil {
@@ -360,12 +385,13 @@ func (r *objectReader) readPacked(p *packFile, offset int64) (plumbing.ObjectTyp
 			if data, err = z.at(f, start, e.Size, r.max); err != nil {
 				return plumbing.InvalidObject, nil, err
 			}
+			keep(at, t, data)
 			break
 		}
 		if len(deltas) == maxDeltaChain {
 			return plumbing.InvalidObject, nil, fmt.Errorf("%w: a chain of more than %d deltas", gitpack.ErrMalformed, maxDeltaChain)
 		}
-		deltas = append(deltas, delta{pack: f, start: start, size: e.Size})
+		deltas = append(deltas, delta{at: at, pack: f, start: start, size: e.Size})
 		if e.Type == gitpack.OfsDelta {
 			if e.BaseDistance <= 0 || e.BaseDistance >= at.offset {
 				return plumbing.InvalidObject, nil, fmt.Errorf("%w: a delta's base outside its pack", gitpack.ErrMalformed)
@@ -392,6 +418,7 @@ func (r *objectReader) readPacked(p *packFile, offset int64) (plumbing.ObjectTyp
 		if data, err = gitpack.Patch(data, instructions, r.max); err != nil {
 			return plumbing.InvalidObject, nil, err
 		}
+		keep(d.at, t, data)
 		if work += int64(len(data)); work > maxChainWork {
 			return plumbing.InvalidObject, nil, fmt.Errorf("%w: a chain of deltas that makes more than %d MiB on the way", gitpack.ErrMalformed, maxChainWork>>20)
 		}
@@ -421,6 +448,8 @@ type inflater struct {
 	br *bufio.Reader
 	zr io.ReadCloser
 }
+
+var inflaters = sync.Pool{New: func() any { return new(inflater) }}
 
 // at reads the zlib stream at start in f: exactly size bytes, at most max.
 func (z *inflater) at(f *os.File, start, size, max int64) ([]byte, error) {

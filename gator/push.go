@@ -99,9 +99,11 @@ func openWorkspace(dir string) (*verifiedStorage, func(), error) {
 }
 
 // Bounds of what the gator reads of the workspace's objects: one object
-// (GitHub refuses files over 100 MiB too), and all the objects of one
+// (GitHub refuses files over 100 MiB too), and the files of one
 // push_branch, which go-git's packing holds in memory together (the
-// gator's memory limit is 512 MiB).
+// gator's memory limit is 512 MiB). Commits and trees are not counted:
+// go-git's push reads those of the remote's whole history (to know what
+// not to send) and lets them go.
 const (
 	maxObjectSize = 100 << 20
 	maxPushRead   = 256 << 20
@@ -122,7 +124,7 @@ type verifiedStorage struct {
 	cache   cache.Object // of objects read and checked
 
 	mu      sync.Mutex
-	counted map[plumbing.Hash]bool // objects read, whose sizes make read
+	counted map[plumbing.Hash]bool // blobs read, whose sizes make read
 	read    int64
 }
 
@@ -170,12 +172,12 @@ func (v *verifiedStorage) readObject(h plumbing.Hash) (_ plumbing.EncodedObject,
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if !v.counted[h] {
+	if typ == plumbing.BlobObject && !v.counted[h] {
 		v.counted[h] = true
 		v.read += m.Size()
 	}
 	if v.read > maxPushRead {
-		return nil, fmt.Errorf("the push needs more than %d MiB of the workspace's objects, which the gator would hold in memory at once; push less at a time", maxPushRead>>20)
+		return nil, fmt.Errorf("the push needs more than %d MiB of the workspace's files, which the gator would hold in memory at once; push less at a time", maxPushRead>>20)
 	}
 	return m, nil
 }

@@ -918,7 +918,7 @@ func TestPushReadIsBounded(t *testing.T) {
 	head := gitRun(t, r.workspace, "commit-tree", strings.TrimSpace(string(tree)), "-p", "HEAD", "-m", "parts")
 	gitRun(t, r.workspace, "update-ref", "HEAD", head)
 	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/parts"))
-	if !isErr || !strings.Contains(text, "the push needs more than 256 MiB of the workspace's objects") {
+	if !isErr || !strings.Contains(text, "the push needs more than 256 MiB of the workspace's files") {
 		t.Errorf("push of 270 MiB: %q; want it refused", text)
 	}
 	if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {

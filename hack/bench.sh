@@ -728,6 +728,7 @@ render() {
 
 The egress proxy against squid and no proxy (tunnels per second, bulk throughput, latency,
 memory, a 10-minute soak) is on its own page: [benchmarks-proxy.md](benchmarks-proxy.md).
+The gator's object reader against go-git's is on [benchmarks-gator.md](benchmarks-gator.md).
 
 devaipod drives podman through its REST API (the Go bindings). The Rust devaipod drives it by
 running one \`podman\` process per step. This page measures what that choice is worth: the time of
