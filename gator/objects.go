@@ -44,6 +44,12 @@ type objectReader struct {
 	once  sync.Once
 	packs []*packFile
 	err   error
+
+	// made keeps what pack entries made (by madeKey; the type, then the
+	// content), so that the objects of one chain of deltas, which a walk
+	// of the history reads one after the other, do not each apply the
+	// whole chain again.
+	made *cache.BufferLRU
 }
 
 // Bounds of a chain of deltas: git writes none deeper than 4095
@@ -169,11 +175,7 @@ type packFile struct {
 	idx    *os.File // read where it is needed, never whole
 	size   int64    // of idx, when it was opened
 	fanout [256]uint32
-	// made keeps what entries made (by offset; the type, then the
-	// content), so that the objects of one chain of deltas, which a walk
-	// of the history reads one after the other, do not each apply the
-	// whole chain again.
-	made *cache.BufferLRU
+	num    int // its place in objectReader.packs, for madeKey
 
 	openPack sync.Once
 	pack     *os.File // opened at the first read
@@ -186,8 +188,18 @@ func (p *packFile) file(dir *rootFS) (*os.File, error) {
 	return p.pack, p.packErr
 }
 
-// madeCacheSize bounds a pack's cache of what its entries made.
-const madeCacheSize = 16 * cache.MiByte
+// The cache of what pack entries made (objectReader.made): its size, and
+// the sizes of what it keeps (an entry takes about 150 bytes of its own,
+// so a cache of tiny ones would take several times its size; and a small
+// object is quickly made again).
+const (
+	madeCacheSize = 32 * cache.MiByte
+	madeMin       = 256
+	madeMax       = 1 << 20
+)
+
+// madeKey is the key of the entry at offset of pack p in the cache.
+func madeKey(p *packFile, offset int64) int64 { return int64(p.num)<<40 | offset }
 
 const (
 	idxHeaderLen  = 8 + 256*4
@@ -238,6 +250,7 @@ func (r *objectReader) openPacks() ([]*packFile, error) {
 			return nil, fmt.Errorf("read the workspace's pack index %s: %w", e.Name(), err)
 		}
 		p.name = path.Join("objects/pack", base+".pack")
+		p.num = len(packs)
 		packs = append(packs, p)
 	}
 	return packs, nil
@@ -250,7 +263,7 @@ func (r *objectReader) openIndex(name string) (*packFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &packFile{idx: f, made: cache.NewBufferLRU(madeCacheSize)}
+	p := &packFile{idx: f}
 	fi, err := f.Stat()
 	var head [idxHeaderLen]byte
 	if err == nil {
@@ -349,11 +362,12 @@ type place struct {
 func (r *objectReader) readPacked(p *packFile, offset int64) (plumbing.ObjectType, []byte, error) {
 	z := inflaters.Get().(*inflater)
 	defer inflaters.Put(z)
-	// keep puts what the entry at made in its pack's cache, unless it is
-	// large (most objects a walk reads are commits and trees).
+	// keep puts what the entry at made in the cache, unless it is too
+	// small or too large to be worth it (most objects a walk reads are
+	// commits and trees).
 	keep := func(at place, t plumbing.ObjectType, data []byte) {
-		if cache.FileSize(len(data)) < madeCacheSize/16 {
-			at.pack.made.Put(at.offset, append([]byte{byte(t)}, data...))
+		if len(data) >= madeMin && len(data) < madeMax && at.offset < 1<<40 {
+			r.made.Put(madeKey(at.pack, at.offset), append([]byte{byte(t)}, data...))
 		}
 	}
 	var (
@@ -364,7 +378,7 @@ func (r *objectReader) readPacked(p *packFile, offset int64) (plumbing.ObjectTyp
 		seen   = map[place]bool{}
 	)
 	for data == nil {
-		if b, ok := at.pack.made.Get(at.offset); ok {
+		if b, ok := r.made.Get(madeKey(at.pack, at.offset)); ok && at.offset < 1<<40 {
 			t, data = plumbing.ObjectType(b[0]), b[1:]
 			break
 		}

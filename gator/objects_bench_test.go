@@ -66,6 +66,9 @@ func historyRepo(b *testing.B, n int) string {
 	git := func(stdin []byte, args ...string) {
 		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
 		cmd.Stdin = bytes.NewReader(stdin)
+		// Not the user's configuration: the repository is the same for
+		// everyone.
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("git %v: %v\n%s", args, err, out)
 		}

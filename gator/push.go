@@ -93,21 +93,22 @@ func openWorkspace(dir string) (*verifiedStorage, func(), error) {
 		return nil, nil, fmt.Errorf("open the workspace's repository: %w", err)
 	}
 	st := filesystem.NewStorage(dotgit, cache.NewObjectLRUDefault())
-	objects := &objectReader{dir: dotgit.(*rootFS), max: maxObjectSize}
+	objects := &objectReader{dir: dotgit.(*rootFS), max: maxObjectSize, made: cache.NewBufferLRU(madeCacheSize)}
 	v := &verifiedStorage{Storage: st, objects: objects, cache: cache.NewObjectLRUDefault(), counted: map[plumbing.Hash]bool{}}
 	return v, func() { objects.close(); st.Close(); closeRoots() }, nil
 }
 
 // Bounds of what the gator reads of the workspace's objects: one object
-// (GitHub refuses files over 100 MiB too), and the files of one
-// push_branch, which go-git's packing holds in memory together (the
-// gator's memory limit is 512 MiB). Commits and trees are not counted:
-// go-git's push reads those of the remote's whole history (to know what
-// not to send) and lets them go.
-const (
-	maxObjectSize = 100 << 20
-	maxPushRead   = 256 << 20
-)
+// (GitHub refuses files over 100 MiB too), and what one push_branch sends,
+// which go-git's packing holds in memory together (the gator's memory
+// limit is 512 MiB): the files, and the new commits and the trees they
+// change (see countTrees). The other commits and trees are not counted:
+// go-git's push reads those of the remote's whole history, to know what
+// not to send, and lets them go.
+const maxObjectSize = 100 << 20
+
+// maxPushRead is a variable for the tests.
+var maxPushRead int64 = 256 << 20
 
 // verifiedStorage is the workspace's repository: go-git's storage for its
 // references, and objectReader (bounded) for its objects, every one of
@@ -124,8 +125,17 @@ type verifiedStorage struct {
 	cache   cache.Object // of objects read and checked
 
 	mu      sync.Mutex
-	counted map[plumbing.Hash]bool // blobs read, whose sizes make read
+	counted map[plumbing.Hash]bool // objects counted, whose sizes make read
 	read    int64
+	trees   bool // count commits and trees too
+}
+
+// countTrees makes the reads that follow count commits and trees against
+// maxPushRead, or no longer.
+func (v *verifiedStorage) countTrees(on bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.trees = on
 }
 
 func (v *verifiedStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (_ plumbing.EncodedObject, err error) {
@@ -136,14 +146,31 @@ func (v *verifiedStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) 
 		}
 		v.cache.Put(o)
 	}
+	if err := v.count(o); err != nil {
+		return nil, err
+	}
 	if t != plumbing.AnyObject && o.Type() != t {
 		return nil, plumbing.ErrObjectNotFound
 	}
 	return o, nil
 }
 
-// readObject reads h with objectReader, checks it against h, and counts
-// it against maxPushRead.
+// count counts o against maxPushRead, once, if it is a file or trees are
+// counted (see countTrees).
+func (v *verifiedStorage) count(o plumbing.EncodedObject) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if (o.Type() == plumbing.BlobObject || v.trees) && !v.counted[o.Hash()] {
+		v.counted[o.Hash()] = true
+		v.read += o.Size()
+	}
+	if v.read > maxPushRead {
+		return fmt.Errorf("the push needs more than %d MiB of the workspace's files, commits and trees, which the gator would hold in memory at once; push less at a time", maxPushRead>>20)
+	}
+	return nil
+}
+
+// readObject reads h with objectReader and checks it against h.
 func (v *verifiedStorage) readObject(h plumbing.Hash) (_ plumbing.EncodedObject, err error) {
 	defer func() {
 		// The agent wrote every byte that the reader parses: a bug there
@@ -169,15 +196,6 @@ func (v *verifiedStorage) readObject(h plumbing.Hash) (_ plumbing.EncodedObject,
 	m.Write(data)
 	if m.Hash() != h {
 		return nil, fmt.Errorf("the workspace's object %s does not match its id: the repository is damaged or was tampered with", h)
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if typ == plumbing.BlobObject && !v.counted[h] {
-		v.counted[h] = true
-		v.read += m.Size()
-	}
-	if v.read > maxPushRead {
-		return nil, fmt.Errorf("the push needs more than %d MiB of the workspace's files, which the gator would hold in memory at once; push less at a time", maxPushRead>>20)
 	}
 	return m, nil
 }
@@ -321,7 +339,13 @@ func (p *pusher) plan(ctx context.Context, owner, repo, branch string, at plumbi
 		pl.res.Action = "updated"
 	}
 
-	if pl.news, err = walkNew(ctx, head, refs, p.protected); err != nil {
+	// What walkNew reads is the new commits and the trees they change
+	// (and their parents' trees, which it compares them with): go-git's
+	// packing will hold the new ones with the files, so they count.
+	st.countTrees(true)
+	pl.news, err = walkNew(ctx, head, refs, p.protected)
+	st.countTrees(false)
+	if err != nil {
 		return nil, err
 	}
 	if len(pl.news.protected) > 0 {

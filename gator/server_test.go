@@ -918,11 +918,38 @@ func TestPushReadIsBounded(t *testing.T) {
 	head := gitRun(t, r.workspace, "commit-tree", strings.TrimSpace(string(tree)), "-p", "HEAD", "-m", "parts")
 	gitRun(t, r.workspace, "update-ref", "HEAD", head)
 	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/parts"))
-	if !isErr || !strings.Contains(text, "the push needs more than 256 MiB of the workspace's files") {
+	if !isErr || !strings.Contains(text, "the push needs more than 256 MiB of the workspace's files, commits and trees") {
 		t.Errorf("push of 270 MiB: %q; want it refused", text)
 	}
 	if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {
 		t.Errorf("pushed: %s", out)
+	}
+}
+
+// TestPushReadCountsNewTrees: the new commits' trees count against the
+// bound too (go-git's packing holds them with the files): a tree of 2 MiB,
+// of entries naming one small file, passes no bound of 1 MiB.
+func TestPushReadCountsNewTrees(t *testing.T) {
+	// Not parallel: it lowers maxPushRead.
+	defer func(n int64) { maxPushRead = n }(maxPushRead)
+	maxPushRead = 1 << 20
+	r := newTestRig(t, "github:octo/app:push-branch")
+	blob := gitRun(t, r.workspace, "hash-object", "-w", "--stdin")
+	var entries strings.Builder
+	for i := range 60000 {
+		fmt.Fprintf(&entries, "100644 blob %s\tfile-%06d\n", blob, i)
+	}
+	cmd := exec.Command("git", "-C", r.workspace, "mktree")
+	cmd.Stdin = strings.NewReader(entries.String())
+	tree, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := gitRun(t, r.workspace, "commit-tree", strings.TrimSpace(string(tree)), "-p", "HEAD", "-m", "many")
+	gitRun(t, r.workspace, "update-ref", "HEAD", head)
+	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/many"))
+	if !isErr || !strings.Contains(text, "the push needs more than 1 MiB of the workspace's files, commits and trees") {
+		t.Errorf("push of a 2 MiB tree against a bound of 1 MiB: %q; want it refused", text)
 	}
 }
 

@@ -90,7 +90,8 @@ cat "$t/work.bundle"
 // $4 the commit to show (empty: the agent's work, uncommitted included),
 // the pathspecs after them. It fetches the bundle into a throwaway
 // repository whose only tie to the trusted .git is borrowing its objects,
-// then diffs two commits (no work tree, so no attributes or filters).
+// then diffs two commits, or shows each commit from the base to $4 with
+// its patch (no work tree, so no attributes or filters).
 var diffScript = `set -e
 repo="$1" base="$2" what="$3" commit="$4"
 shift 4
@@ -100,15 +101,20 @@ cat > "$t/work.bundle"
 git init -q --bare --template= "$t/r"
 echo "$repo/.git/objects" > "$t/r/objects/info/alternates"
 g() { git --git-dir="$t/r" ` + strings.Join(source.TrustedGitOptions, " ") + ` "$@"; }
-g fetch -q ` + strings.Join(source.FetchOptions, " ") + ` "$t/work.bundle" "+` + worktreeRef + `:refs/work" "+refs/heads/*:refs/agent/*" >&2
-to=refs/work
+g fetch -q ` + strings.Join(source.FetchOptions, " ") + ` "$t/work.bundle" "+` + worktreeRef + `:refs/work" >&2
 if [ -n "$commit" ]; then
+	# The fetch took the bundle's whole pack: every commit of the
+	# agent's branches and of its HEAD's history is here.
 	g cat-file -e "$commit^{commit}" 2>/dev/null || { echo "the agent's repository has no commit $commit on a branch or in HEAD's history" >&2; exit 3; }
-	to=$commit
+	case "$what" in
+	stat) g log --reverse --stat=200 --no-ext-diff --no-textconv --no-color --no-renames "$base..$commit" -- "$@" ;;
+	*) g log --reverse -p --cc --text --no-ext-diff --no-textconv --no-color --no-renames "$base..$commit" -- "$@" ;;
+	esac
+	exit
 fi
 case "$what" in
-stat) g diff --stat=200 --text --no-ext-diff --no-textconv --no-color --no-renames "$base" "$to" -- "$@" ;;
-*) g diff --text --no-ext-diff --no-textconv --no-color --no-renames "$base" "$to" -- "$@" ;;
+stat) g diff --stat=200 --text --no-ext-diff --no-textconv --no-color --no-renames "$base" refs/work -- "$@" ;;
+*) g diff --text --no-ext-diff --no-textconv --no-color --no-renames "$base" refs/work -- "$@" ;;
 esac
 `
 
@@ -218,10 +224,11 @@ func lastLines(s string, n int) string {
 // DiffOptions choose what Diff shows.
 type DiffOptions struct {
 	Stat bool // a diffstat instead of the patch
-	// Commit, a full commit id, shows that commit against the commit up
-	// started from instead of the agent's work (the commit a push_branch
-	// request asks to push, say); it must be on one of the agent's
-	// branches or in its HEAD's history.
+	// Commit, a full commit id, shows every commit from the one up
+	// started from to it, oldest first, each with its patch (merges as
+	// combined diffs), instead of the agent's work: what a push of it
+	// sends (a push_branch request names it). It must be on one of the
+	// agent's branches or in its HEAD's history.
 	Commit  string
 	Paths   []string // pathspecs; none for everything
 	MaxWork int64    // the bound on the agent's work as a bundle (see Fetch); 0 for DefaultMaxWork

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -150,9 +151,12 @@ func TestJSONErrors(t *testing.T) {
 	if !strings.HasPrefix(stderr, "Error: cannot reach the podman service") || !strings.Contains(stderr, "\nHint: ") {
 		t.Errorf("status: stderr %q; want the text", stderr)
 	}
+	// The error's lines are the error's, whatever they say; a hint is
+	// what printError wrote after it.
+	err := errors.New("up failed\nHint: a line of the agent's")
 	var w bytes.Buffer
-	writeJSONError(&w, "Error: up failed\nLast lines of the agent's log:\n  boom\nHint: check [agent] command\n")
-	if got, want := w.String(), `{"error":"up failed","hint":"check [agent] command","detail":["Last lines of the agent's log:","  boom"]}`+"\n"; got != want {
+	writeJSONError(&w, err, "Error: up failed\nHint: a line of the agent's\nLast lines of the agent's log:\n  Hint: boom\nHint: check [agent] command\n")
+	if got, want := w.String(), `{"error":"up failed\nHint: a line of the agent's","hint":"check [agent] command","detail":["Last lines of the agent's log:","  Hint: boom"]}`+"\n"; got != want {
 		t.Errorf("writeJSONError = %s, want %s", got, want)
 	}
 }

@@ -22,8 +22,9 @@ func newDiffCommand(g *globalFlags) *cobra.Command {
 		Long: `Show, as a git diff, everything the pod's agent changed since the commit up
 started from: its commits on any branch it is on and its uncommitted work, new
 files included. --stat shows a diffstat instead; pathspecs after -- narrow it.
---commit shows one commit of the agent's against the commit up started from
-instead: the commit a push_branch request asks to push, before you approve it.
+--commit ID shows instead every commit from the one up started from to ID,
+oldest first, each with its patch (merges as combined diffs): what a push of
+ID sends, which a push_branch request asks about, before you approve it.
 
 Nothing the agent wrote runs on your side to make it: the agent's own git packs
 its work into a bundle in its container (its hooks and filters, if any, run
@@ -64,7 +65,7 @@ may be at most --max-size.`,
 		},
 	}
 	cmd.Flags().BoolVar(&stat, "stat", false, "a diffstat instead of the patch")
-	cmd.Flags().StringVar(&commit, "commit", "", "show this commit of the agent's (a full id, as a push request shows it) instead of all its work")
+	cmd.Flags().StringVar(&commit, "commit", "", "show every commit up to this one (a full id, as a push request shows it), each with its patch, instead of all the work")
 	cmd.Flags().Var(&maxWork, "max-size", "the largest bundle of the agent's work to copy to this host (512m, 2g...)")
 	return cmd
 }

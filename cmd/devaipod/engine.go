@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/kubeclient"
 	"github.com/devaipod/devaipod/pod/plan"
@@ -143,11 +144,11 @@ func printKubeError(w io.Writer, err error) {
 	switch {
 	case kubeHint(err) != "":
 	case errors.As(err, &nr):
-		fmt.Fprintf(w, "Error: %v\n", err)
+		fmt.Fprintf(w, "Error: %s\n", safetext.Lines(err.Error()))
 		fmt.Fprintf(w, "Hint: `kubectl get pods -l %s=%s` says why (pending: scheduling, image pulls, or an up still copying); a Pod that ended does not start again: `devaipod --engine kube delete %s`, then up\n", plan.LabelPod, nr.Name, nr.Name)
 		return
 	case errors.Is(err, pod.ErrNotFound) && strings.HasPrefix(err.Error(), "pod "):
-		fmt.Fprintf(w, "Error: %v\n", err)
+		fmt.Fprintf(w, "Error: %s\n", safetext.Lines(err.Error()))
 		fmt.Fprintln(w, "Hint: `devaipod --engine kube list` shows the pods of this namespace (--namespace, --context pick another)")
 		return
 	}

@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, s streams) int {
 		printError(w, err)
 	}
 	if asJSON {
-		writeJSONError(s.err, text.String())
+		writeJSONError(s.err, err, text.String())
 	}
 	return 1
 }
@@ -78,13 +78,21 @@ type jsonError struct {
 	Detail []string `json:"detail,omitempty"` // other lines: the agent's log...
 }
 
-// writeJSONError writes the text printError wrote as one JSON object.
-func writeJSONError(w io.Writer, text string) {
-	var e jsonError
-	for i, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+// writeJSONError writes err, and what printError wrote after it (text), as
+// one JSON object. The error is taken whole, never parsed from the text: it
+// may carry lines of the agent's (a failed command's output), which must
+// not pass for a hint. After it, printError writes only its own lines and
+// the agent's log indented, so a line there that starts with "Hint: " is
+// printError's.
+func writeJSONError(w io.Writer, err error, text string) {
+	e := jsonError{Error: safetext.Lines(err.Error())}
+	rest, ok := strings.CutPrefix(text, "Error: "+e.Error+"\n")
+	if !ok {
+		rest = "" // not printError's shape: the error alone
+	}
+	for _, line := range strings.Split(strings.TrimRight(rest, "\n"), "\n") {
 		switch {
-		case i == 0:
-			e.Error = strings.TrimPrefix(line, "Error: ")
+		case line == "":
 		case strings.HasPrefix(line, "Hint: "):
 			e.Hint = strings.TrimPrefix(line, "Hint: ")
 		default:
