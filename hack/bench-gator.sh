@@ -15,6 +15,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 COUNT=${DEVAIPOD_BENCH_COUNT:-9}
 DOC=${DEVAIPOD_GATOR_DOC:-$REPO/docs/benchmarks-gator.md}
 cd "$REPO"
+rev=$(git -c safe.directory='*' describe --always --dirty) # before this page is written
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 cmd="go test ./gator -run '^\$' -bench HistoryWalk -benchtime 5x -count $COUNT"
@@ -54,7 +55,7 @@ objects of one chain, which the walk reads one after the other, do not each appl
 (Measured once by hand, 2026-11-29, on the same machine: without that cache, and with each pack
 opened per read, the walk took 3.9× go-git's time.)
 
-Machine: $(nproc) CPUs, $(uname -sr), $(go version | awk '{print $3}'). Revision: $(git -c safe.directory='*' describe --always --dirty).
+Machine: $(nproc) CPUs, $(uname -sr), $(go version | awk '{print $3}'). Revision: $rev.
 
 ## Reproduce
 
