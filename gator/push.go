@@ -107,7 +107,8 @@ func openWorkspace(dir string) (*verifiedStorage, func(), error) {
 // not to send, and lets them go.
 const maxObjectSize = 100 << 20
 
-// maxPushRead is a variable for the tests.
+// maxPushRead bounds what one push_branch reads of what it sends (see
+// above); a variable for the tests.
 var maxPushRead int64 = 256 << 20
 
 // verifiedStorage is the workspace's repository: go-git's storage for its
