@@ -25,10 +25,11 @@ import (
 // loose and packed, instead of go-git's storage, which trusts them: it
 // inflates an object's zlib stream to its end whatever size the object's
 // header says, applies a delta past the size it says it makes, follows
-// reference deltas without end, and allocates what a pack index's counts
-// say, so a loose object of a megabyte or a delta of a few kilobytes made
-// the gator take gigabytes, and two deltas that are each other's base
-// overflowed its stack. Here every object is at most max bytes, as its
+// reference deltas without end, and indexes a pack index's tables as its
+// entries say, so a loose object of a megabyte or a delta of a few
+// kilobytes made the gator take gigabytes, two deltas that are each
+// other's base overflowed its stack, and an offset past an index's table
+// of large ones was a panic. Here every object is at most max bytes, as its
 // header says, and is read as exactly that many; a delta copies only from
 // inside its base and makes no more than it says; a chain of deltas is at
 // most as deep as git makes one, never loops and makes at most
