@@ -7,15 +7,16 @@ import (
 	"time"
 )
 
-// Limiter keeps a flood of refusals from pushing the earlier records out
-// of a bounded log: the agent makes a refused call or request as fast as
-// it likes, and at a few hundred bytes a record, some 50,000 of them move
+// Limiter keeps a flood of records the agent makes for free (refused
+// calls and requests, say) from pushing the earlier records out of a
+// bounded log: at a few hundred bytes a record, some 50,000 of them move
 // every earlier record aside and out (File keeps two files). Per kind (a
-// sidecar's choice: the gator's tool, the proxy's reason), the first
-// LimitBurst refused records are written, then LimitPerMinute a minute;
-// the rest are only counted, and the sidecar writes one record for them
-// (Dropped) within a minute. A flood then takes hours, not seconds, to
-// move the log along, and what the agent did before it stays.
+// sidecar's choice, from a fixed set: the gator's event, tool and
+// decision, the proxy's decision and reason), the first LimitBurst records
+// are written, then LimitPerMinute a minute; the rest are only counted,
+// and the sidecar writes one record for them (Dropped) within a minute. A
+// flood then takes hours, not seconds, to move the log along, and what
+// the agent did before it stays.
 type Limiter struct {
 	mu    sync.Mutex
 	kinds map[string]*bucket
