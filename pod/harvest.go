@@ -228,7 +228,8 @@ type DiffOptions struct {
 	// started from to it, oldest first, each with its patch (merges as
 	// combined diffs), instead of the agent's work: what a push of it
 	// sends (a push_branch request names it). It must be on one of the
-	// agent's branches or in its HEAD's history.
+	// agent's branches or in its HEAD's history, or in the repository up
+	// cloned (whose objects the diff borrows).
 	Commit  string
 	Paths   []string // pathspecs; none for everything
 	MaxWork int64    // the bound on the agent's work as a bundle (see Fetch); 0 for DefaultMaxWork
