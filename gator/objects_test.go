@@ -128,19 +128,6 @@ func ofsBase(distance int64) []byte {
 	return b
 }
 
-// deltaStart is a delta's header: its base's size, what it makes.
-func deltaStart(base, made int64) []byte {
-	var b []byte
-	for _, n := range []int64{base, made} {
-		for n >= 0x80 {
-			b = append(b, byte(n&0x7f)|0x80)
-			n >>= 7
-		}
-		b = append(b, byte(n))
-	}
-	return b
-}
-
 // packOffsets returns where each entry will start in a hand-made pack.
 func packOffsets(entries []handEntry) []int64 {
 	offsets := make([]int64, len(entries))
@@ -235,6 +222,21 @@ func writePackFiles(t *testing.T, dir string, entries []handEntry, large bool) s
 	return name + ".idx"
 }
 
+// handWorkspace makes a workspace with a .git folder that write fills, and
+// opens it for the length of the test.
+func handWorkspace(t *testing.T, write func(t *testing.T, dir string)) *verifiedStorage {
+	t.Helper()
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, ".git"), 0o755)
+	write(t, dir)
+	st, done, err := openWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(done)
+	return st
+}
+
 // TestObjectReaderBounds: objects the agent crafted so that reading them
 // takes gigabytes, or never ends, are refused after reading no more than
 // their headers say. go-git's own reader took the first three whole (1 to
@@ -250,11 +252,11 @@ func TestObjectReaderBounds(t *testing.T) {
 	base := bytes.Repeat([]byte("x"), 0x10000)
 	// Says it makes 64 KiB; inserts one byte, then copies the whole base
 	// over and over (go-git's patch went on past the 64 KiB).
-	copies := append(append(deltaStart(0x10000, 0x10000), 1, 'y'), bytes.Repeat([]byte{0x80}, bomb/0x10000)...)
+	copies := append(append(gittest.DeltaHeader(0x10000, 0x10000), 1, 'y'), bytes.Repeat([]byte{0x80}, bomb/0x10000)...)
 	chain := []handEntry{{id: idA, typ: gitpack.Blob, size: 1, data: []byte("x")}}
 	for i := range maxDeltaChain + 1 {
 		chain = append(chain, handEntry{id: plumbing.ComputeHash(plumbing.BlobObject, []byte(fmt.Sprint(i))), typ: gitpack.RefDelta, size: 4,
-			base: chain[i].id[:], data: append(deltaStart(1, 1), 0x90, 1)})
+			base: chain[i].id[:], data: append(gittest.DeltaHeader(1, 1), 0x90, 1)})
 	}
 	for _, tt := range []struct {
 		name  string
@@ -291,8 +293,8 @@ func TestObjectReaderBounds(t *testing.T) {
 		{name: "deltas that are each other's base", read: idA, want: "a chain of deltas that loops",
 			write: func(t *testing.T, dir string) {
 				writeHandPack(t, dir, []handEntry{
-					{id: idA, typ: gitpack.RefDelta, size: 4, base: idB[:], data: append(deltaStart(1, 1), 0x90, 1)},
-					{id: idB, typ: gitpack.RefDelta, size: 4, base: idA[:], data: append(deltaStart(1, 1), 0x90, 1)}})
+					{id: idA, typ: gitpack.RefDelta, size: 4, base: idB[:], data: append(gittest.DeltaHeader(1, 1), 0x90, 1)},
+					{id: idB, typ: gitpack.RefDelta, size: 4, base: idA[:], data: append(gittest.DeltaHeader(1, 1), 0x90, 1)}})
 			}},
 		{name: "a chain of deltas longer than git makes", read: chain[len(chain)-1].id, want: "a chain of more than 4095 deltas",
 			write: func(t *testing.T, dir string) { writeHandPack(t, dir, chain) }},
@@ -319,14 +321,7 @@ func TestObjectReaderBounds(t *testing.T) {
 			}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			os.Mkdir(filepath.Join(dir, ".git"), 0o755)
-			tt.write(t, dir)
-			st, done, err := openWorkspace(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer done()
+			st := handWorkspace(t, tt.write)
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			o, err := st.EncodedObject(plumbing.AnyObject, tt.read)
@@ -346,23 +341,18 @@ func TestObjectReaderBounds(t *testing.T) {
 // header allows.
 func FuzzObjectReader(f *testing.F) {
 	f.Add(byte(gitpack.Blob), int64(5), []byte{}, []byte("hello"))
-	f.Add(byte(gitpack.OfsDelta), int64(4), []byte{0x0f}, append(deltaStart(1, 1), 0x90, 1))
-	f.Add(byte(gitpack.RefDelta), int64(4), bytes.Repeat([]byte{0xaa}, 20), append(deltaStart(1, 1), 0x90, 1))
+	f.Add(byte(gitpack.OfsDelta), int64(4), []byte{0x0f}, append(gittest.DeltaHeader(1, 1), 0x90, 1))
+	f.Add(byte(gitpack.RefDelta), int64(4), bytes.Repeat([]byte{0xaa}, 20), append(gittest.DeltaHeader(1, 1), 0x90, 1))
 	f.Fuzz(func(t *testing.T, typ byte, size int64, base, data []byte) {
 		if size < 0 || size > 1<<20 || len(data) > 1<<20 {
 			return
 		}
-		dir := t.TempDir()
-		os.Mkdir(filepath.Join(dir, ".git"), 0o755)
 		first := plumbing.NewHash(strings.Repeat("a", 40))
 		hello := plumbing.ComputeHash(plumbing.BlobObject, []byte("hello"))
-		writeHandPack(t, dir, []handEntry{{id: first, typ: gitpack.Blob, size: 1, data: []byte("x")},
-			{id: hello, typ: typ & 7, size: size, base: base, data: data}})
-		st, done, err := openWorkspace(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer done()
+		st := handWorkspace(t, func(t *testing.T, dir string) {
+			writeHandPack(t, dir, []handEntry{{id: first, typ: gitpack.Blob, size: 1, data: []byte("x")},
+				{id: hello, typ: typ & 7, size: size, base: base, data: data}})
+		})
 		if o, err := st.EncodedObject(plumbing.AnyObject, hello); err == nil && o.Size() != 5 {
 			t.Fatalf("read %d bytes for hello", o.Size())
 		}
@@ -378,7 +368,7 @@ func TestObjectReaderFinds(t *testing.T) {
 	baseID := plumbing.ComputeHash(plumbing.BlobObject, base)
 	made := []byte("a base")
 	// Copy 6 bytes at offset 0 (0x90: one size byte).
-	madeDelta := append(deltaStart(int64(len(base)), 6), 0x90, 6)
+	madeDelta := append(gittest.DeltaHeader(int64(len(base)), 6), 0x90, 6)
 	madeID := plumbing.ComputeHash(plumbing.BlobObject, made)
 	writeLoose := func(t *testing.T, dir string, id plumbing.Hash, content []byte) {
 		var b bytes.Buffer
@@ -420,14 +410,7 @@ func TestObjectReaderFinds(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			os.Mkdir(filepath.Join(dir, ".git"), 0o755)
-			tt.write(t, dir)
-			st, done, err := openWorkspace(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer done()
+			st := handWorkspace(t, tt.write)
 			o, err := st.EncodedObject(plumbing.AnyObject, tt.read)
 			if tt.want == nil {
 				if err == nil {

@@ -803,6 +803,20 @@ func TestPushWorkspaceHugeHEAD(t *testing.T) {
 	}
 }
 
+// commitTree makes a tree of entries (git mktree's input) in repo and a
+// commit of it on HEAD, which it moves there.
+func commitTree(t *testing.T, repo, entries, message string) {
+	t.Helper()
+	cmd := exec.Command("git", "-C", repo, "mktree")
+	cmd.Stdin = strings.NewReader(entries)
+	tree, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := gitRun(t, repo, "commit-tree", strings.TrimSpace(string(tree)), "-p", "HEAD", "-m", message)
+	gitRun(t, repo, "update-ref", "HEAD", head)
+}
+
 // TestPushWorkspaceHugeObject: a blob of a gigabyte of zeros, a loose
 // object of a megabyte, is refused by its header's size, not read whole.
 func TestPushWorkspaceHugeObject(t *testing.T) {
@@ -827,14 +841,7 @@ func TestPushWorkspaceHugeObject(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, oid[2:]), packed.Bytes(), 0o444); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("git", "-C", r.workspace, "mktree")
-	cmd.Stdin = strings.NewReader("100644 blob " + oid + "\tzeros.bin\n")
-	tree, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := gitRun(t, r.workspace, "commit-tree", strings.TrimSpace(string(tree)), "-p", "HEAD", "-m", "zeros")
-	gitRun(t, r.workspace, "update-ref", "HEAD", head)
+	commitTree(t, r.workspace, "100644 blob "+oid+"\tzeros.bin\n", "zeros")
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/zeros"))
@@ -909,14 +916,7 @@ func TestPushReadIsBounded(t *testing.T) {
 		}
 		fmt.Fprintf(&entries, "100644 blob %s\tpart%d.bin\n", oid, i)
 	}
-	cmd := exec.Command("git", "-C", r.workspace, "mktree")
-	cmd.Stdin = strings.NewReader(entries.String())
-	tree, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := gitRun(t, r.workspace, "commit-tree", strings.TrimSpace(string(tree)), "-p", "HEAD", "-m", "parts")
-	gitRun(t, r.workspace, "update-ref", "HEAD", head)
+	commitTree(t, r.workspace, entries.String(), "parts")
 	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/parts"))
 	if !isErr || !strings.Contains(text, "the push needs more than 256 MiB of the workspace's files, commits and trees") {
 		t.Errorf("push of 270 MiB: %q; want it refused", text)
@@ -939,14 +939,7 @@ func TestPushReadCountsNewTrees(t *testing.T) {
 	for i := range 60000 {
 		fmt.Fprintf(&entries, "100644 blob %s\tfile-%06d\n", blob, i)
 	}
-	cmd := exec.Command("git", "-C", r.workspace, "mktree")
-	cmd.Stdin = strings.NewReader(entries.String())
-	tree, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := gitRun(t, r.workspace, "commit-tree", strings.TrimSpace(string(tree)), "-p", "HEAD", "-m", "many")
-	gitRun(t, r.workspace, "update-ref", "HEAD", head)
+	commitTree(t, r.workspace, entries.String(), "many")
 	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/many"))
 	if !isErr || !strings.Contains(text, "the push needs more than 1 MiB of the workspace's files, commits and trees") {
 		t.Errorf("push of a 2 MiB tree against a bound of 1 MiB: %q; want it refused", text)

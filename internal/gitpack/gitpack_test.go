@@ -4,20 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"testing"
-)
 
-// header is a delta's start: its base's size and the size it makes.
-func header(base, made int64) []byte {
-	var b []byte
-	for _, n := range []int64{base, made} {
-		for n >= 0x80 {
-			b = append(b, byte(n&0x7f)|0x80)
-			n >>= 7
-		}
-		b = append(b, byte(n))
-	}
-	return b
-}
+	"github.com/devaipod/devaipod/internal/gittest"
+)
 
 func TestPatch(t *testing.T) {
 	base := []byte("0123456789")
@@ -30,22 +19,22 @@ func TestPatch(t *testing.T) {
 		large bool   // a *TooLargeError
 	}{
 		// 0x80 alone: offset 0 and size 0, which means 0x10000.
-		{name: "a copy of size 0 is one of 0x10000", base: big, delta: append(header(int64(len(big)), 0x10000), 0x80), want: string(big[:0x10000])},
+		{name: "a copy of size 0 is one of 0x10000", base: big, delta: append(gittest.DeltaHeader(int64(len(big)), 0x10000), 0x80), want: string(big[:0x10000])},
 		// 0xff: four offset bytes and three size bytes, least significant
 		// first: offset 0x10001, size 3.
-		{name: "a copy with every byte", base: big, delta: append(header(int64(len(big)), 3), 0xff, 1, 0, 1, 0, 3, 0, 0), want: string(big[0x10001:0x10004])},
+		{name: "a copy with every byte", base: big, delta: append(gittest.DeltaHeader(int64(len(big)), 3), 0xff, 1, 0, 1, 0, 3, 0, 0), want: string(big[0x10001:0x10004])},
 		// copy 4 bytes at offset 2 (0x91: one offset byte, one size
 		// byte), insert "ab", copy the first byte.
-		{name: "copies and inserts", delta: append(header(10, 7), 0x91, 2, 4, 2, 'a', 'b', 0x90, 1), want: "2345ab0"},
-		{name: "a copy of size 0, which means 0x10000, past its base", delta: append(header(10, 3), 0x80)},
-		{name: "the wrong base size", delta: append(header(9, 1), 1, 'a')},
-		{name: "makes less than it says", delta: append(header(10, 5), 1, 'a')},
-		{name: "copies past its base", delta: append(header(10, 4), 0x91, 8, 4)},
-		{name: "copies past what it says it makes", delta: append(header(10, 3), 0x91, 0, 2, 0x91, 0, 2)},
-		{name: "inserts past its end", delta: append(header(10, 3), 3, 'a')},
-		{name: "inserts past what it says it makes", delta: append(header(10, 1), 2, 'a', 'b')},
-		{name: "instruction 0", delta: append(header(10, 1), 0, 1, 'a')},
-		{name: "says it makes more than max", delta: append(header(10, 1<<31), 0x91, 0, 1), large: true},
+		{name: "copies and inserts", delta: append(gittest.DeltaHeader(10, 7), 0x91, 2, 4, 2, 'a', 'b', 0x90, 1), want: "2345ab0"},
+		{name: "a copy of size 0, which means 0x10000, past its base", delta: append(gittest.DeltaHeader(10, 3), 0x80)},
+		{name: "the wrong base size", delta: append(gittest.DeltaHeader(9, 1), 1, 'a')},
+		{name: "makes less than it says", delta: append(gittest.DeltaHeader(10, 5), 1, 'a')},
+		{name: "copies past its base", delta: append(gittest.DeltaHeader(10, 4), 0x91, 8, 4)},
+		{name: "copies past what it says it makes", delta: append(gittest.DeltaHeader(10, 3), 0x91, 0, 2, 0x91, 0, 2)},
+		{name: "inserts past its end", delta: append(gittest.DeltaHeader(10, 3), 3, 'a')},
+		{name: "inserts past what it says it makes", delta: append(gittest.DeltaHeader(10, 1), 2, 'a', 'b')},
+		{name: "instruction 0", delta: append(gittest.DeltaHeader(10, 1), 0, 1, 'a')},
+		{name: "says it makes more than max", delta: append(gittest.DeltaHeader(10, 1<<31), 0x91, 0, 1), large: true},
 		{name: "cut in its header", delta: []byte{0x8a}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,8 +97,8 @@ func TestReadEntry(t *testing.T) {
 // FuzzPatch: whatever the delta, Patch makes exactly the size the delta
 // says, at most max, or fails.
 func FuzzPatch(f *testing.F) {
-	f.Add([]byte("0123456789"), append(header(10, 7), 0x91, 2, 4, 2, 'a', 'b', 0x90, 1))
-	f.Add([]byte("x"), append(header(1, 3<<29), bytes.Repeat([]byte{0x91, 0, 1}, 100)...))
+	f.Add([]byte("0123456789"), append(gittest.DeltaHeader(10, 7), 0x91, 2, 4, 2, 'a', 'b', 0x90, 1))
+	f.Add([]byte("x"), append(gittest.DeltaHeader(1, 3<<29), bytes.Repeat([]byte{0x91, 0, 1}, 100)...))
 	f.Fuzz(func(t *testing.T, base, delta []byte) {
 		const max = 1 << 20
 		out, err := Patch(base, delta, max)

@@ -1,5 +1,6 @@
-// Package gittest makes throwaway git repositories for the tests of the
-// packages that read them (pod, pod/source).
+// Package gittest makes throwaway git repositories, and parts of git's
+// formats, for the tests of the packages that read them (pod, pod/source,
+// gator, internal/gitpack).
 package gittest
 
 import (
@@ -43,4 +44,18 @@ func WriteFile(t testing.TB, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// DeltaHeader is the start of a git delta: its base's size, then the size
+// of what it makes, 7 bits a byte, least significant first.
+func DeltaHeader(base, made int64) []byte {
+	var b []byte
+	for _, n := range []int64{base, made} {
+		for n >= 0x80 {
+			b = append(b, byte(n&0x7f)|0x80)
+			n >>= 7
+		}
+		b = append(b, byte(n))
+	}
+	return b
 }

@@ -71,20 +71,6 @@ func handBundle(entries ...packEntry) []byte {
 	return b.Bytes()
 }
 
-// deltaHeader is the start of a delta: its base's size, then the size of
-// what it makes.
-func deltaHeader(base, made int64) []byte {
-	var b []byte
-	for _, n := range []int64{base, made} {
-		for n >= 0x80 {
-			b = append(b, byte(n&0x7f)|0x80)
-			n >>= 7
-		}
-		b = append(b, byte(n))
-	}
-	return b
-}
-
 func writeBundle(t *testing.T, b []byte) string {
 	path := filepath.Join(t.TempDir(), "work.bundle")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -101,7 +87,7 @@ func TestCheckBundle(t *testing.T) {
 	oid := sha1.Sum([]byte("blob 1\x00x"))
 	// A delta of a few bytes that says it makes 1.5 GiB: copy the base's
 	// byte (instruction 0x91: offset byte, size byte), over and over.
-	bomb := append(deltaHeader(1, 3<<29), bytes.Repeat([]byte{0x91, 0, 1}, 100)...)
+	bomb := append(gittest.DeltaHeader(1, 3<<29), bytes.Repeat([]byte{0x91, 0, 1}, 100)...)
 	for _, tt := range []struct {
 		name    string
 		bundle  []byte
@@ -110,7 +96,7 @@ func TestCheckBundle(t *testing.T) {
 	}{
 		{name: "a blob and a delta of it", allowed: true, bundle: handBundle(
 			packEntry{typ: gitpack.Blob, size: 1, data: blob},
-			packEntry{typ: gitpack.RefDelta, size: 5, base: oid[:], data: append(deltaHeader(1, 1), 0x91, 0, 1)})},
+			packEntry{typ: gitpack.RefDelta, size: 5, base: oid[:], data: append(gittest.DeltaHeader(1, 1), 0x91, 0, 1)})},
 		{name: "a delta that makes 1.5 GiB", tooBig: 3 << 29, bundle: handBundle(
 			packEntry{typ: gitpack.Blob, size: 1, data: blob},
 			packEntry{typ: gitpack.RefDelta, size: int64(len(bomb)), base: oid[:], data: bomb})},
