@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -27,7 +26,7 @@ type auditor struct {
 	log    *slog.Logger
 	// flood counts the records of one kind past its bounds instead of
 	// writing them (see floodKind); nil is no limit.
-	flood *auditlog.Flood
+	flood *auditlog.Flood[floodKey]
 	// known reports whether the gator has a tool of that name.
 	known func(tool string) bool
 
@@ -42,27 +41,28 @@ func newAuditor(pod string, redact func(string) string, log *slog.Logger, w io.W
 	return a
 }
 
-// floodKind is the kind of r that auditlog.Flood counts by, or "" when r
-// is always written: the start; a call that did something on the forge
+// floodKey is a kind of records for the flood limit.
+type floodKey struct{ event, tool, decision string }
+
+// floodKind is the kind of r that auditlog.Flood counts by, and false when
+// r is always written: the start; a call that did something on the forge
 // (GitHub's rate limit bounds those); a call a person decided, or let time
-// out (a handful can wait at once). Every other call, allowed or not,
-// the agent can make as fast as it asks. The kinds are the event, the tool
+// out (a handful can wait at once). Every other call, allowed or not, the
+// agent can make as fast as it asks. The kinds are the event, the tool
 // (any tool the gator does not have counts as "unknown": its name is the
 // agent's) and the decision, a fixed set.
-func floodKind(r policy.Record, known func(string) bool) string {
+func floodKind(r policy.Record, known func(string) bool) (floodKey, bool) {
 	switch {
-	case r.Event != policy.EventCall && r.Event != policy.EventAsk:
-		return ""
-	case r.Result != "":
-		return ""
-	case r.Ask != nil && (r.Ask.Outcome == policy.AskApproved || r.Ask.Outcome == policy.AskRejected || r.Ask.Outcome == policy.AskTimeout):
-		return ""
+	case r.Event != policy.EventCall && r.Event != policy.EventAsk,
+		r.Result != "",
+		r.Ask != nil && (r.Ask.Outcome == policy.AskApproved || r.Ask.Outcome == policy.AskRejected || r.Ask.Outcome == policy.AskTimeout):
+		return floodKey{}, false
 	}
 	tool := r.Tool
 	if !known(tool) {
 		tool = "unknown"
 	}
-	return r.Event + " " + tool + " " + r.Decision
+	return floodKey{r.Event, tool, r.Decision}, true
 }
 
 // Bounds of a record: its text fields carry what the agent sent (a
@@ -76,7 +76,7 @@ const (
 
 func (a *auditor) write(r policy.Record) {
 	if a.flood != nil {
-		if kind := floodKind(r, a.known); kind != "" && !a.flood.Allow(kind) {
+		if kind, limited := floodKind(r, a.known); limited && !a.flood.Allow(kind) {
 			return
 		}
 	}
@@ -140,14 +140,10 @@ func (a *auditor) write(r policy.Record) {
 
 // writeDropped writes a record of the calls of each kind that were counted
 // rather than written one by one.
-func (a *auditor) writeDropped(dropped []auditlog.Dropped) {
+func (a *auditor) writeDropped(dropped []auditlog.Dropped[floodKey]) {
 	for _, d := range dropped {
-		f := strings.Fields(d.Kind) // event, tool, decision
-		if len(f) != 3 {
-			f = []string{"", d.Kind, ""} // "other", past the bound on kinds
-		}
-		a.write(policy.Record{Event: policy.EventDropped, Tool: f[1], Decision: f[2], Reason: f[0], Count: d.Count,
-			Since: d.Since.UTC().Format(time.RFC3339Nano)})
+		a.write(policy.Record{Event: policy.EventDropped, Tool: d.Kind.tool, Decision: d.Kind.decision, Reason: d.Kind.event,
+			Count: d.Count, Since: d.Since.UTC().Format(time.RFC3339Nano)})
 	}
 }
 

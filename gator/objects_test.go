@@ -222,6 +222,24 @@ func writePackFiles(t *testing.T, dir string, entries []handEntry, large bool) s
 	return name + ".idx"
 }
 
+// putLoose writes the zlib stream of parts, one after the other, as the
+// loose object file of id in repo's .git, in the place of any there.
+func putLoose(t *testing.T, repo, id string, parts ...[]byte) {
+	t.Helper()
+	var b bytes.Buffer
+	zw := zlib.NewWriter(&b)
+	for _, p := range parts {
+		zw.Write(p)
+	}
+	zw.Close()
+	path := filepath.Join(repo, ".git", "objects", id[:2], id[2:])
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.Remove(path)
+	if err := os.WriteFile(path, b.Bytes(), 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // handWorkspace makes a workspace with a .git folder that write fills, and
 // opens it for the length of the test.
 func handWorkspace(t *testing.T, write func(t *testing.T, dir string)) *verifiedStorage {
@@ -265,19 +283,7 @@ func TestObjectReaderBounds(t *testing.T) {
 		want  string
 	}{
 		{name: "a loose object that inflates past its header's size", read: hello, want: "not the size its header says",
-			write: func(t *testing.T, dir string) {
-				var b bytes.Buffer
-				zw := zlib.NewWriter(&b)
-				zw.Write([]byte("blob 5\x00hello"))
-				zw.Write(zeros)
-				zw.Close()
-				s := hello.String()
-				path := filepath.Join(dir, ".git", "objects", s[:2], s[2:])
-				os.MkdirAll(filepath.Dir(path), 0o755)
-				if err := os.WriteFile(path, b.Bytes(), 0o444); err != nil {
-					t.Fatal(err)
-				}
-			}},
+			write: func(t *testing.T, dir string) { putLoose(t, dir, hello.String(), []byte("blob 5\x00hello"), zeros) }},
 		{name: "a packed object that inflates past its header's size", read: hello, want: "not the size its header says",
 			write: func(t *testing.T, dir string) {
 				writeHandPack(t, dir, []handEntry{{id: hello, typ: gitpack.Blob, size: 5, data: append([]byte("hello"), zeros...)}})
@@ -370,18 +376,6 @@ func TestObjectReaderFinds(t *testing.T) {
 	// Copy 6 bytes at offset 0 (0x90: one size byte).
 	madeDelta := append(gittest.DeltaHeader(int64(len(base)), 6), 0x90, 6)
 	madeID := plumbing.ComputeHash(plumbing.BlobObject, made)
-	writeLoose := func(t *testing.T, dir string, id plumbing.Hash, content []byte) {
-		var b bytes.Buffer
-		zw := zlib.NewWriter(&b)
-		fmt.Fprintf(zw, "blob %d\x00%s", len(content), content)
-		zw.Close()
-		s := id.String()
-		path := filepath.Join(dir, ".git", "objects", s[:2], s[2:])
-		os.MkdirAll(filepath.Dir(path), 0o755)
-		if err := os.WriteFile(path, b.Bytes(), 0o444); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, tt := range []struct {
 		name  string
 		write func(t *testing.T, dir string)
@@ -394,7 +388,7 @@ func TestObjectReaderFinds(t *testing.T) {
 			}},
 		{name: "a reference delta whose base is loose", read: madeID, want: made,
 			write: func(t *testing.T, dir string) {
-				writeLoose(t, dir, baseID, base)
+				putLoose(t, dir, baseID.String(), fmt.Appendf(nil, "blob %d\x00%s", len(base), base))
 				writeHandPack(t, dir, []handEntry{{id: madeID, typ: gitpack.RefDelta, size: int64(len(madeDelta)), base: baseID[:], data: madeDelta}})
 			}},
 		{name: "a reference delta whose base is in another pack", read: madeID, want: made,

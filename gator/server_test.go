@@ -3,7 +3,6 @@ package gator
 import (
 	"bufio"
 	"bytes"
-	"compress/zlib"
 	"context"
 	"crypto/sha1"
 	"encoding/base64"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/devaipod/devaipod/pod/source"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -823,24 +823,17 @@ func TestPushWorkspaceHugeObject(t *testing.T) {
 	// Not parallel: it measures what the process allocates.
 	r := newTestRig(t, "github:octo/app:push-branch")
 	const size = 1 << 30
-	header := fmt.Sprintf("blob %d\x00", size)
-	sum := sha1.New()
-	var packed bytes.Buffer
-	zw := zlib.NewWriter(&packed)
+	parts := [][]byte{fmt.Appendf(nil, "blob %d\x00", size)}
 	zeros := make([]byte, 1<<20)
-	io.WriteString(sum, header)
-	io.WriteString(zw, header)
 	for range size / len(zeros) {
-		sum.Write(zeros)
-		zw.Write(zeros)
+		parts = append(parts, zeros)
 	}
-	zw.Close()
+	sum := sha1.New()
+	for _, p := range parts {
+		sum.Write(p)
+	}
 	oid := hex.EncodeToString(sum.Sum(nil))
-	dir := filepath.Join(r.workspace, ".git", "objects", oid[:2])
-	os.MkdirAll(dir, 0o755)
-	if err := os.WriteFile(filepath.Join(dir, oid[2:]), packed.Bytes(), 0o444); err != nil {
-		t.Fatal(err)
-	}
+	putLoose(t, r.workspace, oid, parts...)
 	commitTree(t, r.workspace, "100644 blob "+oid+"\tzeros.bin\n", "zeros")
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -864,16 +857,7 @@ func TestPushWorkspaceInflateBomb(t *testing.T) {
 	gitRun(t, r.workspace, "add", "hello.txt")
 	gitRun(t, r.workspace, "commit", "-q", "-m", "hello")
 	const oid = "b6fc4c620b67d95f953a5c1c1230aaab5db5a1b0"
-	var bomb bytes.Buffer
-	zw := zlib.NewWriter(&bomb)
-	io.WriteString(zw, "blob 5\x00hello")
-	zw.Write(make([]byte, 256<<20))
-	zw.Close()
-	path := filepath.Join(r.workspace, ".git", "objects", oid[:2], oid[2:])
-	os.Remove(path)
-	if err := os.WriteFile(path, bomb.Bytes(), 0o444); err != nil {
-		t.Fatal(err)
-	}
+	putLoose(t, r.workspace, oid, []byte("blob 5\x00hello"), make([]byte, 256<<20))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/bomb"))
@@ -899,21 +883,8 @@ func TestPushReadIsBounded(t *testing.T) {
 	for i := range 3 {
 		content := make([]byte, 90<<20)
 		content[0] = byte(i)
-		header := fmt.Sprintf("blob %d\x00", len(content))
-		sum := sha1.New()
-		io.WriteString(sum, header)
-		sum.Write(content)
-		var packed bytes.Buffer
-		zw := zlib.NewWriter(&packed)
-		io.WriteString(zw, header)
-		zw.Write(content)
-		zw.Close()
-		oid := hex.EncodeToString(sum.Sum(nil))
-		dir := filepath.Join(r.workspace, ".git", "objects", oid[:2])
-		os.MkdirAll(dir, 0o755)
-		if err := os.WriteFile(filepath.Join(dir, oid[2:]), packed.Bytes(), 0o444); err != nil {
-			t.Fatal(err)
-		}
+		oid := plumbing.ComputeHash(plumbing.BlobObject, content).String()
+		putLoose(t, r.workspace, oid, fmt.Appendf(nil, "blob %d\x00", len(content)), content)
 		fmt.Fprintf(&entries, "100644 blob %s\tpart%d.bin\n", oid, i)
 	}
 	commitTree(t, r.workspace, entries.String(), "parts")

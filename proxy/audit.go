@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -206,10 +205,13 @@ type auditor struct {
 	armed  bool          // timer is set to write batch
 	done   bool          // Serve has returned: each record goes out at once
 
-	// flood counts the refusals of one kind past its bounds instead of
-	// writing them (see limited); nil is no limit.
-	flood *auditlog.Flood
+	// flood counts the records of one kind past its bounds instead of
+	// writing them (see floodKind); nil is no limit.
+	flood *auditlog.Flood[floodKey]
 }
+
+// floodKey is a kind of records for the flood limit.
+type floodKey struct{ decision, reason string }
 
 // newAuditor returns an auditor of pod's records to w.
 func newAuditor(pod string, log *slog.Logger, w io.Writer) *auditor {
@@ -218,17 +220,14 @@ func newAuditor(pod string, log *slog.Logger, w io.Writer) *auditor {
 	return a
 }
 
-// floodKind is the kind of r that auditlog.Flood counts by, or "" when r
-// is always written: an allowed request that ended normally (the upstream
-// and the network bound those). Every other record is one the agent can
-// make as fast as it asks: a refusal, a request that waits for a person
-// and gives up, an allowed one whose upstream failed. The kinds are the
-// decisions and reasons, a fixed set.
-func floodKind(r *Record) string {
-	if r.Decision == DecisionAllow && r.Reason == "" {
-		return ""
-	}
-	return r.Decision + " " + r.Reason
+// floodKind is the kind of r that auditlog.Flood counts by, and false when
+// r is always written: an allowed request that ended normally (the
+// upstream and the network bound those). Every other record is one the
+// agent can make as fast as it asks: a refusal, a request that waits for
+// a person and gives up, an allowed one whose upstream failed. The kinds
+// are the decisions and reasons, a fixed set.
+func floodKind(r *Record) (floodKey, bool) {
+	return floodKey{r.Decision, r.Reason}, r.Decision != DecisionAllow || r.Reason != ""
 }
 
 const (
@@ -258,15 +257,12 @@ func (a *auditor) write(r Record) {
 // of the proxy's CPU per tunnel. The line is the same as write's, byte for
 // byte.
 func (a *auditor) writeRequest(r *Record) {
-	if a.flood != nil {
-		if kind := floodKind(r); kind != "" && !a.flood.Allow(kind) {
-			return
-		}
+	if kind, limited := floodKind(r); limited && a.flood != nil && !a.flood.Allow(kind) {
+		return
 	}
-	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.batch = appendRequestLine(a.batch, now, a.pod, r)
+	a.batch = appendRequestLine(a.batch, time.Now(), a.pod, r)
 	if len(a.batch) >= auditBatchBytes || a.done {
 		a.writeBatch()
 		return
@@ -307,10 +303,9 @@ func (a *auditor) finish() {
 
 // writeDropped writes a record of the requests of each kind that were
 // counted rather than written one by one.
-func (a *auditor) writeDropped(dropped []auditlog.Dropped) {
+func (a *auditor) writeDropped(dropped []auditlog.Dropped[floodKey]) {
 	for _, d := range dropped {
-		decision, reason, _ := strings.Cut(d.Kind, " ")
-		a.write(Record{Event: EventDropped, Decision: decision, Reason: reason, Count: d.Count,
+		a.write(Record{Event: EventDropped, Decision: d.Kind.decision, Reason: d.Kind.reason, Count: d.Count,
 			Since: d.Since.UTC().Format(time.RFC3339Nano)})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -642,8 +643,13 @@ func TestVerifyClusterEgress(t *testing.T) {
 	// No route (the agent Pod with --network none): the kernel refuses
 	// both before anything is sent.
 	v, _ = testVerifier(t, t.TempDir(), testOptions(t, "--cluster-canary", "10.88.0.5:3129", "--cluster-canary", "[fd00::5]:3129"))
-	var dialled []string
+	var (
+		mu      sync.Mutex // the probes dial at once
+		dialled []string
+	)
 	v.dialCluster = func(_ context.Context, network, address string, _ time.Duration) (net.Conn, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		dialled = append(dialled, network+" "+address)
 		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ENETUNREACH)}
 	}

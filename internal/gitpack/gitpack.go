@@ -145,24 +145,13 @@ func Patch(base, delta []byte, max int64) ([]byte, error) {
 		r.n++
 		switch {
 		case cmd&0x80 != 0: // copy from the base
-			var offset, n int64
-			for i := range 4 {
-				if cmd&(1<<i) != 0 {
-					c, err := r.ReadByte()
-					if err != nil {
-						return nil, malformed(err)
-					}
-					offset |= int64(c) << (8 * i)
-				}
+			offset, err := copyArg(r, cmd, 4)
+			if err != nil {
+				return nil, err
 			}
-			for i := range 3 {
-				if cmd&(0x10<<i) != 0 {
-					c, err := r.ReadByte()
-					if err != nil {
-						return nil, malformed(err)
-					}
-					n |= int64(c) << (8 * i)
-				}
+			n, err := copyArg(r, cmd>>4, 3)
+			if err != nil {
+				return nil, err
 			}
 			if n == 0 {
 				n = 0x10000
@@ -186,6 +175,23 @@ func Patch(base, delta []byte, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: a delta makes %d bytes, not the %d it says", ErrMalformed, len(out), size)
 	}
 	return out, nil
+}
+
+// copyArg reads a copy instruction's offset (4 bytes at most) or size (3):
+// of its bytes, least significant first, those whose bits are set in bits
+// follow.
+func copyArg(r *byteReader, bits byte, count int) (int64, error) {
+	var v int64
+	for i := range count {
+		if bits&(1<<i) != 0 {
+			c, err := r.ReadByte()
+			if err != nil {
+				return 0, malformed(err)
+			}
+			v |= int64(c) << (8 * i)
+		}
+	}
+	return v, nil
 }
 
 // TooLargeError is an object past the bound its reader was given.
