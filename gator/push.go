@@ -59,6 +59,27 @@ type pusher struct {
 	gitURL    *url.URL // base for OWNER/REPO.git
 	token     string
 	protected []string // path patterns no pushed commit may touch
+	// known are commits in each repository's history (by lower-case
+	// OWNER/REPO) besides its branches' and tags' tips: see
+	// Options.KnownCommits.
+	known map[string][]plumbing.Hash
+}
+
+// ParseKnownCommit parses OWNER/REPO@SHA, a commit known to be in the
+// repository's history (SHA: the full id, in lower case), and returns the
+// repository in lower case, as GitHub compares names.
+func ParseKnownCommit(s string) (repo string, commit plumbing.Hash, err error) {
+	name, sha, ok := strings.Cut(s, "@")
+	if !ok {
+		return "", plumbing.ZeroHash, fmt.Errorf("known commit %q: want OWNER/REPO@SHA", s)
+	}
+	if _, _, err := policy.SplitRepo(name); err != nil {
+		return "", plumbing.ZeroHash, fmt.Errorf("known commit %q: %w", s, err)
+	}
+	if len(sha) != 40 || strings.Trim(sha, "0123456789abcdef") != "" {
+		return "", plumbing.ZeroHash, fmt.Errorf("known commit %q: %q is not a full commit id in lower case", s, sha)
+	}
+	return strings.ToLower(name), plumbing.NewHash(sha), nil
 }
 
 // openWorkspace opens the workspace's .git directory through a read-only
@@ -129,6 +150,23 @@ type verifiedStorage struct {
 	counted map[plumbing.Hash]bool // objects counted, whose sizes make read
 	read    int64
 	trees   bool // count commits and trees too
+
+	// known are commits the remote has besides its refs' tips (see
+	// pusher.known): go-git's push, which counts Shallow's commits as the
+	// remote's, then sends none of their history.
+	known []plumbing.Hash
+}
+
+// Shallow is the workspace's shallow commits and the known ones: what
+// go-git's push takes the remote to have besides its refs. (A commit the
+// agent lists in .git/shallow only leaves its history out of the push,
+// which the remote then refuses as incomplete.)
+func (v *verifiedStorage) Shallow() ([]plumbing.Hash, error) {
+	shallow, err := v.Storage.Shallow()
+	if err != nil {
+		return nil, err
+	}
+	return append(slices.Clip(shallow), v.known...), nil
 }
 
 // countTrees makes the reads that follow count commits and trees against
@@ -344,7 +382,8 @@ func (p *pusher) plan(ctx context.Context, owner, repo, branch string, at plumbi
 	// (and their parents' trees, which it compares them with): go-git's
 	// packing will hold the new ones with the files, so they count.
 	st.countTrees(true)
-	pl.news, err = walkNew(ctx, head, refs, p.protected)
+	st.known = p.known[strings.ToLower(pl.res.Repo)]
+	pl.news, err = walkNew(ctx, head, refs, st.known, p.protected)
 	st.countTrees(false)
 	if err != nil {
 		return nil, err
@@ -450,14 +489,18 @@ func (n newCommits) notIn(old newCommits) string {
 }
 
 // walkNew walks the commits to push: every commit from head back to those
-// the remote has on its branches and tags, each against its parents, so
+// the remote has on its branches and tags, or that are known to be in its
+// history (alsoKnown), each against its parents, so
 // that a file added in one commit and removed in the next counts too. It
 // notes the protected paths they change. Other refs do not count: GitHub
 // lists a fork's pull requests as refs/pull/N/head, commits of anyone's
 // making, which a push on top of one would bring into the repository's
 // branches unchecked.
-func walkNew(ctx context.Context, head *object.Commit, remote []*plumbing.Reference, patterns []string) (newCommits, error) {
+func walkNew(ctx context.Context, head *object.Commit, remote []*plumbing.Reference, alsoKnown []plumbing.Hash, patterns []string) (newCommits, error) {
 	known := map[plumbing.Hash]bool{}
+	for _, h := range alsoKnown {
+		known[h] = true
+	}
 	for _, r := range remote {
 		if r.Name().IsBranch() || r.Name().IsTag() {
 			known[r.Hash()] = true

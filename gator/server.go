@@ -17,6 +17,7 @@ import (
 
 	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/devaipod/devaipod/internal/approval"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-github/v74/github"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -68,6 +69,13 @@ type Options struct {
 	// ProtectedPaths are the path patterns no pushed commit may touch;
 	// nil means policy.DefaultProtectedPaths.
 	ProtectedPaths []string
+	// KnownCommits are commits known to be in repositories' histories,
+	// each OWNER/REPO@SHA (see ParseKnownCommit): devaipod gives the
+	// commit the workspace started from, which it read from the
+	// repository itself, so that a push whose base is no longer a
+	// branch's tip (main moved while the agent worked) is not taken for
+	// a push of the repository's whole history.
+	KnownCommits []string
 	// ApprovalDir is the approvals folder (internal/approval) where calls
 	// that need a person's approval (ask: permissions) are filed; empty
 	// refuses such calls.
@@ -154,7 +162,15 @@ func New(o Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.pusher = &pusher{workspace: o.Workspace, gitURL: gitURL, token: o.Token, protected: o.ProtectedPaths}
+		s.pusher = &pusher{workspace: o.Workspace, gitURL: gitURL, token: o.Token, protected: o.ProtectedPaths,
+			known: map[string][]plumbing.Hash{}}
+		for _, k := range o.KnownCommits {
+			repo, h, err := ParseKnownCommit(k)
+			if err != nil {
+				return nil, err
+			}
+			s.pusher.known[repo] = append(s.pusher.known[repo], h)
+		}
 		if o.ProtectedPaths == nil {
 			s.pusher.protected = policy.DefaultProtectedPaths
 		}

@@ -1268,3 +1268,104 @@ func TestPushFromTheAgentsGitDir(t *testing.T) {
 	}
 	gitRun(t, r.bare, "fsck", "--no-progress")
 }
+
+// TestPushFromAnOlderBase: while the agent works, someone pushes to main,
+// so the commit the agent started from is no longer a branch's tip. Its
+// history (a workflow a person committed, long ago) is the remote's all
+// the same: the commit devaipod recorded at up as the repository's
+// (KnownCommits) stops the walk there, and the push sends only the
+// agent's commit. Without that record, or with one of another repository,
+// the push is refused as before: nothing the agent wrote makes a commit
+// known.
+func TestPushFromAnOlderBase(t *testing.T) {
+	t.Parallel()
+	// setUp makes the history, has the gator know known(base), and
+	// returns the agent's commit.
+	setUp := func(t *testing.T, known func(base string) []string) (r *testRig, head string) {
+		r = newTestRig(t, "github:octo/app:push-branch")
+		os.MkdirAll(filepath.Join(r.workspace, ".github", "workflows"), 0o755)
+		commit(t, r.workspace, ".github/workflows/ci.yml", "on: push\n")
+		base := commit(t, r.workspace, "a.txt", "a person's work\n")
+		gitRun(t, r.workspace, "push", "-q", r.bare, "main")
+		gitRun(t, r.other, "pull", "-q", "origin", "main")
+		commit(t, r.other, "b.txt", "someone else's work, after up\n")
+		gitRun(t, r.other, "push", "-q", "origin", "main")
+		// The agent's remote-tracking refs say what it likes; they are
+		// not read.
+		gitRun(t, r.workspace, "update-ref", "refs/remotes/origin/main", base)
+		// As New does with Options.KnownCommits, which it needs before
+		// this history exists.
+		for _, k := range known(base) {
+			repo, h, err := ParseKnownCommit(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.server.pusher.known[repo] = append(r.server.pusher.known[repo], h)
+		}
+		return r, commit(t, r.workspace, "c.txt", "the agent's work\n")
+	}
+
+	r, _ := setUp(t, func(string) []string { return nil })
+	if text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/old")); !isErr || !strings.Contains(text, "workflows/ci.yml") {
+		t.Errorf("push from an older base, nothing known: %q; want it refused for the workflow", text)
+	}
+
+	r, _ = setUp(t, func(base string) []string {
+		return []string{"octo/app@" + strings.Repeat("0", 40), "other/app@" + base}
+	})
+	if text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/old")); !isErr || !strings.Contains(text, "workflows/ci.yml") {
+		t.Errorf("push from an older base known for another repository only: %q; want it refused", text)
+	}
+
+	r, head := setUp(t, func(base string) []string { return []string{"Octo/App@" + base} })
+	// Keep what the push sends as a pack, to count its objects.
+	gitRun(t, r.bare, "config", "receive.unpackLimit", "1")
+	packsBefore, _ := filepath.Glob(filepath.Join(r.bare, "objects", "pack", "*.idx"))
+	var res pushResult
+	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/old"), &res)
+	if res.Action != "created" || res.Commit != head {
+		t.Errorf("push from an older base: %+v; want %s created", res, head)
+	}
+	if got := gitRun(t, r.bare, "rev-parse", "refs/heads/agent/old"); got != head {
+		t.Errorf("agent/old is %s; want %s", got, head)
+	}
+	gitRun(t, r.bare, "fsck", "--no-progress")
+	// The agent's commit, its tree and c.txt: not the history before base.
+	packs, _ := filepath.Glob(filepath.Join(r.bare, "objects", "pack", "*.idx"))
+	sent := 0
+	for _, p := range packs {
+		if slices.Contains(packsBefore, p) {
+			continue
+		}
+		idx, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("git", "show-index")
+		cmd.Stdin = idx
+		out, err := cmd.Output()
+		idx.Close()
+		if err != nil {
+			t.Fatalf("git show-index %s: %v", p, err)
+		}
+		sent += strings.Count(string(out), "\n")
+	}
+	if sent != 3 {
+		t.Errorf("the push sent %d objects; want 3 (the known commit's history is the remote's)", sent)
+	}
+}
+
+func TestParseKnownCommit(t *testing.T) {
+	t.Parallel()
+	sha := strings.Repeat("a1", 20)
+	repo, h, err := ParseKnownCommit("Octo/App@" + sha)
+	if err != nil || repo != "octo/app" || h.String() != sha {
+		t.Errorf("ParseKnownCommit: %q %s %v", repo, h, err)
+	}
+	for _, bad := range []string{"", "octo/app", "octo/app@", "octo/app@HEAD", "octo/app@" + sha[:39],
+		"octo/app@" + strings.ToUpper(sha), "octo@" + sha, "octo/../x@" + sha, "@" + sha} {
+		if _, _, err := ParseKnownCommit(bad); err == nil {
+			t.Errorf("ParseKnownCommit(%q) took it", bad)
+		}
+	}
+}

@@ -455,6 +455,9 @@ func (c *creation) input(id identity) (in plan.PlanInput, forbidden []string, er
 		PlaceholderSalt: strings.NewReplacer("-", "", "_", "").Replace(salt), UpstreamCA: upstreamCA,
 		ForbiddenPaths: absolutePaths(forbidden),
 		GatorScopes:    scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
+	if owner, repo, ok := forgeRepo(src, forge); ok && src.PR == 0 {
+		in.GatorRepo = owner + "/" + repo
+	}
 	if len(src.LeftOut) > 0 {
 		c.warn(fmt.Sprintf("%d uncommitted path(s) in %s are not copied into the workspace: %s",
 			len(src.LeftOut), src.Dir, summarisePaths(src.LeftOut, 5)))

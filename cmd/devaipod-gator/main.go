@@ -80,6 +80,7 @@ type gatorOptions struct {
 	pod       string
 	verbose   bool
 	protected []string
+	known     []string
 
 	approvalDir string
 	askTimeout  time.Duration
@@ -103,6 +104,11 @@ func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
 	fs.StringVar(&o.pod, "pod", "", "the pod's `NAME`, for the audit records")
 	fs.Var(cmdline.ListFlag(&o.protected, policy.CheckProtectedPattern), "protected-path",
 		"a `PATTERN` of files no pushed commit may touch (repeatable; replaces the default CI definitions; dir/** for everything under dir)")
+	fs.Var(cmdline.ListFlag(&o.known, func(s string) error {
+		_, _, err := gator.ParseKnownCommit(s)
+		return err
+	}), "known-commit",
+		"`OWNER/REPO@SHA`: a commit in that repository's history although no branch points at it (repeatable; devaipod up gives the commit the workspace started from), where a push's check of the new commits stops")
 	fs.StringVar(&o.approvalDir, "approval-dir", "",
 		"file calls that need a person's approval (ask:PERM) in the approvals folder `DIR`; without it, such calls are refused")
 	fs.DurationVar(&o.askTimeout, "ask-timeout", gator.DefaultAskTimeout,
@@ -229,6 +235,7 @@ func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Version:   Version,
 
 		ProtectedPaths: o.protected,
+		KnownCommits:   o.known,
 		ApprovalDir:    o.approvalDir,
 		AskTimeout:     o.askTimeout,
 	})

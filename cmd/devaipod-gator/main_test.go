@@ -68,6 +68,8 @@ func TestGatorFlags(t *testing.T) {
 		{"relative approval dir", append(ok, "--approval-dir", "approvals"), 2, `--approval-dir "approvals" is not absolute`},
 		{"zero ask timeout", append(ok, "--ask-timeout", "0s"), 2, "--ask-timeout 0s: want a positive duration"},
 		{"bad ask timeout", append(ok, "--ask-timeout", "soon"), 2, `invalid value "soon" for flag -ask-timeout`},
+		{"bad known commit", append(ok, "--known-commit", "octo/app@HEAD"), 2,
+			`invalid value "octo/app@HEAD" for flag -known-commit: known commit "octo/app@HEAD": "HEAD" is not a full commit id`},
 		{"ask scope", append(ok, "--scope", "github:octo/app:ask:read"), 2, "ask:read: read cannot be asked for"},
 		{"argument", append(ok, "extra"), 2, `unexpected argument "extra"`},
 		{"missing token file", append(ok, "--token-file", dir+"/nope"), 1, "read the token"},

@@ -186,6 +186,8 @@ func TestE2EGatorRefuses(t *testing.T) {
 	forge := startPushForge(t, repo)
 	hostGit(t, repo, "remote", "set-url", "origin", inPod(forge.git.URL)+"/owner/repo.git")
 	base := hostGit(t, repo, "rev-parse", "HEAD")
+	// As after a fetch: the checkout knows what the forge has.
+	hostGit(t, repo, "update-ref", "refs/remotes/origin/main", base)
 	cfg := standInConfig(t, `[trusted.env.vars]
 GH_TOKEN = "`+e2eGatorToken+`"
 [network]
@@ -381,6 +383,28 @@ api_url = "`+inPod(forge.api.URL)+`/"
 		}
 	})
 
+	// up told the gator that base is the forge's (--known-commit): once
+	// main has moved on, base is no branch's tip, and without that the
+	// push would be taken for one of the whole history, workflow
+	// included.
+	t.Run("a push from the commit up started from goes through after main moved on", func(t *testing.T) {
+		moved := hostGit(t, forge.bare, "commit-tree", base+"^{tree}", "-p", base, "-m", "someone else's work")
+		hostGit(t, forge.bare, "update-ref", "refs/heads/main", moved)
+		if r := inAgent("git reset -q --hard " + base); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		later := commit(t, "printf 'more notes\\n' > later.txt", "more notes")
+		a := mcp(t, push("agent/later"))
+		var res struct{ Commit, Action string }
+		if a[0].IsError || json.Unmarshal([]byte(a[0].Text), &res) != nil || res.Commit != later || res.Action != "created" {
+			t.Fatalf("push_branch agent/later, on %s while main is at %s: %+v; want it created", short12(base), short12(moved), a[0])
+		}
+		if got := hostGit(t, forge.bare, "rev-parse", "refs/heads/agent/later", "refs/heads/agent/later~1"); got != later+"\n"+base {
+			t.Errorf("agent/later and its parent on the forge: %q; want %s and %s", got, later, base)
+		}
+		hostGit(t, forge.bare, "fsck", "--no-progress")
+	})
+
 	t.Run("the gator holds at most 64 MCP sessions and keeps the open ones", func(t *testing.T) {
 		r := inAgent(`u=http://127.0.0.1:8765/mcp
 h() { curl -sS -X POST "$u" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' "$@"; }
@@ -469,7 +493,7 @@ echo "full $(h -o /dev/null -w '%{http_code}' -d "$init")"
 			}
 		}
 		want := map[string]int{
-			"push_branch allow":               2,                    // created, then up-to-date
+			"push_branch allow":               3,                    // created, up-to-date, from the old base
 			"push_branch deny":                len(badBranches) + 4, // names, then CI definitions
 			"create_draft_pull_request allow": 1,
 			"create_draft_pull_request deny":  7,
@@ -495,10 +519,10 @@ echo "full $(h -o /dev/null -w '%{http_code}' -d "$init")"
 		}
 	})
 
-	t.Run("the forge saw the token only, and one push", func(t *testing.T) {
+	t.Run("the forge saw the token only, and two pushes", func(t *testing.T) {
 		forge.mu.Lock()
 		defer forge.mu.Unlock()
-		if forge.gitAuth["wrong"] != 0 || forge.badAuth != 0 || forge.receives != 1 {
+		if forge.gitAuth["wrong"] != 0 || forge.badAuth != 0 || forge.receives != 2 {
 			t.Errorf("git requests by credentials %v, API requests without the token %d, pushes %d", forge.gitAuth, forge.badAuth, forge.receives)
 		}
 		for _, c := range forge.apiCalls {

@@ -337,7 +337,10 @@ type Gator struct {
 	TokenFile string
 	// ProtectedPaths replace the gator's default protected paths.
 	ProtectedPaths []string
-	AuditLogs      []string // as Proxy's
+	// KnownCommits are OWNER/REPO@SHA, commits in those repositories'
+	// histories (gator.Options.KnownCommits).
+	KnownCommits []string
+	AuditLogs    []string // as Proxy's
 	// ApprovalDir and AskTimeout are as Proxy's, for the ask: permissions.
 	ApprovalDir string
 	AskTimeout  time.Duration
@@ -353,6 +356,7 @@ func (x Gator) Args() []string {
 	a.list("scope", x.Scopes)
 	a.str("token-file", x.TokenFile)
 	a.list("protected-path", x.ProtectedPaths)
+	a.list("known-commit", x.KnownCommits)
 	a.list("audit-log", x.AuditLogs)
 	a.str("approval-dir", x.ApprovalDir)
 	a.duration("ask-timeout", x.AskTimeout)

@@ -341,6 +341,10 @@ type PlanInput struct {
 	// derive it from the API's).
 	GatorAPIURL string
 	GatorGitURL string
+	// GatorRepo is the source's repository on the forge, OWNER/REPO ("" if
+	// it has none there, or is a pull request): the gator takes the
+	// source's RemoteCommits as in its history.
+	GatorRepo string
 }
 
 // ImageConfig is what an image sets for the containers made from it.

@@ -74,6 +74,8 @@ func TestBuildGolden(t *testing.T) {
 		{"gator", func(in *PlanInput) {
 			in.GatorScopes = []string{"github:org/demo:read,create-draft", "github:org/*:read"}
 			in.GatorAPIURL, in.GatorGitURL = "https://ghe.example.test/api/v3/", "https://ghe.example.test"
+			in.GatorRepo = "org/demo"
+			in.Source.RemoteCommits = []string{"89abcdef0123456789abcdef0123456789abcdef"}
 			in.AgentPassword = "agent-password"
 			in.ForbiddenPaths = []string{"/home/u/.ssh", "/home/u/.config/devaipod.toml"}
 		}},

@@ -31,6 +31,11 @@ func (b *builder) gator(secretEnv map[string]string) (ContainerSpec, error) {
 		APIURL: b.in.GatorAPIURL, GitURL: b.in.GatorGitURL, Scopes: b.in.GatorScopes,
 		ProtectedPaths: b.cfg.Gator.GitHub.ProtectedPaths, AuditLogs: []string{"-", GatorAuditLog},
 		ApprovalDir: GatorApprovalDir, AskTimeout: b.cfg.Network.AskTimeoutOr()}
+	if src := b.in.Source; src != nil && b.in.GatorRepo != "" {
+		for _, c := range src.RemoteCommits {
+			args.KnownCommits = append(args.KnownCommits, b.in.GatorRepo+"@"+c)
+		}
+	}
 	secrets := map[string]string{}
 	for _, v := range TokenVars {
 		if name, ok := secretEnv[v]; ok {

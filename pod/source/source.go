@@ -43,6 +43,14 @@ type Source struct {
 	// Commit is the commit the workspace starts at (local sources only;
 	// for URLs it is known after the clone).
 	Commit string `json:"commit,omitempty"`
+	// RemoteCommits are commits of Commit's history that Remote had when
+	// the source was resolved, so that the gator can take them as the
+	// forge repository's even once no branch points at them: for a URL,
+	// the commit cloned (known after the clone); for a local checkout,
+	// where its remote-tracking branches of Remote meet HEAD's history
+	// (none when it has none). Not for a pull request, whose head is
+	// anyone's.
+	RemoteCommits []string `json:"remote_commits,omitempty"`
 	// LeftOut lists uncommitted paths of a local checkout that the
 	// workspace will not have.
 	LeftOut []string `json:"left_out,omitempty"`
@@ -238,11 +246,18 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s has no commits yet: commit something first", top)
 	}
-	remote, _ := git(ctx, top, "remote", "get-url", "origin")
+	remoteName := "origin"
+	remote, _ := git(ctx, top, "remote", "get-url", remoteName)
 	if remote == "" {
 		if remotes, _ := git(ctx, top, "remote"); remotes != "" {
-			first, _, _ := strings.Cut(remotes, "\n")
-			remote, _ = git(ctx, top, "remote", "get-url", first)
+			remoteName, _, _ = strings.Cut(remotes, "\n")
+			remote, _ = git(ctx, top, "remote", "get-url", remoteName)
+		}
+	}
+	var remoteCommits []string
+	if remote != "" {
+		if remoteCommits, err = commitsOnRemote(ctx, top, remoteName, commit); err != nil {
+			return nil, err
 		}
 	}
 	status, err := git(ctx, top, "status", "--porcelain", "--untracked-files=all")
@@ -261,7 +276,37 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 	}
 	branch, _ := git(ctx, top, "symbolic-ref", "--quiet", "--short", "HEAD")
 	return &Source{Input: input, Display: top, Local: true, Dir: top, Project: project,
-		Remote: redactURL(remote), Branch: branch, Commit: commit, LeftOut: leftOut}, nil
+		Remote: redactURL(remote), Branch: branch, Commit: commit, RemoteCommits: remoteCommits, LeftOut: leftOut}, nil
+}
+
+// maxRemoteCommits bounds Source.RemoteCommits: a history that meets its
+// remote's in more places than that is rare, and the gator then only
+// checks more commits than it needs to.
+const maxRemoteCommits = 16
+
+// commitsOnRemote finds where the history of head, a commit of the local
+// checkout top, meets what its remote-tracking branches of remote hold:
+// head itself when they hold it, else the commits they hold that head's
+// new commits (those they do not) are made on.
+func commitsOnRemote(ctx context.Context, top, remote, head string) ([]string, error) {
+	refs, err := git(ctx, top, "for-each-ref", "--count=1", "--format=%(refname)", "refs/remotes/"+remote+"/")
+	if err != nil || refs == "" {
+		return nil, err
+	}
+	out, err := git(ctx, top, "rev-list", "--boundary", head, "--not", "--remotes="+remote, "--")
+	if err != nil {
+		return nil, fmt.Errorf("find the commits %s has: %w", remote, err)
+	}
+	if out == "" {
+		return []string{head}, nil
+	}
+	var known []string
+	for line := range strings.SplitSeq(out, "\n") {
+		if c, ok := strings.CutPrefix(line, "-"); ok && len(known) < maxRemoteCommits {
+			known = append(known, c)
+		}
+	}
+	return known, nil
 }
 
 // Checkout makes the workspace's copy of the source in dir (which must not
@@ -310,6 +355,7 @@ func (s *Source) Checkout(ctx context.Context, dir string) error {
 			return err
 		}
 		s.Commit = commit
+		s.RemoteCommits = []string{commit}
 	}
 	// An index for HEAD, so the workspace's git sees a clean checkout.
 	if _, err := git(ctx, dir, "read-tree", "HEAD"); err != nil {

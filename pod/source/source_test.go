@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,12 +139,50 @@ func TestCheckoutURL(t *testing.T) {
 	if err := src.Checkout(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
-	if len(src.Commit) != 40 {
-		t.Errorf("commit after clone = %q", src.Commit)
+	if len(src.Commit) != 40 || !slices.Equal(src.RemoteCommits, []string{src.Commit}) {
+		t.Errorf("commit after clone = %q, remote commits %q", src.Commit, src.RemoteCommits)
 	}
 	bad, _ := Resolve(ctx, "file://"+filepath.Join(t.TempDir(), "nope.git"), Options{})
 	if err := bad.Checkout(ctx, filepath.Join(t.TempDir(), "x")); err == nil || !strings.Contains(err.Error(), "clone") {
 		t.Errorf("clone of a missing repo: %v", err)
+	}
+}
+
+// TestRemoteCommits: a local checkout's RemoteCommits are where HEAD's
+// history meets its remote-tracking branches of the remote it names.
+func TestRemoteCommits(t *testing.T) {
+	ctx := context.Background()
+	upstream := gittest.Repo(t)
+	repo := filepath.Join(t.TempDir(), "repo")
+	gitT(t, "", "clone", "-q", upstream, repo)
+	tip := gitT(t, repo, "rev-parse", "HEAD")
+	resolve := func() []string {
+		t.Helper()
+		src, err := Resolve(ctx, repo, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src.RemoteCommits
+	}
+	if got := resolve(); !slices.Equal(got, []string{tip}) {
+		t.Errorf("HEAD at origin/main: %q; want %s", got, tip)
+	}
+	gittest.WriteFile(t, filepath.Join(repo, "mine.txt"), "not pushed")
+	gitT(t, repo, "add", "mine.txt")
+	gitT(t, repo, "commit", "-qm", "mine")
+	gitT(t, repo, "commit", "-q", "--allow-empty", "-m", "mine too")
+	if got := resolve(); !slices.Equal(got, []string{tip}) {
+		t.Errorf("two commits on top of origin/main: %q; want %s", got, tip)
+	}
+	// Another remote's branches count only when it is the one used.
+	gitT(t, repo, "remote", "rename", "origin", "fork")
+	gitT(t, repo, "remote", "add", "origin", upstream)
+	if got := resolve(); got != nil {
+		t.Errorf("origin without remote-tracking branches: %q; want none", got)
+	}
+	gitT(t, repo, "remote", "remove", "origin")
+	if got := resolve(); !slices.Equal(got, []string{tip}) {
+		t.Errorf("the first remote, fork: %q; want %s", got, tip)
 	}
 }
 
