@@ -243,6 +243,12 @@ func (r *objectReader) openPacks() ([]*packFile, error) {
 		if !ok || !strings.HasPrefix(base, "pack-") {
 			continue
 		}
+		// As git does, an index whose pack is missing is no pack: the
+		// object it names may be in another.
+		packName := path.Join("objects/pack", base+".pack")
+		if _, err := r.dir.Stat(packName); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		p, err := r.openIndex(path.Join("objects/pack", e.Name()))
 		if err != nil {
 			for _, p := range packs {
@@ -250,7 +256,7 @@ func (r *objectReader) openPacks() ([]*packFile, error) {
 			}
 			return nil, fmt.Errorf("read the workspace's pack index %s: %w", e.Name(), err)
 		}
-		p.name = path.Join("objects/pack", base+".pack")
+		p.name = packName
 		p.num = len(packs)
 		packs = append(packs, p)
 	}

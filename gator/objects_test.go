@@ -324,6 +324,10 @@ func TestObjectReaderBounds(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(packDir, "pack-1.idx"), idx, 0o444); err != nil {
 					t.Fatal(err)
 				}
+				// An index without its pack is passed over.
+				if err := os.WriteFile(filepath.Join(packDir, "pack-1.pack"), nil, 0o444); err != nil {
+					t.Fatal(err)
+				}
 			}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -400,6 +404,15 @@ func TestObjectReaderFinds(t *testing.T) {
 			write: func(t *testing.T, dir string) {
 				idx := writePackFiles(t, dir, []handEntry{{id: baseID, typ: gitpack.Blob, size: int64(len(base)), data: base}}, false)
 				os.Remove(strings.TrimSuffix(idx, ".idx") + ".pack")
+			}},
+		{name: "an index without its pack, listed first, and the object in another pack", read: baseID, want: base,
+			write: func(t *testing.T, dir string) {
+				idx := writePackFiles(t, dir, []handEntry{{id: baseID, typ: gitpack.Blob, size: int64(len(base)), data: base}}, false)
+				os.Remove(strings.TrimSuffix(idx, ".idx") + ".pack")
+				if err := os.Rename(idx, filepath.Join(filepath.Dir(idx), "pack-"+strings.Repeat("0", 40)+".idx")); err != nil {
+					t.Fatal(err)
+				}
+				writeHandPack(t, dir, []handEntry{{id: baseID, typ: gitpack.Blob, size: int64(len(base)), data: base}})
 			}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
