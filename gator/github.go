@@ -496,7 +496,8 @@ func (s *Server) pushBranch(ctx context.Context, in pushArgs) (any, string, erro
 	if strings.EqualFold(def, in.Branch) {
 		return nil, "", &deniedError{reason: fmt.Sprintf("denied: push_branch on %s/%s: %q is the default branch; the gator never pushes to it", in.Owner, in.Repo, in.Branch)}
 	}
-	pl, err := s.planPush(ctx, in.Owner, in.Repo, in.Branch, plumbing.ZeroHash)
+	known := s.knownOnDefault(ctx, in.Owner, in.Repo, def)
+	pl, err := s.planPush(ctx, in.Owner, in.Repo, in.Branch, plumbing.ZeroHash, known)
 	if err != nil {
 		return nil, "", err
 	}
@@ -511,7 +512,7 @@ func (s *Server) pushBranch(ctx context.Context, in pushArgs) (any, string, erro
 		if asked {
 			// The remote may have moved while a person decided: check again,
 			// for the same commit, and push nothing the person did not see.
-			again, err := s.planPush(ctx, in.Owner, in.Repo, in.Branch, pl.head.Hash)
+			again, err := s.planPush(ctx, in.Owner, in.Repo, in.Branch, pl.head.Hash, known)
 			if err != nil {
 				return nil, "", err
 			}
@@ -535,10 +536,34 @@ func (s *Server) pushBranch(ctx context.Context, in pushArgs) (any, string, erro
 }
 
 // planPush plans a push (pusher.plan) within pushTimeout.
-func (s *Server) planPush(ctx context.Context, owner, repo, branch string, at plumbing.Hash) (*pushPlan, error) {
+func (s *Server) planPush(ctx context.Context, owner, repo, branch string, at plumbing.Hash, known []plumbing.Hash) (*pushPlan, error) {
 	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
 	defer cancel()
-	return s.pusher.plan(ctx, owner, repo, branch, at)
+	return s.pusher.plan(ctx, owner, repo, branch, at, known)
+}
+
+// knownOnDefault returns those of the commits up named for owner/repo
+// (Options.KnownCommits) that GitHub says are in the history of its
+// default branch def. The host's word is checked, not taken: its
+// remote-tracking refs may hold a pull request's head (a fetch refspec of
+// refs/pull/*), which is on the forge, in no branch, and anyone's making.
+// A commit GitHub does not confirm is left out: the push's commits are
+// then checked back to the branches' tips, as without it.
+func (s *Server) knownOnDefault(ctx context.Context, owner, repo, def string) []plumbing.Hash {
+	var known []plumbing.Hash
+	for _, h := range s.pusher.known[strings.ToLower(owner+"/"+repo)] {
+		// Base...head: "ahead" (or "identical") is the default branch
+		// holding h in its history.
+		c, _, err := s.gh.Repositories.CompareCommits(ctx, owner, repo, h.String(), def, &github.ListOptions{PerPage: 1})
+		if err != nil {
+			s.log.Debug("compare a known commit with the default branch", "repo", owner+"/"+repo, "commit", h.String(), "err", err)
+			continue
+		}
+		if st := c.GetStatus(); (st == "ahead" || st == "identical") && c.GetBehindBy() == 0 {
+			known = append(known, h)
+		}
+	}
+	return known
 }
 
 const pushTimeout = 5 * time.Minute

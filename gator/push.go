@@ -59,9 +59,10 @@ type pusher struct {
 	gitURL    *url.URL // base for OWNER/REPO.git
 	token     string
 	protected []string // path patterns no pushed commit may touch
-	// known are commits in each repository's history (by lower-case
-	// OWNER/REPO) besides its branches' and tags' tips: see
-	// Options.KnownCommits.
+	// known are the commits up named as in each repository's history
+	// (by lower-case OWNER/REPO; Options.KnownCommits): pushBranch takes
+	// those GitHub confirms (knownOnDefault) as the remote's, besides its
+	// branches' and tags' tips.
 	known map[string][]plumbing.Hash
 }
 
@@ -317,9 +318,10 @@ func (pl *pushPlan) close() { pl.done() }
 // fast-forward or a new branch, no protected path touched. A refusal is a
 // deniedError. The caller has checked the branch name
 // (policy.CheckAgentBranch) and that it is not the repository's default
-// branch. A plan whose res.Action is "up-to-date" has nothing to push.
-// Close the plan when done.
-func (p *pusher) plan(ctx context.Context, owner, repo, branch string, at plumbing.Hash) (_ *pushPlan, err error) {
+// branch. Known are commits the remote has besides its refs' tips, where
+// the walk of the new commits stops too. A plan whose res.Action is
+// "up-to-date" has nothing to push. Close the plan when done.
+func (p *pusher) plan(ctx context.Context, owner, repo, branch string, at plumbing.Hash, known []plumbing.Hash) (_ *pushPlan, err error) {
 	if err := policy.CheckAgentBranch(branch); err != nil {
 		return nil, err // policy.Decide checked already; a second look costs nothing
 	}
@@ -382,8 +384,8 @@ func (p *pusher) plan(ctx context.Context, owner, repo, branch string, at plumbi
 	// (and their parents' trees, which it compares them with): go-git's
 	// packing will hold the new ones with the files, so they count.
 	st.countTrees(true)
-	st.known = p.known[strings.ToLower(pl.res.Repo)]
-	pl.news, err = walkNew(ctx, head, refs, st.known, p.protected)
+	st.known = known
+	pl.news, err = walkNew(ctx, head, refs, known, p.protected)
 	st.countTrees(false)
 	if err != nil {
 		return nil, err

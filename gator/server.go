@@ -69,12 +69,13 @@ type Options struct {
 	// ProtectedPaths are the path patterns no pushed commit may touch;
 	// nil means policy.DefaultProtectedPaths.
 	ProtectedPaths []string
-	// KnownCommits are commits known to be in repositories' histories,
+	// KnownCommits are commits that should be in repositories' histories,
 	// each OWNER/REPO@SHA (see ParseKnownCommit): devaipod gives the
-	// commit the workspace started from, which it read from the
-	// repository itself, so that a push whose base is no longer a
-	// branch's tip (main moved while the agent worked) is not taken for
-	// a push of the repository's whole history.
+	// commit the workspace started from, so that a push whose base is no
+	// longer a branch's tip (main moved while the agent worked) is not
+	// taken for a push of the repository's whole history. Each counts
+	// only once GitHub confirms it is in the default branch's history
+	// (knownOnDefault).
 	KnownCommits []string
 	// ApprovalDir is the approvals folder (internal/approval) where calls
 	// that need a person's approval (ask: permissions) are filed; empty

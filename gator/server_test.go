@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/gator/policy"
+	"github.com/devaipod/devaipod/internal/gittest"
 	"github.com/devaipod/devaipod/pod/source"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,8 +41,9 @@ const testToken = "ghp_TESTtokenNEVERshownTOtheAGENT0123456789"
 // fakeGitHub serves the REST endpoints the tools use, for octo/app, and
 // records what it was asked.
 type fakeGitHub struct {
-	t  *testing.T
-	mu sync.Mutex
+	t    *testing.T
+	bare string // octo/app's repository, for compare
+	mu   sync.Mutex
 	// requests are "METHOD PATH" of every request that carried the token.
 	requests []string
 	// bodies are the JSON bodies of POST requests, by path.
@@ -90,6 +92,10 @@ func (f *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(v)
 	}
 	user := map[string]any{"login": "octocat"}
+	if basehead, ok := strings.CutPrefix(r.Method+" "+r.URL.Path, "GET "+api+"/compare/"); ok {
+		gittest.ServeCompare(w, f.bare, basehead)
+		return
+	}
 	switch r.Method + " " + r.URL.Path {
 	case "GET /api/v3/repos/octo/app":
 		send(200, map[string]any{"full_name": "octo/app", "default_branch": "main"})
@@ -264,7 +270,7 @@ func newRig(t *testing.T, edit func(*Options), scopes ...string) *testRig {
 	other := filepath.Join(tmp, "other")
 	gitRun(t, tmp, "clone", "-q", bare, other)
 
-	api := &fakeGitHub{t: t}
+	api := &fakeGitHub{t: t, bare: bare}
 	apiSrv := httptest.NewServer(api)
 	t.Cleanup(apiSrv.Close)
 	gitSrv := gitServer(t, gitRoot)
@@ -975,6 +981,7 @@ func TestNewOptions(t *testing.T) {
 		{"API URL with credentials", func(o *Options) { o.APIURL = "https://u:p@ghe.test/api/v3/" }, "no user"},
 		{"underivable git URL", func(o *Options) { o.APIURL = "https://ghe.test/api/"; o.Workspace = "/w" }, "give the git URL"},
 		{"git URL with credentials", func(o *Options) { o.GitURL = "https://u:p@ghe.test/"; o.Workspace = "/w" }, "without credentials"},
+		{"bad known commit", func(o *Options) { o.Workspace = "/w"; o.KnownCommits = []string{"octo/app@main"} }, `known commit "octo/app@main"`},
 	}
 	for _, c := range cases {
 		o := base
@@ -982,6 +989,11 @@ func TestNewOptions(t *testing.T) {
 		if _, err := New(o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
 		}
+	}
+	o := base
+	o.Workspace, o.KnownCommits = "/w", []string{"Octo/App@" + strings.Repeat("ab", 20), "octo/app@" + strings.Repeat("cd", 20)}
+	if s, err := New(o); err != nil || len(s.pusher.known["octo/app"]) != 2 {
+		t.Errorf("New with two known commits of octo/app: %v", err)
 	}
 	for _, c := range []struct{ api, git string }{
 		{"https://api.github.com/", "https://github.com/"},
@@ -1273,10 +1285,13 @@ func TestPushFromTheAgentsGitDir(t *testing.T) {
 // so the commit the agent started from is no longer a branch's tip. Its
 // history (a workflow a person committed, long ago) is the remote's all
 // the same: the commit devaipod recorded at up as the repository's
-// (KnownCommits) stops the walk there, and the push sends only the
-// agent's commit. Without that record, or with one of another repository,
-// the push is refused as before: nothing the agent wrote makes a commit
-// known.
+// (KnownCommits), once GitHub confirms it is in the default branch's
+// history, stops the walk there, and the push sends only the agent's
+// commit. Without that record, with one of another repository, or with a
+// pull request's head (on the forge, but in no branch: a host that
+// fetches refs/pull/* into its remote-tracking refs names one), the push
+// is checked back to the branches' tips, as before. Nothing the agent
+// writes makes a commit known.
 func TestPushFromAnOlderBase(t *testing.T) {
 	t.Parallel()
 	// setUp makes the history, has the gator know known(base), and
@@ -1290,9 +1305,6 @@ func TestPushFromAnOlderBase(t *testing.T) {
 		gitRun(t, r.other, "pull", "-q", "origin", "main")
 		commit(t, r.other, "b.txt", "someone else's work, after up\n")
 		gitRun(t, r.other, "push", "-q", "origin", "main")
-		// The agent's remote-tracking refs say what it likes; they are
-		// not read.
-		gitRun(t, r.workspace, "update-ref", "refs/remotes/origin/main", base)
 		// As New does with Options.KnownCommits, which it needs before
 		// this history exists.
 		for _, k := range known(base) {
@@ -1304,17 +1316,40 @@ func TestPushFromAnOlderBase(t *testing.T) {
 		}
 		return r, commit(t, r.workspace, "c.txt", "the agent's work\n")
 	}
+	refused := func(t *testing.T, r *testRig, what string) {
+		t.Helper()
+		if text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/old")); !isErr || !strings.Contains(text, "workflows/ci.yml") {
+			t.Errorf("push from an older base, %s: %q; want it refused for the workflow", what, text)
+		}
+		if out := gitRun(t, r.bare, "for-each-ref", "refs/heads/agent"); out != "" {
+			t.Errorf("the push went through: %s", out)
+		}
+	}
 
 	r, _ := setUp(t, func(string) []string { return nil })
-	if text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/old")); !isErr || !strings.Contains(text, "workflows/ci.yml") {
-		t.Errorf("push from an older base, nothing known: %q; want it refused for the workflow", text)
-	}
+	refused(t, r, "nothing known")
 
 	r, _ = setUp(t, func(base string) []string {
 		return []string{"octo/app@" + strings.Repeat("0", 40), "other/app@" + base}
 	})
-	if text, isErr := r.call(t, policy.ToolPushBranch, repoArgs("branch", "agent/old")); !isErr || !strings.Contains(text, "workflows/ci.yml") {
-		t.Errorf("push from an older base known for another repository only: %q; want it refused", text)
+	refused(t, r, "known for another repository only, or unknown to GitHub")
+
+	// A fork's pull request puts a workflow in; the host named its head.
+	r, _ = setUp(t, func(string) []string { return nil })
+	gitRun(t, r.other, "checkout", "-q", "-b", "fork")
+	evil := commit(t, r.other, ".github/workflows/ci.yml", "on: push\njobs: {steal: {}}\n")
+	gitRun(t, r.other, "push", "-q", "origin", "fork:refs/pull/1/head")
+	gitRun(t, r.workspace, "fetch", "-q", r.bare, "refs/pull/1/head")
+	gitRun(t, r.workspace, "checkout", "-q", evil)
+	commit(t, r.workspace, "d.txt", "the agent's work on the pull request\n")
+	r.server.pusher.known["octo/app"] = []plumbing.Hash{plumbing.NewHash(evil)}
+	refused(t, r, "known but a pull request's head")
+	compared := false
+	for _, req := range r.api.requested() {
+		compared = compared || strings.HasPrefix(req, "GET /api/v3/repos/octo/app/compare/"+evil+"...main")
+	}
+	if !compared {
+		t.Errorf("the gator did not ask GitHub about the known commit: %q", r.api.requested())
 	}
 
 	r, head := setUp(t, func(base string) []string { return []string{"Octo/App@" + base} })

@@ -108,7 +108,7 @@ func newGatorFlagSet(o *gatorOptions) *flag.FlagSet {
 		_, _, err := gator.ParseKnownCommit(s)
 		return err
 	}), "known-commit",
-		"`OWNER/REPO@SHA`: a commit in that repository's history although no branch points at it (repeatable; devaipod up gives the commit the workspace started from), where a push's check of the new commits stops")
+		"`OWNER/REPO@SHA`: a commit that should be in that repository's history although no branch may point at it (repeatable; devaipod up gives the commit the workspace started from); once GitHub confirms it is in the default branch's history, a push's check of the new commits stops there")
 	fs.StringVar(&o.approvalDir, "approval-dir", "",
 		"file calls that need a person's approval (ask:PERM) in the approvals folder `DIR`; without it, such calls are refused")
 	fs.DurationVar(&o.askTimeout, "ask-timeout", gator.DefaultAskTimeout,

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/devaipod/devaipod/internal/gittest"
 )
 
 // pushForge is the test's GitHub for pushes: a smart-HTTP git server
@@ -83,6 +85,10 @@ func startPushForge(t *testing.T, repo string) *pushForge {
 			return
 		}
 		f.apiCalls = append(f.apiCalls, r.Method+" "+r.URL.Path)
+		if basehead, ok := strings.CutPrefix(r.Method+" "+r.URL.Path, "GET /repos/owner/repo/compare/"); ok {
+			gittest.ServeCompare(w, f.bare, basehead)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		switch r.Method + " " + r.URL.Path {
 		case "GET /repos/owner/repo":
@@ -526,7 +532,9 @@ echo "full $(h -o /dev/null -w '%{http_code}' -d "$init")"
 			t.Errorf("git requests by credentials %v, API requests without the token %d, pushes %d", forge.gitAuth, forge.badAuth, forge.receives)
 		}
 		for _, c := range forge.apiCalls {
-			if c != "GET /repos/owner/repo" && c != "POST /repos/owner/repo/pulls" {
+			// A push asks whether the commit up started from is in main's
+			// history (--known-commit).
+			if c != "GET /repos/owner/repo" && c != "POST /repos/owner/repo/pulls" && c != "GET /repos/owner/repo/compare/"+base+"...main" {
 				t.Errorf("the API was asked %s", c)
 			}
 		}

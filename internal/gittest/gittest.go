@@ -4,9 +4,14 @@
 package gittest
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -58,4 +63,41 @@ func DeltaHeader(base, made int64) []byte {
 		b = append(b, byte(n))
 	}
 	return b
+}
+
+// ServeCompare answers GitHub's "compare two commits" (GET
+// /repos/OWNER/REPO/compare/BASE...HEAD) for basehead, the path's last
+// part, from the bare repository bare, as the fake forges of the tests
+// need it: 404 for a commit it does not have, else the status and
+// ahead_by/behind_by counts (no commits or files listed).
+func ServeCompare(w http.ResponseWriter, bare, basehead string) {
+	base, head, ok := strings.Cut(basehead, "...")
+	count := func(rng string) (int, bool) {
+		out, err := exec.Command("git", "-C", bare, "rev-list", "--count", rng, "--").Output()
+		n, cerr := strconv.Atoi(strings.TrimSpace(string(out)))
+		return n, err == nil && cerr == nil
+	}
+	for _, c := range []string{base, head} {
+		if ok && exec.Command("git", "-C", bare, "rev-parse", "--verify", "--quiet", c+"^{commit}").Run() != nil {
+			ok = false
+		}
+	}
+	ahead, okA := count(base + ".." + head)
+	behind, okB := count(head + ".." + base)
+	w.Header().Set("Content-Type", "application/json")
+	if !ok || !okA || !okB {
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"message":"Not Found"}`)
+		return
+	}
+	status := "diverged"
+	switch {
+	case ahead == 0 && behind == 0:
+		status = "identical"
+	case behind == 0:
+		status = "ahead"
+	case ahead == 0:
+		status = "behind"
+	}
+	json.NewEncoder(w).Encode(map[string]any{"status": status, "ahead_by": ahead, "behind_by": behind, "total_commits": ahead})
 }

@@ -44,12 +44,11 @@ type Source struct {
 	// for URLs it is known after the clone).
 	Commit string `json:"commit,omitempty"`
 	// RemoteCommits are commits of Commit's history that Remote had when
-	// the source was resolved, so that the gator can take them as the
-	// forge repository's even once no branch points at them: for a URL,
-	// the commit cloned (known after the clone); for a local checkout,
-	// where its remote-tracking branches of Remote meet HEAD's history
-	// (none when it has none). Not for a pull request, whose head is
-	// anyone's.
+	// the source was resolved, for the gator to ask the forge about (see
+	// gator.Options.KnownCommits): for a URL, the commit cloned (known
+	// after the clone); for a local checkout, where HEAD's history meets
+	// its refs under refs/remotes/REMOTE/ (none when it has none). Not for
+	// a pull request.
 	RemoteCommits []string `json:"remote_commits,omitempty"`
 	// LeftOut lists uncommitted paths of a local checkout that the
 	// workspace will not have.
@@ -255,9 +254,12 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 		}
 	}
 	var remoteCommits []string
+	var warnings []string
 	if remote != "" {
+		// Only a hint for the gator, which asks the forge about each: a
+		// checkout whose refs git cannot walk still makes a pod.
 		if remoteCommits, err = commitsOnRemote(ctx, top, remoteName, commit); err != nil {
-			return nil, err
+			warnings = append(warnings, fmt.Sprintf("could not tell which commits %s has (%v): the gator checks every commit a push carries back to the forge's branches", remoteName, err))
 		}
 	}
 	status, err := git(ctx, top, "status", "--porcelain", "--untracked-files=all")
@@ -276,7 +278,8 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 	}
 	branch, _ := git(ctx, top, "symbolic-ref", "--quiet", "--short", "HEAD")
 	return &Source{Input: input, Display: top, Local: true, Dir: top, Project: project,
-		Remote: redactURL(remote), Branch: branch, Commit: commit, RemoteCommits: remoteCommits, LeftOut: leftOut}, nil
+		Remote: redactURL(remote), Branch: branch, Commit: commit, RemoteCommits: remoteCommits, LeftOut: leftOut,
+		Warnings: warnings}, nil
 }
 
 // maxRemoteCommits bounds Source.RemoteCommits: a history that meets its
@@ -285,9 +288,13 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 const maxRemoteCommits = 16
 
 // commitsOnRemote finds where the history of head, a commit of the local
-// checkout top, meets what its remote-tracking branches of remote hold:
-// head itself when they hold it, else the commits they hold that head's
-// new commits (those they do not) are made on.
+// checkout top, meets what its refs under refs/remotes/REMOTE/ hold: head
+// itself when they hold it, else the commits they hold that head's new
+// commits (those they do not) are made on. Those refs may hold more than
+// the remote's branches (a fetch refspec of refs/pull/*): the gator takes
+// none of these commits before the forge confirms it is in the default
+// branch's history. (No --max-count: with it, --boundary would name
+// commits of head's own that the walk cut off.)
 func commitsOnRemote(ctx context.Context, top, remote, head string) ([]string, error) {
 	refs, err := git(ctx, top, "for-each-ref", "--count=1", "--format=%(refname)", "refs/remotes/"+remote+"/")
 	if err != nil || refs == "" {

@@ -184,6 +184,15 @@ func TestRemoteCommits(t *testing.T) {
 	if got := resolve(); !slices.Equal(got, []string{tip}) {
 		t.Errorf("the first remote, fork: %q; want %s", got, tip)
 	}
+	// A ref git cannot walk costs the hint, not the pod.
+	gittest.WriteFile(t, filepath.Join(repo, ".git", "refs", "remotes", "fork", "broken"), strings.Repeat("ab", 20)+"\n")
+	src, err := Resolve(ctx, repo, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.RemoteCommits != nil || len(src.Warnings) != 1 || !strings.Contains(src.Warnings[0], "could not tell which commits fork has") {
+		t.Errorf("a remote-tracking ref to a missing commit: %q, warnings %q", src.RemoteCommits, src.Warnings)
+	}
 }
 
 func TestRedactURL(t *testing.T) {
