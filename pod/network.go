@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/devaipod/devaipod/internal/auditlog"
 	"github.com/devaipod/devaipod/internal/helperargs"
 
 	"github.com/devaipod/devaipod/pod/config"
@@ -49,11 +50,13 @@ func EditPolicy(ctx context.Context, eng Engine, short, op, rule string) error {
 // AuditLog writes the audit records of pod short: the proxy's (one JSON
 // line per decision) and the gator's (one per call, with "kind":"gator"),
 // merged in time order; lines that do not start with "{" are the sidecars'
-// own diagnostics. A running sidecar's records come from its audit log
-// file, which keeps the latest (see internal/auditlog); a stopped one's,
-// and those of a sidecar from before the files, from its container log,
-// which podman cuts at plan.LogSizeMax. With follow, the container logs
-// are written, then new lines as they come.
+// own diagnostics. A sidecar's records come from its audit log file,
+// which keeps the latest and, past its bound, the ones that matter (see
+// internal/auditlog): read by the helper in a running sidecar, copied out
+// of a stopped one where the engine can (fileCopier). Those of a sidecar
+// from before the files, or that the engine cannot copy out of, come from
+// its container log, which podman cuts at plan.LogSizeMax. With follow,
+// the container logs are written, then new lines as they come.
 func AuditLog(ctx context.Context, eng Engine, short string, follow bool, w io.Writer) error {
 	objs, err := eng.Objects(ctx, short)
 	if err != nil {
@@ -87,6 +90,12 @@ func AuditLog(ctx context.Context, eng Engine, short string, follow bool, w io.W
 			}
 			if running[role] {
 				found, err := readAuditFile(ctx, eng, ctr, sidecars[role], &logs[i])
+				if found || err != nil {
+					errs[i] = err
+					return
+				}
+			} else if c, ok := eng.(fileCopier); ok {
+				found, err := copyAuditFile(ctx, c, ctr, sidecars[role], &logs[i])
 				if found || err != nil {
 					errs[i] = err
 					return
@@ -131,6 +140,31 @@ func readAuditFile(ctx context.Context, eng Engine, ctr, file string, w io.Write
 	}
 	_, err = io.WriteString(w, out)
 	return true, err
+}
+
+// fileCopier is an Engine that reads a file of a stopped container (the
+// podman engine does: see podman.Podman.CopyOut).
+type fileCopier interface {
+	CopyOut(ctx context.Context, container, path string, w io.Writer) error
+}
+
+// copyAuditFile writes a stopped sidecar's audit log file to w, as
+// readAuditFile does a running one's; false when it has none. The file,
+// unlike the container's log, holds the records kept past its bound (see
+// internal/auditlog).
+func copyAuditFile(ctx context.Context, c fileCopier, ctr, file string, w io.Writer) (bool, error) {
+	found := false
+	for i, f := range auditlog.Files(file) {
+		err := c.CopyOut(ctx, ctr, f, w)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("read the audit log of %s: %w", ctr, err)
+		}
+		found = found || i >= 2
+	}
+	return found, nil
 }
 
 // recordTime is the "time" of a JSON audit line, "" for other lines.

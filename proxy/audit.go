@@ -230,6 +230,20 @@ func floodKind(r *Record) (floodKey, bool) {
 	return floodKey{r.Decision, r.Reason}, r.Decision != DecisionAllow || r.Reason != ""
 }
 
+// KeptRecord tells whether an audit line (see Record) is kept when the
+// bounded log file it is in is dropped (auditlog.Keep): every record but
+// an allowed request that ended normally. Those are the records the agent
+// can make without bound (as fast as an allowed host answers); a flood of
+// them must not push out the record of what it was refused, which
+// floodKind slows down. A line that is not a record is kept.
+func KeptRecord(line []byte) bool {
+	var r struct{ Event, Decision, Reason string }
+	if json.Unmarshal(line, &r) != nil {
+		return true
+	}
+	return r.Event != EventRequest || r.Decision != DecisionAllow || r.Reason != ""
+}
+
 const (
 	// auditFlushDelay is how long a request record may wait to be
 	// written: a reader of the log sees it at most this late.

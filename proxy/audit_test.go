@@ -221,3 +221,36 @@ func BenchmarkAuditRecord(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestKeptRecord: what the log keeps past its bound is every record but
+// an allowed request that ended normally, as the proxy writes them.
+func TestKeptRecord(t *testing.T) {
+	line := func(r Record) []byte {
+		if r.Event == EventRequest {
+			return appendRequestLine(nil, time.Now(), "p", &r)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(b, '\n')
+	}
+	for _, c := range []struct {
+		r    Record
+		kept bool
+	}{
+		{Record{Event: EventRequest, Method: "CONNECT", Host: "api.example.test", Port: 443, Decision: DecisionAllow, Status: 200}, false},
+		{Record{Event: EventRequest, Method: "GET", Host: "api.example.test", Port: 443, Decision: DecisionAllow, Reason: ReasonUpstreamError, Status: 502}, true},
+		{Record{Event: EventRequest, Method: "CONNECT", Host: "evil.test", Port: 443, Decision: DecisionDeny, Reason: ReasonNotAllowed, Status: 403}, true},
+		{Record{Event: EventRequest, Method: "GET", Host: "devaipod", Decision: DecisionAsk, Rule: "ask:x"}, true},
+		{Record{Event: EventPolicy, Allow: []string{"api.example.test"}}, true},
+		{Record{Event: EventDropped, Decision: DecisionDeny, Reason: ReasonNotAllowed, Count: 3}, true},
+	} {
+		if got := KeptRecord(line(c.r)); got != c.kept {
+			t.Errorf("KeptRecord(%s) = %v, want %v", line(c.r), got, c.kept)
+		}
+	}
+	if !KeptRecord([]byte("proxy: not a record\n")) {
+		t.Error("a line that is not a record is not kept")
+	}
+}

@@ -234,6 +234,37 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 			t.Errorf("%d of the %d denied requests written one by one; want the first hundred or so", floodWritten, flood)
 		}
 	})
+	// The agent can make allowed requests as fast as the host answers:
+	// each is audited, and a flood of them moves the bounded log along.
+	// The records of what it was refused stay all the same.
+	t.Run("a flood of allowed requests does not push the denials out", func(t *testing.T) {
+		// On one connection: about 17 MiB of records, more than twice the
+		// log's bound of 8 MiB.
+		const allowed = 70000
+		r := agent(fmt.Sprintf(`curl -s -o /dev/null -w '%%{http_code}\n' "http://plain.allowed.test:%d/flood/[1-%d]" | sort | uniq -c`, inet.plainPort, allowed))
+		if got := strings.Join(strings.Fields(r.stdout), " "); got != fmt.Sprintf("%d 200", allowed) {
+			t.Fatalf("the agent's flood of allowed requests: %s", r)
+		}
+		audit := mustDevaipod(t, nil, "audit", name, "-o", "json").stdout
+		// The flood reached past the first file moved aside: the
+		// allowed CONNECT of the first subtest is gone with it...
+		if strings.Contains(audit, `"host":"api.allowed.test"`) || strings.Count(audit, `"host":"plain.allowed.test"`) >= allowed {
+			t.Fatalf("the flood did not move the log past its bound: %d of its records are there, and the first allowed CONNECT is %v",
+				strings.Count(audit, `"host":"plain.allowed.test"`), strings.Contains(audit, `"host":"api.allowed.test"`))
+		}
+		// ...but not the refusals, from before it, in order.
+		for _, want := range []string{`"host":"denied.test"`, `"host":"127.0.0.1","port":3129`, `"host":"rebind.test"`} {
+			if !strings.Contains(audit, want) {
+				t.Errorf("a denial (%s) from before the flood is gone", want)
+			}
+		}
+		if got := strings.Count(audit, `"host":"flood.test"`); got != floodWritten {
+			t.Errorf("%d of the %d denials written before the flood are left", got, floodWritten)
+		}
+		if denied, flood := strings.Index(audit, `"host":"denied.test"`), strings.Index(audit, `"host":"plain.allowed.test"`); denied > flood {
+			t.Errorf("the kept denials come after the flood")
+		}
+	})
 	t.Run("the audit is a bounded file out of the agent's reach, and outlives a stop", func(t *testing.T) {
 		if r := agent("ls /var/lib/devaipod/proxy 2>&1; find / -name audit.log 2>/dev/null"); strings.Contains(r.stdout, "audit.log") {
 			t.Errorf("the agent sees the proxy's audit log: %s", r)
@@ -251,12 +282,12 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 		// The proxy writes what it counted when it stops (or a minute
 		// after the first it counted).
 		dropped := int64(0)
-		withoutDropped := func(out string) string {
+		withoutDropped := func(out string, count bool) string {
 			var kept []string
 			for _, line := range strings.SplitAfter(out, "\n") {
 				var rec proxy.Record
 				if json.Unmarshal([]byte(line), &rec) == nil && rec.Event == proxy.EventDropped {
-					if out == stopped.stdout && rec.Reason == proxy.ReasonNotAllowed {
+					if count && rec.Reason == proxy.ReasonNotAllowed {
 						dropped += rec.Count
 					}
 					continue
@@ -265,8 +296,11 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 			}
 			return strings.Join(kept, "")
 		}
-		if got, want := withoutDropped(stopped.stdout), withoutDropped(running.stdout); got != want {
-			t.Errorf("audit of the stopped pod (its container log) differs from the file's:\n%s\nwant\n%s", got, want)
+		// Copied out of the stopped proxy's volume, not its container
+		// log, which the flood cut.
+		if got, want := withoutDropped(stopped.stdout, true), withoutDropped(running.stdout, false); got != want {
+			t.Errorf("audit of the stopped pod differs from the running one's: %d bytes, %d denied.test records; want %d bytes, %d",
+				len(got), strings.Count(got, `"host":"denied.test"`), len(want), strings.Count(want, `"host":"denied.test"`))
 		}
 		if floodWritten > 0 && dropped != int64(flood-floodWritten) {
 			t.Errorf("the stopped pod's audit counts %d dropped denials; the flood made %d and %d were written:\n%s", dropped, flood, floodWritten, stopped.stdout)

@@ -4,9 +4,19 @@
 // disk never take more than twice that size, and the latest ones are
 // always there. The agent makes the records (one per request or call), so
 // without a bound it could fill the host's disk.
+//
+// The bound alone would let the agent erase what it did: records of
+// routine traffic (allowed requests to an allowed host), which it can make
+// as fast as the network goes, would push the record of its refused
+// attempts out. So a log may say which records to keep (Keep): when NAME.1
+// is replaced, those of its lines are first appended to NAME.kept, itself
+// bounded the same way (NAME.kept.1). The records kept are those the
+// sidecars' flood limits already slow down (auditlog.Flood), so a flood
+// of them takes hours, not seconds, to move that file along.
 package auditlog
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -24,22 +34,33 @@ const DefaultMaxBytes = 8 << 20
 type File struct {
 	path string
 	max  int64
+	keep Keep // nil: nothing is kept
 
 	mu   sync.Mutex
 	f    *os.File
 	size int64
+	kept *File // PATH.kept, opened at the first line kept
 }
 
+// Keep tells whether a record (one line, with its newline) is kept when
+// the file it is in is about to be dropped.
+type Keep func(line []byte) bool
+
+// keptSuffix names the file of kept records: PATH.kept (and PATH.kept.1).
+const keptSuffix = ".kept"
+
 // Open opens (creating it and its directory) the log at path for
-// appending, so a restarted sidecar keeps the earlier records.
-func Open(path string, maxBytes int64) (*File, error) {
+// appending, so a restarted sidecar keeps the earlier records. keep, when
+// not nil, says which records outlive their file (see the package's
+// comment).
+func Open(path string, maxBytes int64, keep Keep) (*File, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("audit log %s: the size bound must be positive, not %d", path, maxBytes)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	l := &File{path: path, max: maxBytes}
+	l := &File{path: path, max: maxBytes, keep: keep}
 	if err := l.open(); err != nil {
 		return nil, err
 	}
@@ -83,13 +104,71 @@ func (l *File) rotate() error {
 		return fmt.Errorf("audit log: %w", err)
 	}
 	l.f = nil
+	// The file moved aside before is dropped now: first what it keeps. A
+	// failure to keep does not stop the log (the records to come matter
+	// more); it is reported with the write.
+	kerr := l.keepFrom(l.path + ".1")
 	if err := os.Rename(l.path, l.path+".1"); err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
-	return l.open()
+	if err := l.open(); err != nil {
+		return err
+	}
+	return kerr
 }
 
-// Close closes the file.
+// keepFrom appends the lines of the file at old that l keeps to PATH.kept.
+func (l *File) keepFrom(old string) error {
+	if l.keep == nil {
+		return nil
+	}
+	f, err := os.Open(old)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("audit log: keep records: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	var kept []byte
+	write := func() error {
+		if len(kept) == 0 {
+			return nil
+		}
+		if l.kept == nil {
+			k, err := Open(l.path+keptSuffix, l.max, nil)
+			if err != nil {
+				return err
+			}
+			l.kept = k
+		}
+		_, err := l.kept.Write(kept)
+		kept = kept[:0]
+		return err
+	}
+	for {
+		line, rerr := r.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' && l.keep(line) {
+			kept = append(kept, line...)
+		}
+		// Written in pieces of about 64 KiB, each whole lines: a Write is
+		// never split across two files.
+		if len(kept) >= 64<<10 || rerr != nil {
+			if err := write(); err != nil {
+				return fmt.Errorf("audit log: keep records: %w", err)
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("audit log: keep records: %w", rerr)
+		}
+	}
+}
+
+// Close closes the file, and the file of kept records.
 func (l *File) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -98,13 +177,16 @@ func (l *File) Close() error {
 	}
 	err := l.f.Close()
 	l.f = nil
+	if l.kept != nil {
+		err = errors.Join(err, l.kept.Close())
+	}
 	return err
 }
 
 // OpenAll opens the destinations of a sidecar's --audit-log flags: "-" is
-// stdout, anything else a File bounded by maxBytes. No paths means stdout.
-// The returned function closes the files.
-func OpenAll(paths []string, stdout io.Writer, maxBytes int64) (io.Writer, func(), error) {
+// stdout, anything else a File bounded by maxBytes that keeps what keep
+// says. No paths means stdout. The returned function closes the files.
+func OpenAll(paths []string, stdout io.Writer, maxBytes int64, keep Keep) (io.Writer, func(), error) {
 	if len(paths) == 0 {
 		return stdout, func() {}, nil
 	}
@@ -120,7 +202,7 @@ func OpenAll(paths []string, stdout io.Writer, maxBytes int64) (io.Writer, func(
 			writers = append(writers, stdout)
 			continue
 		}
-		f, err := Open(p, maxBytes)
+		f, err := Open(p, maxBytes, keep)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -134,11 +216,19 @@ func OpenAll(paths []string, stdout io.Writer, maxBytes int64) (io.Writer, func(
 // ErrNoLog says a log has neither a file nor a previous one.
 var ErrNoLog = errors.New("no audit log")
 
-// Copy writes the log at path to w, oldest record first: the file moved
-// aside, then the current one. ErrNoLog when there is neither.
+// Files are the files of the log at path, oldest records first: the
+// records kept from files dropped (PATH.kept.1, PATH.kept), the file
+// moved aside (PATH.1), then the current one. The log exists when either
+// of the last two does.
+func Files(path string) []string {
+	return []string{path + keptSuffix + ".1", path + keptSuffix, path + ".1", path}
+}
+
+// Copy writes the log at path to w, oldest record first (see Files).
+// ErrNoLog when there is none.
 func Copy(w io.Writer, path string) error {
 	found := false
-	for _, p := range []string{path + ".1", path} {
+	for i, p := range Files(path) {
 		f, err := os.Open(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -146,7 +236,7 @@ func Copy(w io.Writer, path string) error {
 		if err != nil {
 			return fmt.Errorf("audit log: %w", err)
 		}
-		found = true
+		found = found || i >= 2
 		_, err = io.Copy(w, f)
 		f.Close()
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 
 func TestRotatesAtTheBoundKeepingOneFileAside(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state", "audit.log")
-	l, err := Open(path, 100)
+	l, err := Open(path, 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +47,62 @@ func TestRotatesAtTheBoundKeepingOneFileAside(t *testing.T) {
 	}
 }
 
+// TestKeepsWhatAFloodWouldPushOut: a few records that matter, then a
+// flood of routine ones many times the bound: the ones that matter are
+// still there, in order, before the latest routine ones; and the kept
+// records are bounded too.
+func TestKeepsWhatAFloodWouldPushOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	keep := func(line []byte) bool { return bytes.Contains(line, []byte(`"deny"`)) }
+	l, err := Open(path, 1000, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(rec string) {
+		t.Helper()
+		if _, err := l.Write([]byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var denied []string
+	for i := range 3 {
+		denied = append(denied, fmt.Sprintf("{\"d\":\"deny\",\"n\":%d}\n", i))
+		write(denied[i])
+		write(fmt.Sprintf("{\"d\":\"allow\",\"n\":%d}\n", i))
+	}
+	for i := range 1000 { // 25 KiB: 25 times the bound
+		write(fmt.Sprintf("{\"d\":\"allow\",\"n\":%04d}\n", i))
+	}
+	var got bytes.Buffer
+	if err := Copy(&got, path); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(got.String(), "\n")
+	if len(lines) < 4 || strings.Join(lines[:3], "") != strings.Join(denied, "") {
+		t.Errorf("Copy after the flood begins:\n%s\nwant the denials first:\n%s", strings.Join(lines[:min(5, len(lines))], ""), strings.Join(denied, ""))
+	}
+	if !strings.HasSuffix(got.String(), "{\"d\":\"allow\",\"n\":0999}\n") || strings.Contains(got.String(), "\"n\":0000}") {
+		t.Errorf("Copy after the flood does not end with its latest records only:\n%s", got.String())
+	}
+	// A flood of kept records moves the kept file along within its bound.
+	for i := range 200 {
+		write(fmt.Sprintf("{\"d\":\"deny\",\"n\":%04d}\n", i))
+	}
+	l.Close()
+	for _, p := range []string{path + ".kept", path + ".kept.1"} {
+		if st, err := os.Stat(p); err != nil || st.Size() > 1000 {
+			t.Errorf("%s: %v, over the bound of 1000", p, err)
+		}
+	}
+	if _, err := os.Stat(path + ".kept.2"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a second kept file aside: %v", err)
+	}
+}
+
 func TestReopenAppendsAndCountsWhatIsThere(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
 	os.WriteFile(path, []byte(strings.Repeat("x", 95)+"\n"), 0o644)
-	l, err := Open(path, 100)
+	l, err := Open(path, 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +117,7 @@ func TestReopenAppendsAndCountsWhatIsThere(t *testing.T) {
 
 func TestARecordOverTheBoundGetsAFileOfItsOwn(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, _ := Open(path, 10)
+	l, _ := Open(path, 10, nil)
 	l.Write([]byte("small\n"))
 	big := strings.Repeat("b", 30) + "\n"
 	if n, err := l.Write([]byte(big)); err != nil || n != len(big) {
@@ -88,7 +140,7 @@ func TestCopyWithoutALog(t *testing.T) {
 func TestOpenAll(t *testing.T) {
 	dir := t.TempDir()
 	var stdout bytes.Buffer
-	w, closeAll, err := OpenAll([]string{"-", filepath.Join(dir, "a.log")}, &stdout, DefaultMaxBytes)
+	w, closeAll, err := OpenAll([]string{"-", filepath.Join(dir, "a.log")}, &stdout, DefaultMaxBytes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +149,10 @@ func TestOpenAll(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(dir, "a.log")); string(got) != "rec\n" || stdout.String() != "rec\n" {
 		t.Errorf("file %q, stdout %q", got, stdout.String())
 	}
-	if _, err := Open(filepath.Join(dir, "b.log"), 0); err == nil {
+	if _, err := Open(filepath.Join(dir, "b.log"), 0, nil); err == nil {
 		t.Error("a zero bound was accepted")
 	}
-	if _, _, err := OpenAll([]string{filepath.Join(dir, "a.log", "x")}, &stdout, 10); err == nil {
+	if _, _, err := OpenAll([]string{filepath.Join(dir, "a.log", "x")}, &stdout, 10, nil); err == nil {
 		t.Error("a path under a file was opened")
 	}
 }

@@ -25,7 +25,7 @@ var mayImport = map[string][]string{
 	"cmd/devaipod-helper": {"proxy", "proxy/rule", "internal/approval", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs", "internal/size"},
 	"cmd/devaipod-gator":  {"gator", "gator/policy", "internal/approval", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs"},
 	// The library: orchestration over the Engine interface.
-	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "internal/approval", "internal/helperargs"},
+	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "internal/approval", "internal/auditlog", "internal/helperargs"},
 	"pod/podman":       {"pod", "pod/plan", "internal/size"},
 	"pod/kubeclient":   {"pod", "pod/plan", "pod/kube", "pod/config", "pod/source", "internal/helperargs"},
 	"pod/kube":         {"pod/config", "pod/plan", "internal/helperargs", "internal/size"},

@@ -1,6 +1,7 @@
 package podman
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"errors"
@@ -143,6 +144,32 @@ func (p *Podman) CopyInto(ctx context.Context, container, dir string, tar io.Rea
 		return mapErr(err)
 	}
 	return mapErr(copyFn())
+}
+
+// CopyOut writes the regular file at path in a container, running or
+// stopped, to w: podman's archive of it (a tar of that one file),
+// unpacked. pod.ErrNotFound when the container or the file does not
+// exist.
+func (p *Podman) CopyOut(ctx context.Context, container, path string, w io.Writer) error {
+	pr, pw := io.Pipe()
+	copyFn, err := containers.CopyToArchive(p.withConn(ctx), container, path, pw)
+	if err != nil {
+		return mapErr(err)
+	}
+	go func() { pw.CloseWithError(copyFn()) }()
+	defer pr.Close()
+	tr := tar.NewReader(pr)
+	h, err := tr.Next()
+	if err != nil {
+		return fmt.Errorf("copy %s out of %s: %w", path, container, err)
+	}
+	if h.Typeflag != tar.TypeReg {
+		return fmt.Errorf("copy %s out of %s: not a regular file", path, container)
+	}
+	if _, err := io.Copy(w, tr); err != nil {
+		return fmt.Errorf("copy %s out of %s: %w", path, container, err)
+	}
+	return nil
 }
 
 // StartPod implements Engine.
