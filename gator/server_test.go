@@ -1404,3 +1404,31 @@ func TestParseKnownCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptRecord: past the log's bound, the gator keeps every record but
+// an allowed call that failed in nothing and that no person decided.
+func TestKeptRecord(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		r    policy.Record
+		kept bool
+	}{
+		{policy.Record{Kind: "gator", Event: policy.EventCall, Tool: policy.ToolPushBranch, Decision: policy.DecisionAllow, Result: "up-to-date agent/x at 0123"}, false},
+		{policy.Record{Kind: "gator", Event: policy.EventCall, Tool: policy.ToolPushBranch, Decision: policy.DecisionAllow, Error: "refused: the commits to push change ci.yml"}, true},
+		{policy.Record{Kind: "gator", Event: policy.EventCall, Tool: policy.ToolPushBranch, Decision: policy.DecisionDeny, Reason: "denied"}, true},
+		{policy.Record{Kind: "gator", Event: policy.EventCall, Tool: policy.ToolPushBranch, Decision: policy.DecisionAllow, Ask: &policy.AskNote{ID: "gator-1", Outcome: policy.AskApproved, By: "u@h"}}, true},
+		{policy.Record{Kind: "gator", Event: policy.EventStart, Scopes: []string{"github:octo/app"}}, true},
+		{policy.Record{Kind: "gator", Event: policy.EventDropped, Tool: "get_issue", Decision: policy.DecisionDeny, Count: 3}, true},
+		// The agent's text cannot make a routine record look kept.
+		{policy.Record{Kind: "gator", Event: policy.EventCall, Tool: "get_issue", Decision: policy.DecisionAllow,
+			Args: map[string]string{`"error":"x`: `"ask":{}`}, Repo: `","error":"`}, false},
+	} {
+		b, err := json.Marshal(c.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := KeptRecord(append(b, '\n')); got != c.kept {
+			t.Errorf("KeptRecord(%s) = %v, want %v", b, got, c.kept)
+		}
+	}
+}

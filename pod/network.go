@@ -145,8 +145,13 @@ func readAuditFile(ctx context.Context, eng Engine, ctr, file string, w io.Write
 // fileCopier is an Engine that reads a file of a stopped container (the
 // podman engine does: see podman.Podman.CopyOut).
 type fileCopier interface {
-	CopyOut(ctx context.Context, container, path string, w io.Writer) error
+	CopyOut(ctx context.Context, container, path string, max int64, w io.Writer) error
 }
+
+// maxAuditFile bounds what is copied of one audit file: its bound, with
+// room for the record that may take it past (one larger than the bound
+// gets a file of its own; the proxy's and the gator's are a few KiB).
+const maxAuditFile = auditlog.DefaultMaxBytes + 1<<20
 
 // copyAuditFile writes a stopped sidecar's audit log file to w, as
 // readAuditFile does a running one's; false when it has none. The file,
@@ -154,15 +159,16 @@ type fileCopier interface {
 // internal/auditlog).
 func copyAuditFile(ctx context.Context, c fileCopier, ctr, file string, w io.Writer) (bool, error) {
 	found := false
-	for i, f := range auditlog.Files(file) {
-		err := c.CopyOut(ctx, ctr, f, w)
+	files := auditlog.Files(file)
+	for i, f := range files {
+		err := c.CopyOut(ctx, ctr, f, maxAuditFile, w)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return false, fmt.Errorf("read the audit log of %s: %w", ctr, err)
 		}
-		found = found || i >= 2
+		found = found || i >= len(files)-2
 	}
 	return found, nil
 }

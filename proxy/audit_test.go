@@ -243,6 +243,11 @@ func TestKeptRecord(t *testing.T) {
 		{Record{Event: EventRequest, Method: "GET", Host: "api.example.test", Port: 443, Decision: DecisionAllow, Reason: ReasonUpstreamError, Status: 502}, true},
 		{Record{Event: EventRequest, Method: "CONNECT", Host: "evil.test", Port: 443, Decision: DecisionDeny, Reason: ReasonNotAllowed, Status: 403}, true},
 		{Record{Event: EventRequest, Method: "GET", Host: "devaipod", Decision: DecisionAsk, Rule: "ask:x"}, true},
+		// What a person approved, and who.
+		{Record{Event: EventRequest, Method: "CONNECT", Host: "api.example.test", Port: 443, Decision: DecisionAllow, Rule: "ask:api.example.test", DecidedBy: "u@h", Status: 200}, true},
+		{Record{Event: EventRequest, Method: "POST", Host: PathRequestHost, Decision: DecisionAllow, DecidedBy: "u@h", Detail: "read-write /home/u/x"}, true},
+		// The agent's text cannot make a routine record look kept.
+		{Record{Event: EventRequest, Method: "GET", Host: `x","reason":"denied`, Port: 80, Decision: DecisionAllow, Detail: `"decided_by":"me","rule":"ask:x"`, Status: 200}, false},
 		{Record{Event: EventPolicy, Allow: []string{"api.example.test"}}, true},
 		{Record{Event: EventDropped, Decision: DecisionDeny, Reason: ReasonNotAllowed, Count: 3}, true},
 	} {

@@ -217,10 +217,7 @@ func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(err) // checked as flags already; kept for safety
 	}
-	// Nothing kept past the bound: every record of the gator's is either
-	// slowed down by its flood limit or costs a call to GitHub, whose rate
-	// limit bounds it (unlike the proxy's allowed requests).
-	audit, closeAudit, err := auditlog.OpenAll(o.auditLogs, stdout, auditlog.DefaultMaxBytes, nil)
+	audit, closeAudit, err := auditlog.OpenAll(o.auditLogs, stdout, auditlog.DefaultMaxBytes, gator.KeptRecord)
 	if err != nil {
 		return fail(err)
 	}

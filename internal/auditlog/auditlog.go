@@ -1,18 +1,21 @@
 // Package auditlog keeps the sidecars' audit records on disk within a
 // bound: a file that is moved aside to NAME.1 (replacing the one before)
-// when the next record would take it past its size, so the records on
-// disk never take more than twice that size, and the latest ones are
-// always there. The agent makes the records (one per request or call), so
-// without a bound it could fill the host's disk.
+// when the next record would take it past its size, so the latest records
+// are always there. The agent makes the records (one per request or
+// call), so without a bound it could fill the host's disk.
 //
 // The bound alone would let the agent erase what it did: records of
 // routine traffic (allowed requests to an allowed host), which it can make
 // as fast as the network goes, would push the record of its refused
 // attempts out. So a log may say which records to keep (Keep): when NAME.1
-// is replaced, those of its lines are first appended to NAME.kept, itself
-// bounded the same way (NAME.kept.1). The records kept are those the
-// sidecars' flood limits already slow down (auditlog.Flood), so a flood
-// of them takes hours, not seconds, to move that file along.
+// is replaced, those of its lines are first appended to NAME.kept, up to
+// the same size, and never dropped: the first records kept stay for the
+// log's life. Past that, they go to NAME.kept.recent, moved aside to
+// NAME.kept.recent.1 as the log is, so the latest kept ones are there
+// too. The records a sidecar keeps are those its flood limit slows down
+// (Flood), so a flood of them takes hours to move the recent ones along
+// and cannot move the first. A log takes at most five times its size:
+// two files of all records, three of kept ones.
 package auditlog
 
 import (
@@ -36,18 +39,22 @@ type File struct {
 	max  int64
 	keep Keep // nil: nothing is kept
 
-	mu   sync.Mutex
-	f    *os.File
-	size int64
-	kept *File // PATH.kept, opened at the first line kept
+	mu     sync.Mutex
+	f      *os.File
+	size   int64
+	first  *File // PATH.kept: the first records kept, never moved aside
+	recent *File // PATH.kept.recent: those kept once first is full
 }
 
 // Keep tells whether a record (one line, with its newline) is kept when
 // the file it is in is about to be dropped.
 type Keep func(line []byte) bool
 
-// keptSuffix names the file of kept records: PATH.kept (and PATH.kept.1).
-const keptSuffix = ".kept"
+// The files of kept records: PATH.kept, PATH.kept.recent(.1).
+const (
+	keptSuffix   = ".kept"
+	recentSuffix = ".kept.recent"
+)
 
 // Open opens (creating it and its directory) the log at path for
 // appending, so a restarted sidecar keeps the earlier records. keep, when
@@ -89,14 +96,37 @@ func (l *File) Write(p []byte) (int, error) {
 	if l.f == nil {
 		return 0, fs.ErrClosed
 	}
+	var kerr error
 	if l.size > 0 && l.size+int64(len(p)) > l.max {
 		if err := l.rotate(); err != nil {
-			return 0, err
+			if l.f == nil {
+				return 0, err
+			}
+			kerr = err // p still goes in: the records to come matter more
 		}
 	}
 	n, err := l.f.Write(p)
 	l.size += int64(n)
+	if err == nil {
+		err = kerr
+	}
 	return n, err
+}
+
+// writeIfRoom appends p unless it would take the file past its bound;
+// false when it did not.
+func (l *File) writeIfRoom(p []byte) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return false, fs.ErrClosed
+	}
+	if l.size+int64(len(p)) > l.max {
+		return false, nil
+	}
+	n, err := l.f.Write(p)
+	l.size += int64(n)
+	return true, err
 }
 
 func (l *File) rotate() error {
@@ -105,8 +135,8 @@ func (l *File) rotate() error {
 	}
 	l.f = nil
 	// The file moved aside before is dropped now: first what it keeps. A
-	// failure to keep does not stop the log (the records to come matter
-	// more); it is reported with the write.
+	// failure to keep does not stop the log; it is reported with the
+	// write.
 	kerr := l.keepFrom(l.path + ".1")
 	if err := os.Rename(l.path, l.path+".1"); err != nil {
 		return fmt.Errorf("audit log: %w", err)
@@ -136,15 +166,25 @@ func (l *File) keepFrom(old string) error {
 		if len(kept) == 0 {
 			return nil
 		}
-		if l.kept == nil {
-			k, err := Open(l.path+keptSuffix, l.max, nil)
+		defer func() { kept = kept[:0] }()
+		if l.first == nil {
+			f, err := Open(l.path+keptSuffix, l.max, nil)
 			if err != nil {
 				return err
 			}
-			l.kept = k
+			l.first = f
 		}
-		_, err := l.kept.Write(kept)
-		kept = kept[:0]
+		if done, err := l.first.writeIfRoom(kept); done || err != nil {
+			return err
+		}
+		if l.recent == nil {
+			f, err := Open(l.path+recentSuffix, l.max, nil)
+			if err != nil {
+				return err
+			}
+			l.recent = f
+		}
+		_, err := l.recent.Write(kept)
 		return err
 	}
 	for {
@@ -168,17 +208,19 @@ func (l *File) keepFrom(old string) error {
 	}
 }
 
-// Close closes the file, and the file of kept records.
+// Close closes the file, and the files of kept records.
 func (l *File) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
-		return nil
+	var err error
+	if l.f != nil {
+		err = l.f.Close()
+		l.f = nil
 	}
-	err := l.f.Close()
-	l.f = nil
-	if l.kept != nil {
-		err = errors.Join(err, l.kept.Close())
+	for _, k := range []*File{l.first, l.recent} {
+		if k != nil {
+			err = errors.Join(err, k.Close())
+		}
 	}
 	return err
 }
@@ -217,18 +259,29 @@ func OpenAll(paths []string, stdout io.Writer, maxBytes int64, keep Keep) (io.Wr
 var ErrNoLog = errors.New("no audit log")
 
 // Files are the files of the log at path, oldest records first: the
-// records kept from files dropped (PATH.kept.1, PATH.kept), the file
-// moved aside (PATH.1), then the current one. The log exists when either
-// of the last two does.
+// records kept from files dropped (PATH.kept, then PATH.kept.recent.1 and
+// PATH.kept.recent), the file moved aside (PATH.1), then the current one.
+// The log exists when either of the last two does.
 func Files(path string) []string {
-	return []string{path + keptSuffix + ".1", path + keptSuffix, path + ".1", path}
+	return []string{path + keptSuffix, path + recentSuffix + ".1", path + recentSuffix, path + ".1", path}
 }
 
 // Copy writes the log at path to w, oldest record first (see Files).
-// ErrNoLog when there is none.
+// ErrNoLog when there is none. The files are all opened first: a
+// rotation while they are read then shows a record twice at worst, never
+// loses one.
 func Copy(w io.Writer, path string) error {
+	names := Files(path)
+	files := make([]*os.File, len(names))
+	defer func() {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
 	found := false
-	for i, p := range Files(path) {
+	for i, p := range names {
 		f, err := os.Open(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -236,15 +289,19 @@ func Copy(w io.Writer, path string) error {
 		if err != nil {
 			return fmt.Errorf("audit log: %w", err)
 		}
-		found = found || i >= 2
-		_, err = io.Copy(w, f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("audit log %s: %w", p, err)
-		}
+		files[i] = f
+		found = found || i >= len(names)-2
 	}
 	if !found {
 		return fmt.Errorf("%s: %w", path, ErrNoLog)
+	}
+	for i, f := range files {
+		if f == nil {
+			continue
+		}
+		if _, err := io.Copy(w, f); err != nil {
+			return fmt.Errorf("audit log %s: %w", names[i], err)
+		}
 	}
 	return nil
 }

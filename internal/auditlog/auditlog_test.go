@@ -84,18 +84,60 @@ func TestKeepsWhatAFloodWouldPushOut(t *testing.T) {
 	if !strings.HasSuffix(got.String(), "{\"d\":\"allow\",\"n\":0999}\n") || strings.Contains(got.String(), "\"n\":0000}") {
 		t.Errorf("Copy after the flood does not end with its latest records only:\n%s", got.String())
 	}
-	// A flood of kept records moves the kept file along within its bound.
+	// A flood of kept records moves the recent ones along within their
+	// bound, and never the first.
 	for i := range 200 {
 		write(fmt.Sprintf("{\"d\":\"deny\",\"n\":%04d}\n", i))
 	}
 	l.Close()
-	for _, p := range []string{path + ".kept", path + ".kept.1"} {
+	got.Reset()
+	if err := Copy(&got, path); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got.String(), strings.Join(denied, "")) {
+		t.Errorf("Copy after a flood of kept records does not begin with the first ones:\n%.200s", got.String())
+	}
+	for _, p := range []string{path + ".kept", path + ".kept.recent", path + ".kept.recent.1"} {
 		if st, err := os.Stat(p); err != nil || st.Size() > 1000 {
-			t.Errorf("%s: %v, over the bound of 1000", p, err)
+			t.Errorf("%s: %v, or over the bound of 1000", p, err)
 		}
 	}
-	if _, err := os.Stat(path + ".kept.2"); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a second kept file aside: %v", err)
+	for _, p := range []string{path + ".kept.1", path + ".kept.recent.2"} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: %v; want none", p, err)
+		}
+	}
+}
+
+// TestAFailureToKeepLosesNoRecord: when the kept records cannot be
+// written, the record that made the log rotate still goes in, and the
+// write says what failed.
+func TestAFailureToKeepLosesNoRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.Mkdir(path+".kept", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(path, 30, func([]byte) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var werr error
+	for i := range 10 {
+		if _, err := l.Write([]byte(fmt.Sprintf("{\"n\":%05d}\n", i))); err != nil { // 12 bytes: 2 to a file
+			werr = err
+		}
+	}
+	if werr == nil {
+		t.Error("no write said that keeping failed")
+	}
+	os.Remove(path + ".kept")
+	var got bytes.Buffer
+	if err := Copy(&got, path); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(got.String(), "{\"n\":00009}\n") || strings.Count(got.String(), "\n") != 4 {
+		t.Errorf("Copy: %q; want the last 4 records", got.String())
 	}
 }
 

@@ -148,9 +148,9 @@ func (p *Podman) CopyInto(ctx context.Context, container, dir string, tar io.Rea
 
 // CopyOut writes the regular file at path in a container, running or
 // stopped, to w: podman's archive of it (a tar of that one file),
-// unpacked. pod.ErrNotFound when the container or the file does not
-// exist.
-func (p *Podman) CopyOut(ctx context.Context, container, path string, w io.Writer) error {
+// unpacked; an error, before anything is written, when it is over max
+// bytes. pod.ErrNotFound when the container or the file does not exist.
+func (p *Podman) CopyOut(ctx context.Context, container, path string, max int64, w io.Writer) error {
 	pr, pw := io.Pipe()
 	copyFn, err := containers.CopyToArchive(p.withConn(ctx), container, path, pw)
 	if err != nil {
@@ -165,6 +165,9 @@ func (p *Podman) CopyOut(ctx context.Context, container, path string, w io.Write
 	}
 	if h.Typeflag != tar.TypeReg {
 		return fmt.Errorf("copy %s out of %s: not a regular file", path, container)
+	}
+	if h.Size > max {
+		return fmt.Errorf("copy %s out of %s: %d bytes, more than the %d it takes", path, container, h.Size, max)
 	}
 	if _, err := io.Copy(w, tr); err != nil {
 		return fmt.Errorf("copy %s out of %s: %w", path, container, err)
