@@ -457,7 +457,7 @@ func (c *creation) input(id identity) (in plan.PlanInput, forbidden []string, er
 		ForbiddenPaths: absolutePaths(forbidden),
 		GatorScopes:    scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
 	// A name the gator would refuse (forgeRepo is lenient) leaves it none.
-	if owner, repo, ok := forgeRepo(src, forge); ok && src.PR == 0 {
+	if owner, repo, ok := forgeRepo(src, forge); ok {
 		if _, _, err := policy.SplitRepo(owner + "/" + repo); err == nil {
 			in.GatorRepo = owner + "/" + repo
 		}

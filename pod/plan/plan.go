@@ -341,9 +341,9 @@ type PlanInput struct {
 	// derive it from the API's).
 	GatorAPIURL string
 	GatorGitURL string
-	// GatorRepo is the source's repository on the forge, OWNER/REPO ("" if
-	// it has none there, or is a pull request): the gator takes the
-	// source's RemoteCommits as in its history.
+	// GatorRepo is the source's repository on the forge, OWNER/REPO (a
+	// pull request's base; "" if it has none there): the gator asks the
+	// forge about the source's RemoteCommits in it.
 	GatorRepo string
 }
 

@@ -332,6 +332,15 @@ func (s *Source) checkoutPR(ctx context.Context, dir string) error {
 		return fmt.Errorf("pull request #%d: %s did not bring %s", s.PR, s.Upstream, pullRef)
 	}
 	defaultRef, _ := git(ctx, dir, "symbolic-ref", "--quiet", "HEAD")
+	// Where the head's history meets the base's default branch: the
+	// base repository's, for the gator to ask the forge about (the head's
+	// own commits are anyone's, and are checked).
+	var remoteCommits []string
+	if defaultRef != "" {
+		if base, err := git(ctx, dir, "merge-base", commit, defaultRef); err == nil {
+			remoteCommits = []string{base}
+		}
+	}
 	steps := [][]string{
 		{"update-ref", "refs/heads/" + branch, commit},
 		{"symbolic-ref", "HEAD", "refs/heads/" + branch},
@@ -360,6 +369,6 @@ func (s *Source) checkoutPR(ctx context.Context, dir string) error {
 			return fmt.Errorf("check out pull request #%d: %w", s.PR, err)
 		}
 	}
-	s.Commit = commit
+	s.Commit, s.RemoteCommits = commit, remoteCommits
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -278,6 +279,10 @@ func TestCheckoutPR(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "co")
 	if err := src.Checkout(ctx, dir); err != nil {
 		t.Fatal(err)
+	}
+	// The head is a commit on main: main's is where they meet.
+	if !slices.Equal(src.RemoteCommits, []string{f.mainHead}) {
+		t.Errorf("RemoteCommits = %q; want main's %s", src.RemoteCommits, f.mainHead)
 	}
 	for what, want := range map[string]string{
 		"HEAD":          f.head,

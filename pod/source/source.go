@@ -43,12 +43,13 @@ type Source struct {
 	// Commit is the commit the workspace starts at (local sources only;
 	// for URLs it is known after the clone).
 	Commit string `json:"commit,omitempty"`
-	// RemoteCommits are commits of Commit's history that Remote had when
-	// the source was resolved, for the gator to ask the forge about (see
-	// gator.Options.KnownCommits): for a URL, the commit cloned (known
-	// after the clone); for a local checkout, where HEAD's history meets
-	// its refs under refs/remotes/REMOTE/ (none when it has none). Not for
-	// a pull request.
+	// RemoteCommits are commits of Commit's history that the forge
+	// repository had when the source was resolved, for the gator to ask
+	// the forge about (see gator.Options.KnownCommits): for a URL, the
+	// commit cloned; for a pull request, where its head meets the base's
+	// default branch (both known after the clone); for a local checkout,
+	// where HEAD's history meets its refs under refs/remotes/REMOTE/ (none
+	// when it has none).
 	RemoteCommits []string `json:"remote_commits,omitempty"`
 	// LeftOut lists uncommitted paths of a local checkout that the
 	// workspace will not have.
