@@ -1270,13 +1270,20 @@ func TestPushFromTheAgentsGitDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := commit(t, r.workspace, "b.txt", "the agent's work\n")
+	r.mustPushNew(t, "agent/work", head)
+}
+
+// mustPushNew pushes the workspace's HEAD, head, to branch, which must be
+// new, and checks that the remote has it whole.
+func (r *testRig) mustPushNew(t *testing.T, branch, head string) {
+	t.Helper()
 	var res pushResult
-	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/work"), &res)
+	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", branch), &res)
 	if res.Action != "created" || res.Commit != head {
-		t.Errorf("push from the agent's git directory: %+v; want %s created", res, head)
+		t.Errorf("push_branch %s: %+v; want %s created", branch, res, head)
 	}
-	if got := gitRun(t, r.bare, "rev-parse", "refs/heads/agent/work"); got != head {
-		t.Errorf("agent/work is %s; want %s", got, head)
+	if got := gitRun(t, r.bare, "rev-parse", "refs/heads/"+branch); got != head {
+		t.Errorf("%s is %s; want %s", branch, got, head)
 	}
 	gitRun(t, r.bare, "fsck", "--no-progress")
 }
@@ -1356,15 +1363,7 @@ func TestPushFromAnOlderBase(t *testing.T) {
 	// Keep what the push sends as a pack, to count its objects.
 	gitRun(t, r.bare, "config", "receive.unpackLimit", "1")
 	packsBefore, _ := filepath.Glob(filepath.Join(r.bare, "objects", "pack", "*.idx"))
-	var res pushResult
-	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/old"), &res)
-	if res.Action != "created" || res.Commit != head {
-		t.Errorf("push from an older base: %+v; want %s created", res, head)
-	}
-	if got := gitRun(t, r.bare, "rev-parse", "refs/heads/agent/old"); got != head {
-		t.Errorf("agent/old is %s; want %s", got, head)
-	}
-	gitRun(t, r.bare, "fsck", "--no-progress")
+	r.mustPushNew(t, "agent/old", head)
 	// The agent's commit, its tree and c.txt: not the history before base.
 	packs, _ := filepath.Glob(filepath.Join(r.bare, "objects", "pack", "*.idx"))
 	sent := 0
