@@ -66,7 +66,7 @@ type pusher struct {
 	known map[string][]plumbing.Hash
 }
 
-// ParseKnownCommit parses OWNER/REPO@SHA, a commit known to be in the
+// ParseKnownCommit parses OWNER/REPO@SHA, a commit that should be in the
 // repository's history (SHA: the full id, in lower case), and returns the
 // repository in lower case, as GitHub compares names.
 func ParseKnownCommit(s string) (repo string, commit plumbing.Hash, err error) {

@@ -147,7 +147,8 @@ func (l *File) rotate() error {
 	return kerr
 }
 
-// keepFrom appends the lines of the file at old that l keeps to PATH.kept.
+// keepFrom appends the lines of the file at old that l keeps to PATH.kept
+// while it has room, then to PATH.kept.recent.
 func (l *File) keepFrom(old string) error {
 	if l.keep == nil {
 		return nil
