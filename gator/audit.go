@@ -1,7 +1,6 @@
 package gator
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -66,19 +66,24 @@ func floodKind(r policy.Record, known func(string) bool) (floodKey, bool) {
 	return floodKey{r.Event, tool, r.Decision}, true
 }
 
-// KeptRecord tells whether an audit line is kept when the bounded log
+// KeepRecord tells whether an audit line is kept when the bounded log
 // file it is in is dropped (auditlog.Keep): every record but an allowed
-// call that failed in nothing and that no person decided. Those the agent
-// can repeat at the forge's pace (a push_branch of a branch already up to
-// date is a git round trip); a stream of them must not push out the
-// record of what it was refused, which floodKind slows down. It looks at
-// the bytes: encoding/json escapes every quote of the agent's text, so a
-// key followed by its quote and colon is one the gator wrote.
-func KeptRecord(line []byte) bool {
-	routine := bytes.Contains(line, []byte(`"event":"call"`)) &&
-		bytes.Contains(line, []byte(`"decision":"allow"`)) &&
-		!bytes.Contains(line, []byte(`"error":`)) &&
-		!bytes.Contains(line, []byte(`"ask":`))
+// call that failed in nothing, that no person decided, and that changed
+// nothing on the forge (a read, or a push_branch of a branch already up to
+// date). Those the agent can repeat at the forge's pace; a stream of them
+// must not push out the record of what it was refused (which floodKind
+// slows down) or of what it did. The line is decoded, not looked at as
+// bytes: a record carries the names of the agent's arguments as keys.
+func KeepRecord(line []byte) bool {
+	var r struct {
+		Event, Decision, Error, Result string
+		Ask                            json.RawMessage
+	}
+	if json.Unmarshal(line, &r) != nil {
+		return true
+	}
+	routine := r.Event == policy.EventCall && r.Decision == policy.DecisionAllow && r.Error == "" && r.Ask == nil &&
+		(r.Result == "" || strings.HasPrefix(r.Result, "up-to-date "))
 	return !routine
 }
 

@@ -496,7 +496,8 @@ func (s *Server) pushBranch(ctx context.Context, in pushArgs) (any, string, erro
 	if strings.EqualFold(def, in.Branch) {
 		return nil, "", &deniedError{reason: fmt.Sprintf("denied: push_branch on %s/%s: %q is the default branch; the gator never pushes to it", in.Owner, in.Repo, in.Branch)}
 	}
-	known := s.knownOnDefault(ctx, in.Owner, in.Repo, def)
+	// Asked only when the push has something to send.
+	known := func() []plumbing.Hash { return s.knownOnDefault(ctx, in.Owner, in.Repo, def) }
 	pl, err := s.planPush(ctx, in.Owner, in.Repo, in.Branch, plumbing.ZeroHash, known)
 	if err != nil {
 		return nil, "", err
@@ -536,7 +537,7 @@ func (s *Server) pushBranch(ctx context.Context, in pushArgs) (any, string, erro
 }
 
 // planPush plans a push (pusher.plan) within pushTimeout.
-func (s *Server) planPush(ctx context.Context, owner, repo, branch string, at plumbing.Hash, known []plumbing.Hash) (*pushPlan, error) {
+func (s *Server) planPush(ctx context.Context, owner, repo, branch string, at plumbing.Hash, known func() []plumbing.Hash) (*pushPlan, error) {
 	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
 	defer cancel()
 	return s.pusher.plan(ctx, owner, repo, branch, at, known)
@@ -548,18 +549,26 @@ func (s *Server) planPush(ctx context.Context, owner, repo, branch string, at pl
 // remote-tracking refs may hold a pull request's head (a fetch refspec of
 // refs/pull/*), which is on the forge, in no branch, and anyone's making.
 // A commit GitHub does not confirm is left out: the push's commits are
-// then checked back to the branches' tips, as without it.
+// then checked back to the branches' tips, as without it. A confirmed one
+// is not asked about again (the default branch does not lose history but
+// by a force-push, which would only make the push fail as incomplete).
 func (s *Server) knownOnDefault(ctx context.Context, owner, repo, def string) []plumbing.Hash {
 	var known []plumbing.Hash
-	for _, h := range s.pusher.known[strings.ToLower(owner+"/"+repo)] {
+	name := strings.ToLower(owner + "/" + repo)
+	for _, h := range s.pusher.known[name] {
+		if s.pusher.isConfirmed(name, h) {
+			known = append(known, h)
+			continue
+		}
 		// Base...head: "ahead" (or "identical") is the default branch
 		// holding h in its history.
 		c, _, err := s.gh.Repositories.CompareCommits(ctx, owner, repo, h.String(), def, &github.ListOptions{PerPage: 1})
 		if err != nil {
-			s.log.Debug("compare a known commit with the default branch", "repo", owner+"/"+repo, "commit", h.String(), "err", err)
+			s.log.Debug("compare a known commit with the default branch", "repo", name, "commit", h.String(), "err", err)
 			continue
 		}
 		if st := c.GetStatus(); (st == "ahead" || st == "identical") && c.GetBehindBy() == 0 {
+			s.pusher.confirm(name, h)
 			known = append(known, h)
 		}
 	}

@@ -62,8 +62,26 @@ type pusher struct {
 	// known are the commits up named as in each repository's history
 	// (by lower-case OWNER/REPO; Options.KnownCommits): pushBranch takes
 	// those GitHub confirms (knownOnDefault) as the remote's, besides its
-	// branches' and tags' tips.
+	// branches' and tags' tips; confirmed are those it has.
 	known map[string][]plumbing.Hash
+
+	mu        sync.Mutex
+	confirmed map[string]bool // "OWNER/REPO@SHA"
+}
+
+func (p *pusher) isConfirmed(repo string, h plumbing.Hash) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.confirmed[repo+"@"+h.String()]
+}
+
+func (p *pusher) confirm(repo string, h plumbing.Hash) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.confirmed == nil {
+		p.confirmed = map[string]bool{}
+	}
+	p.confirmed[repo+"@"+h.String()] = true
 }
 
 // ParseKnownCommit parses OWNER/REPO@SHA, a commit that should be in the
@@ -318,10 +336,11 @@ func (pl *pushPlan) close() { pl.done() }
 // fast-forward or a new branch, no protected path touched. A refusal is a
 // deniedError. The caller has checked the branch name
 // (policy.CheckAgentBranch) and that it is not the repository's default
-// branch. Known are commits the remote has besides its refs' tips, where
-// the walk of the new commits stops too. A plan whose res.Action is
-// "up-to-date" has nothing to push. Close the plan when done.
-func (p *pusher) plan(ctx context.Context, owner, repo, branch string, at plumbing.Hash, known []plumbing.Hash) (_ *pushPlan, err error) {
+// branch. Known gives the commits the remote has besides its refs' tips,
+// where the walk of the new commits stops too; it is called only when
+// there is something to push. A plan whose res.Action is "up-to-date" has
+// nothing to push. Close the plan when done.
+func (p *pusher) plan(ctx context.Context, owner, repo, branch string, at plumbing.Hash, known func() []plumbing.Hash) (_ *pushPlan, err error) {
 	if err := policy.CheckAgentBranch(branch); err != nil {
 		return nil, err // policy.Decide checked already; a second look costs nothing
 	}
@@ -384,8 +403,8 @@ func (p *pusher) plan(ctx context.Context, owner, repo, branch string, at plumbi
 	// (and their parents' trees, which it compares them with): go-git's
 	// packing will hold the new ones with the files, so they count.
 	st.countTrees(true)
-	st.known = known
-	pl.news, err = walkNew(ctx, head, refs, known, p.protected)
+	st.known = known()
+	pl.news, err = walkNew(ctx, head, refs, st.known, p.protected)
 	st.countTrees(false)
 	if err != nil {
 		return nil, err

@@ -1387,6 +1387,24 @@ func TestPushFromAnOlderBase(t *testing.T) {
 	if sent != 3 {
 		t.Errorf("the push sent %d objects; want 3 (the known commit's history is the remote's)", sent)
 	}
+	// GitHub is asked once about a commit it confirmed, and not at all
+	// for a push with nothing to send.
+	compares := func() int {
+		n := 0
+		for _, req := range r.api.requested() {
+			if strings.Contains(req, "/compare/") {
+				n++
+			}
+		}
+		return n
+	}
+	asked := compares()
+	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/old"), nil) // up to date
+	commit(t, r.workspace, "e.txt", "more of the agent's work\n")
+	r.mustCall(t, policy.ToolPushBranch, repoArgs("branch", "agent/old"), nil) // a fast-forward
+	if asked != 1 || compares() != asked {
+		t.Errorf("GitHub was asked %d times about the known commit, then %d more for two pushes; want once", asked, compares()-asked)
+	}
 }
 
 func TestParseKnownCommit(t *testing.T) {
@@ -1404,30 +1422,40 @@ func TestParseKnownCommit(t *testing.T) {
 	}
 }
 
-// TestKeptRecord: past the log's bound, the gator keeps every record but
-// an allowed call that failed in nothing and that no person decided.
-func TestKeptRecord(t *testing.T) {
+// TestKeepRecord: past the log's bound, the gator keeps every record but
+// an allowed call that failed in nothing, that no person decided and that
+// changed nothing on the forge; whatever the agent names its arguments.
+func TestKeepRecord(t *testing.T) {
 	t.Parallel()
+	call := func(decision, result, errText string, args map[string]string) policy.Record {
+		return policy.Record{Kind: "gator", Event: policy.EventCall, Tool: policy.ToolPushBranch, Decision: decision,
+			Result: result, Error: errText, Args: args}
+	}
 	for _, c := range []struct {
+		name string
 		r    policy.Record
 		kept bool
 	}{
-		{policy.Record{Kind: "gator", Event: policy.EventCall, Tool: policy.ToolPushBranch, Decision: policy.DecisionAllow, Result: "up-to-date agent/x at 0123"}, false},
-		{policy.Record{Kind: "gator", Event: policy.EventCall, Tool: policy.ToolPushBranch, Decision: policy.DecisionAllow, Error: "refused: the commits to push change ci.yml"}, true},
-		{policy.Record{Kind: "gator", Event: policy.EventCall, Tool: policy.ToolPushBranch, Decision: policy.DecisionDeny, Reason: "denied"}, true},
-		{policy.Record{Kind: "gator", Event: policy.EventCall, Tool: policy.ToolPushBranch, Decision: policy.DecisionAllow, Ask: &policy.AskNote{ID: "gator-1", Outcome: policy.AskApproved, By: "u@h"}}, true},
-		{policy.Record{Kind: "gator", Event: policy.EventStart, Scopes: []string{"github:octo/app"}}, true},
-		{policy.Record{Kind: "gator", Event: policy.EventDropped, Tool: "get_issue", Decision: policy.DecisionDeny, Count: 3}, true},
-		// The agent's text cannot make a routine record look kept.
-		{policy.Record{Kind: "gator", Event: policy.EventCall, Tool: "get_issue", Decision: policy.DecisionAllow,
-			Args: map[string]string{`"error":"x`: `"ask":{}`}, Repo: `","error":"`}, false},
+		{"a read", policy.Record{Kind: "gator", Event: policy.EventCall, Tool: "get_issue", Decision: policy.DecisionAllow}, false},
+		{"a push of an up-to-date branch", call(policy.DecisionAllow, "up-to-date agent/x at 0123", "", nil), false},
+		{"a push that created a branch", call(policy.DecisionAllow, "created agent/x at 0123", "", nil), true},
+		{"a failed call", call(policy.DecisionAllow, "", "refused: the commits to push change ci.yml", nil), true},
+		{"a denied call", call(policy.DecisionDeny, "", "", nil), true},
+		{"an approved call", policy.Record{Kind: "gator", Event: policy.EventCall, Tool: policy.ToolPushBranch, Decision: policy.DecisionAllow,
+			Result: "up-to-date agent/x at 0123", Ask: &policy.AskNote{ID: "gator-1", Outcome: policy.AskApproved, By: "u@h"}}, true},
+		{"the start", policy.Record{Kind: "gator", Event: policy.EventStart, Scopes: []string{"github:octo/app"}}, true},
+		{"a dropped count", policy.Record{Kind: "gator", Event: policy.EventDropped, Tool: "get_issue", Decision: policy.DecisionDeny, Count: 3}, true},
+		// The agent names the arguments: the keys of args.
+		{"a denied call with an argument named decision", call(policy.DecisionDeny, "", "", map[string]string{"decision": "allow", "event": "call"}), true},
+		{"an up-to-date push with arguments named error and ask", call(policy.DecisionAllow, "up-to-date agent/x at 0123", "",
+			map[string]string{"error": "x", "ask": "{}", "result": "created", `"error":"x`: `"ask":{}`}), false},
 	} {
 		b, err := json.Marshal(c.r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := KeptRecord(append(b, '\n')); got != c.kept {
-			t.Errorf("KeptRecord(%s) = %v, want %v", b, got, c.kept)
+		if got := KeepRecord(append(b, '\n')); got != c.kept {
+			t.Errorf("%s: KeepRecord(%s) = %v, want %v", c.name, b, got, c.kept)
 		}
 	}
 }

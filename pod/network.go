@@ -154,23 +154,33 @@ type fileCopier interface {
 const maxAuditFile = auditlog.DefaultMaxBytes + 1<<20
 
 // copyAuditFile writes a stopped sidecar's audit log file to w, as
-// readAuditFile does a running one's; false when it has none. The file,
-// unlike the container's log, holds the records kept past its bound (see
-// internal/auditlog).
+// readAuditFile does a running one's; false, with nothing written, when
+// it has none. The file, unlike the container's log, holds the records
+// kept past its bound (see internal/auditlog).
 func copyAuditFile(ctx context.Context, c fileCopier, ctr, file string, w io.Writer) (bool, error) {
-	found := false
-	files := auditlog.Files(file)
-	for i, f := range files {
-		err := c.CopyOut(ctx, ctr, f, maxAuditFile, w)
-		if errors.Is(err, ErrNotFound) {
-			continue
+	var buf bytes.Buffer
+	copyAll := func(files []string) (found bool, err error) {
+		for _, f := range files {
+			err := c.CopyOut(ctx, ctr, f, maxAuditFile, &buf)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return false, fmt.Errorf("read the audit log of %s: %w", ctr, err)
+			}
+			found = true
 		}
-		if err != nil {
-			return false, fmt.Errorf("read the audit log of %s: %w", ctr, err)
-		}
-		found = found || i >= len(files)-2
+		return found, nil
 	}
-	return found, nil
+	kept, log := auditlog.Files(file)
+	if _, err := copyAll(kept); err != nil {
+		return false, err
+	}
+	if found, err := copyAll(log); !found || err != nil {
+		return false, err
+	}
+	_, err := w.Write(buf.Bytes())
+	return true, err
 }
 
 // recordTime is the "time" of a JSON audit line, "" for other lines.

@@ -231,7 +231,7 @@ func floodKind(r *Record) (floodKey, bool) {
 	return floodKey{r.Decision, r.Reason}, r.Decision != DecisionAllow || r.Reason != ""
 }
 
-// KeptRecord tells whether an audit line (see Record) is kept when the
+// KeepRecord tells whether an audit line (see Record) is kept when the
 // bounded log file it is in is dropped (auditlog.Keep): every record but
 // an allowed request that ended normally and that no person decided.
 // Those are the records the agent can make without bound (as fast as an
@@ -241,9 +241,11 @@ func floodKind(r *Record) (floodKey, bool) {
 //
 // It looks at the bytes, not the JSON (a rotation reads 8 MiB of lines
 // while the log waits): every quote the agent's text brings is escaped
-// (appendJSONString, encoding/json), so a key followed by its quote and
-// colon is one the proxy wrote.
-func KeptRecord(line []byte) bool {
+// (appendJSONString, encoding/json), and no key of a proxy record is the
+// agent's naming, so a key followed by its quote and colon is one the
+// proxy wrote (FuzzKeepRecord). The gator's records, whose argument names
+// are keys, are decoded instead (gator.KeepRecord).
+func KeepRecord(line []byte) bool {
 	routine := bytes.Contains(line, []byte(`"event":"request"`)) &&
 		bytes.Contains(line, []byte(`"decision":"allow"`)) &&
 		!bytes.Contains(line, []byte(`"reason":`)) &&

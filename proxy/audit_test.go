@@ -222,9 +222,9 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
-// TestKeptRecord: what the log keeps past its bound is every record but
+// TestKeepRecord: what the log keeps past its bound is every record but
 // an allowed request that ended normally, as the proxy writes them.
-func TestKeptRecord(t *testing.T) {
+func TestKeepRecord(t *testing.T) {
 	line := func(r Record) []byte {
 		if r.Event == EventRequest {
 			return appendRequestLine(nil, time.Now(), "p", &r)
@@ -246,16 +246,16 @@ func TestKeptRecord(t *testing.T) {
 		// What a person approved, and who.
 		{Record{Event: EventRequest, Method: "CONNECT", Host: "api.example.test", Port: 443, Decision: DecisionAllow, Rule: "ask:api.example.test", DecidedBy: "u@h", Status: 200}, true},
 		{Record{Event: EventRequest, Method: "POST", Host: PathRequestHost, Decision: DecisionAllow, DecidedBy: "u@h", Detail: "read-write /home/u/x"}, true},
-		// The agent's text cannot make a routine record look kept.
+		// The agent's text does not change what a record is.
 		{Record{Event: EventRequest, Method: "GET", Host: `x","reason":"denied`, Port: 80, Decision: DecisionAllow, Detail: `"decided_by":"me","rule":"ask:x"`, Status: 200}, false},
 		{Record{Event: EventPolicy, Allow: []string{"api.example.test"}}, true},
 		{Record{Event: EventDropped, Decision: DecisionDeny, Reason: ReasonNotAllowed, Count: 3}, true},
 	} {
-		if got := KeptRecord(line(c.r)); got != c.kept {
-			t.Errorf("KeptRecord(%s) = %v, want %v", line(c.r), got, c.kept)
+		if got := KeepRecord(line(c.r)); got != c.kept {
+			t.Errorf("KeepRecord(%s) = %v, want %v", line(c.r), got, c.kept)
 		}
 	}
-	if !KeptRecord([]byte("proxy: not a record\n")) {
+	if !KeepRecord([]byte("proxy: not a record\n")) {
 		t.Error("a line that is not a record is not kept")
 	}
 }

@@ -217,7 +217,7 @@ func runGator(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(err) // checked as flags already; kept for safety
 	}
-	audit, closeAudit, err := auditlog.OpenAll(o.auditLogs, stdout, auditlog.DefaultMaxBytes, gator.KeptRecord)
+	audit, closeAudit, err := auditlog.OpenAll(o.auditLogs, stdout, auditlog.DefaultMaxBytes, gator.KeepRecord)
 	if err != nil {
 		return fail(err)
 	}

@@ -304,7 +304,8 @@ func TestGatorArgsRoundTrip(t *testing.T) {
 	x := helperargs.Gator{Listen: "unix:/run/g.sock", Pod: "p", Workspace: "/workspaces/p", APIURL: "https://forge.example.test/api/v3/",
 		GitURL: "https://forge.example.test", Scopes: []string{"github:o/r:read", "github:o/*"}, TokenFile: "/run/devaipod/secrets/GH_TOKEN",
 		ProtectedPaths: []string{".github/**", "Makefile"}, AuditLogs: []string{"-", "/var/lib/g/audit.log"},
-		ApprovalDir: "/var/lib/devaipod/gator/approvals", AskTimeout: 90 * time.Second}
+		KnownCommits: []string{"o/r@" + strings.Repeat("ab", 20)},
+		ApprovalDir:  "/var/lib/devaipod/gator/approvals", AskTimeout: 90 * time.Second}
 	var o gatorOptions
 	fs := newGatorFlagSet(&o)
 	fs.SetOutput(io.Discard)
@@ -313,7 +314,7 @@ func TestGatorArgsRoundTrip(t *testing.T) {
 	}
 	if o.listen.String() != x.Listen || o.pod != x.Pod || o.workspace != x.Workspace || o.apiURL != x.APIURL ||
 		o.gitURL != x.GitURL || !slices.Equal(o.scopes, x.Scopes) || o.tokenFile != x.TokenFile ||
-		!slices.Equal(o.protected, x.ProtectedPaths) || !slices.Equal(o.auditLogs, x.AuditLogs) ||
+		!slices.Equal(o.protected, x.ProtectedPaths) || !slices.Equal(o.auditLogs, x.AuditLogs) || !slices.Equal(o.known, x.KnownCommits) ||
 		o.approvalDir != x.ApprovalDir || o.askTimeout != x.AskTimeout || fs.NArg() != 0 {
 		t.Errorf("%+v", o)
 	}

@@ -21,9 +21,9 @@ func newAuditLogFlagSet() *flag.FlagSet {
 		fmt.Fprintf(fs.Output(), `Usage: devaipod-helper audit-log PATH
 
 Print the audit log a sidecar writes with --audit-log PATH, oldest record
-first: PATH.kept.1 and PATH.kept (the records that matter, kept from files
-dropped), PATH.1 (the file moved aside when PATH reached its bound), then
-PATH. Exit %d when there is neither PATH.1 nor PATH.
+first: PATH.kept, PATH.kept.recent.1 and PATH.kept.recent (the records that
+matter, kept from files dropped), PATH.1 (the file moved aside when PATH
+reached its bound), then PATH. Exit %d when there is neither PATH.1 nor PATH.
 `, exitNoAuditLog)
 	}
 	return fs

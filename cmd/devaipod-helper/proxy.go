@@ -164,7 +164,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// proxy.TuneRuntime.
 	defer proxy.TuneRuntime(os.Getenv)()
 
-	audit, closeAudit, err := auditlog.OpenAll(o.auditLogs, stdout, auditlog.DefaultMaxBytes, proxy.KeptRecord)
+	audit, closeAudit, err := auditlog.OpenAll(o.auditLogs, stdout, auditlog.DefaultMaxBytes, proxy.KeepRecord)
 	if err != nil {
 		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
 		return 1

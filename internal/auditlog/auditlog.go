@@ -39,11 +39,12 @@ type File struct {
 	max  int64
 	keep Keep // nil: nothing is kept
 
-	mu     sync.Mutex
-	f      *os.File
-	size   int64
-	first  *File // PATH.kept: the first records kept, never moved aside
-	recent *File // PATH.kept.recent: those kept once first is full
+	mu        sync.Mutex
+	f         *os.File
+	size      int64
+	first     *File // PATH.kept: the first records kept, never moved aside
+	firstFull bool  // first took no more: the rest go to recent, in order
+	recent    *File // PATH.kept.recent: those kept once first is full
 }
 
 // Keep tells whether a record (one line, with its newline) is kept when
@@ -158,7 +159,7 @@ func (l *File) keepFrom(old string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("audit log: keep records: %w", err)
+		return fmt.Errorf("keep records of %s: %w", old, err)
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 64<<10)
@@ -168,15 +169,26 @@ func (l *File) keepFrom(old string) error {
 			return nil
 		}
 		defer func() { kept = kept[:0] }()
-		if l.first == nil {
-			f, err := Open(l.path+keptSuffix, l.max, nil)
-			if err != nil {
+		if l.first == nil && !l.firstFull {
+			// A recent file from before a restart: the first is full.
+			if _, err := os.Stat(l.path + recentSuffix); err == nil {
+				l.firstFull = true
+			} else {
+				f, err := Open(l.path+keptSuffix, l.max, nil)
+				if err != nil {
+					return err
+				}
+				l.first = f
+			}
+		}
+		if !l.firstFull {
+			done, err := l.first.writeIfRoom(kept)
+			if done || err != nil {
 				return err
 			}
-			l.first = f
-		}
-		if done, err := l.first.writeIfRoom(kept); done || err != nil {
-			return err
+			// Never a smaller piece later: what first holds stays older
+			// than what recent does.
+			l.firstFull = true
 		}
 		if l.recent == nil {
 			f, err := Open(l.path+recentSuffix, l.max, nil)
@@ -197,14 +209,14 @@ func (l *File) keepFrom(old string) error {
 		// never split across two files.
 		if len(kept) >= 64<<10 || rerr != nil {
 			if err := write(); err != nil {
-				return fmt.Errorf("audit log: keep records: %w", err)
+				return fmt.Errorf("keep records of %s: %w", old, err)
 			}
 		}
 		if rerr == io.EOF {
 			return nil
 		}
 		if rerr != nil {
-			return fmt.Errorf("audit log: keep records: %w", rerr)
+			return fmt.Errorf("keep records of %s: %w", old, rerr)
 		}
 	}
 }
@@ -259,20 +271,21 @@ func OpenAll(paths []string, stdout io.Writer, maxBytes int64, keep Keep) (io.Wr
 // ErrNoLog says a log has neither a file nor a previous one.
 var ErrNoLog = errors.New("no audit log")
 
-// Files are the files of the log at path, oldest records first: the
-// records kept from files dropped (PATH.kept, then PATH.kept.recent.1 and
-// PATH.kept.recent), the file moved aside (PATH.1), then the current one.
-// The log exists when either of the last two does.
-func Files(path string) []string {
-	return []string{path + keptSuffix, path + recentSuffix + ".1", path + recentSuffix, path + ".1", path}
+// Files are the files of the log at path, oldest records first: those of
+// the records kept from files dropped (PATH.kept, then PATH.kept.recent.1
+// and PATH.kept.recent), and those of the log itself (PATH.1, the file
+// moved aside, then PATH). The log exists when one of the latter does.
+func Files(path string) (kept, log []string) {
+	return []string{path + keptSuffix, path + recentSuffix + ".1", path + recentSuffix}, []string{path + ".1", path}
 }
 
 // Copy writes the log at path to w, oldest record first (see Files).
-// ErrNoLog when there is none. The files are all opened first: a
-// rotation while they are read then shows a record twice at worst, never
-// loses one.
+// ErrNoLog when there is none. The files are all opened first, so that a
+// rotation while they are read shows records twice rather than hides them
+// (but for kept ones moved aside to a recent file opened too late).
 func Copy(w io.Writer, path string) error {
-	names := Files(path)
+	kept, log := Files(path)
+	names := append(kept, log...)
 	files := make([]*os.File, len(names))
 	defer func() {
 		for _, f := range files {
@@ -291,7 +304,7 @@ func Copy(w io.Writer, path string) error {
 			return fmt.Errorf("audit log: %w", err)
 		}
 		files[i] = f
-		found = found || i >= len(names)-2
+		found = found || i >= len(kept)
 	}
 	if !found {
 		return fmt.Errorf("%s: %w", path, ErrNoLog)

@@ -198,3 +198,55 @@ func TestOpenAll(t *testing.T) {
 		t.Error("a path under a file was opened")
 	}
 }
+
+// TestKeptRecordsStayInOrder: once the first kept file turns a piece
+// down, a smaller piece kept later does not go in after all, ahead of
+// what went to the recent file; nor after a restart.
+func TestKeptRecordsStayInOrder(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	open := func() *File {
+		l, err := Open(path, 1000, func([]byte) bool { return true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l := open()
+	var want strings.Builder
+	n := 0
+	keepRound := func(l *File, lines int) {
+		t.Helper()
+		var b strings.Builder
+		for range lines {
+			fmt.Fprintf(&b, "{\"n\":%012d}\n", n) // 20 bytes
+			n++
+		}
+		want.WriteString(b.String())
+		if err := os.WriteFile(path+".1", []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		err := l.keepFrom(path + ".1")
+		l.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	keepRound(l, 30) // 600 bytes: the first file
+	keepRound(l, 30) // 600 more do not fit: recent
+	keepRound(l, 10) // 200 would fit in the first
+	l.Close()
+	l = open()
+	keepRound(l, 5) // after a restart
+	l.Close()
+	os.Remove(path + ".1")
+	os.WriteFile(path, nil, 0o644)
+	var got bytes.Buffer
+	if err := Copy(&got, path); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Errorf("kept records out of order:\n%s\nwant\n%s", got.String(), want.String())
+	}
+}
