@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/devaipod/devaipod/gator/policy"
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/source"
@@ -456,11 +455,8 @@ func (c *creation) input(id identity) (in plan.PlanInput, forbidden []string, er
 		PlaceholderSalt: strings.NewReplacer("-", "", "_", "").Replace(salt), UpstreamCA: upstreamCA,
 		ForbiddenPaths: absolutePaths(forbidden),
 		GatorScopes:    scopes, GatorAPIURL: forgeAPIURL(cfg.Forge.APIURL, forge), GatorGitURL: forge}
-	// A name the gator would refuse (forgeRepo is lenient) leaves it none.
 	if owner, repo, ok := forgeRepo(src, forge); ok {
-		if _, _, err := policy.SplitRepo(owner + "/" + repo); err == nil {
-			in.GatorRepo = owner + "/" + repo
-		}
+		in.GatorRepo = owner + "/" + repo
 	}
 	if len(src.LeftOut) > 0 {
 		c.warn(fmt.Sprintf("%d uncommitted path(s) in %s are not copied into the workspace: %s",

@@ -69,18 +69,30 @@ func hasForgeToken(cfg *config.Config, hostEnv map[string]string) bool {
 }
 
 // forgeRepo finds OWNER/REPO of a source on the forge: a pull request's
-// base, or a remote on the forge's host (https or scp-like ssh).
+// base, or a remote on the forge's host (https or scp-like ssh); not a
+// name the gator would refuse (policy.SplitRepo), which would keep it from
+// starting.
 func forgeRepo(src *source.Source, forge string) (owner, repo string, ok bool) {
 	if forge == "" {
 		forge = source.DefaultForgeURL
 	}
+	name, ok := forgeRepoName(src, forge)
+	if !ok {
+		return "", "", false
+	}
+	owner, repo, err := policy.SplitRepo(name)
+	return owner, repo, err == nil
+}
+
+// forgeRepoName is forgeRepo's OWNER/REPO, unchecked.
+func forgeRepoName(src *source.Source, forge string) (string, bool) {
 	if src.PR > 0 {
 		pr, err := source.ParsePRURL(src.PRURL, forge)
-		return pr.Owner, pr.Repo, err == nil
+		return pr.Owner + "/" + pr.Repo, err == nil
 	}
 	f, err := url.Parse(forge)
 	if err != nil || src.Remote == "" {
-		return "", "", false
+		return "", false
 	}
 	host, path := "", ""
 	if u, err := url.Parse(src.Remote); err == nil && u.Host != "" {
@@ -89,12 +101,7 @@ func forgeRepo(src *source.Source, forge string) (owner, repo string, ok bool) {
 		host, path, _ = strings.Cut(rest, ":")
 	}
 	if !strings.EqualFold(host, f.Hostname()) {
-		return "", "", false
+		return "", false
 	}
-	path = strings.TrimPrefix(strings.TrimPrefix(path, f.Path), "/")
-	owner, repo, found := strings.Cut(strings.TrimSuffix(path, ".git"), "/")
-	if !found || owner == "" || repo == "" || strings.Contains(repo, "/") {
-		return "", "", false
-	}
-	return owner, repo, true
+	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(path, f.Path), "/"), ".git"), true
 }

@@ -39,6 +39,8 @@ func TestGatorScopes(t *testing.T) {
 		{"no token, no gator", nil, &config.Config{}, onGitHub, ""},
 		{"an empty token is none", nil, emptyToken, onGitHub, ""},
 		{"not on the forge", nil, withToken, &source.Source{Remote: "https://git.example.test/org/app.git"}, ""},
+		// The gator would refuse the scope, and not start.
+		{"a name the gator refuses", nil, withToken, &source.Source{Remote: forge + "/org/app.git.git"}, ""},
 		{"flags win", []string{"github:org/*:read"}, withToken, onGitHub, "github:org/*:read"},
 	} {
 		got, err := gatorScopes(tt.flags, tt.cfg, tt.src, forge, map[string]string{})

@@ -364,7 +364,17 @@ api_url = "`+inPod(forge.api.URL)+`/"
 		if r := inAgent("git diff --stat " + clean + " HEAD"); r.code != 0 || r.stdout != "" {
 			t.Fatalf("the revert left differences: %s", r)
 		}
+		// The agent's own claims of what the forge has: remote-tracking
+		// refs and a shallow file at the commit that changes CI. The
+		// gator takes what the forge has from the forge and from up only.
+		if r := inAgent("git update-ref refs/remotes/origin/main " + hidden + " && git update-ref refs/remotes/origin/ci " + touch +
+			" && echo " + touch + " > .git/shallow"); r.code != 0 {
+			t.Fatalf("the agent's claims: %s", r)
+		}
 		a := mcp(t, push("agent/ci"), push("agent/hidden"), push("agent/ok"))
+		if r := inAgent("rm .git/shallow && git update-ref -d refs/remotes/origin/ci && git update-ref -d refs/remotes/origin/main"); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
 		for i, branch := range []string{"agent/ci", "agent/hidden", "agent/ok (a fast-forward)"} {
 			if !a[i].IsError || !strings.Contains(a[i].Text, "refused: the commits to push change "+strings.Join(ci, ", ")+", which CI runs") {
 				t.Errorf("push_branch %s (HEAD %s, with %s in its history): %+v; want refused naming %v", branch, short12(hidden), short12(touch), a[i], ci)
