@@ -170,9 +170,12 @@ demo:
 # fuzz runs every fuzz target for FUZZTIME each (go test -fuzz takes one
 # target at a time).
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./pod/config:FuzzParseConfig ./pod/plan:FuzzNormalizeName ./pod/source:FuzzResolveURL ./pod/source:FuzzParsePRURL ./pod/source:FuzzCheckBundle ./internal/gitpack:FuzzPatch ./internal/gitpack:FuzzReadEntry ./gator:FuzzObjectReader ./proxy:FuzzKeptRecord ./pod/devcontainer:FuzzParse ./cmd/devaipod-helper:FuzzParseBridge ./proxy/rule:FuzzParseRule ./proxy/rule:FuzzMatch ./gator/policy:FuzzParseScope ./internal/endpoint:FuzzParse ./internal/size:FuzzParse
+FUZZ_TARGETS := ./pod/config:FuzzParseConfig ./pod/plan:FuzzNormalizeName ./pod/source:FuzzResolveURL ./pod/source:FuzzParsePRURL ./pod/source:FuzzCheckBundle ./internal/gitpack:FuzzPatch ./internal/gitpack:FuzzReadEntry ./gator:FuzzObjectReader ./proxy:FuzzKeepRecord ./proxy:FuzzPlainRequest ./proxy:FuzzPlainResponse ./pod/devcontainer:FuzzParse ./cmd/devaipod-helper:FuzzParseBridge ./proxy/rule:FuzzParseRule ./proxy/rule:FuzzMatch ./gator/policy:FuzzParseScope ./internal/endpoint:FuzzParse ./internal/size:FuzzParse
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $$t for $(FUZZTIME)"; \
-		go test "$${t%%:*}" -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) || exit 1; \
+		out=$$(go test "$${t%%:*}" -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) 2>&1); rc=$$?; \
+		printf '%s\n' "$$out" | tail -n 3; \
+		[ $$rc -eq 0 ] || { printf '%s\n' "$$out"; exit 1; }; \
+		case "$$out" in *"no fuzz tests to fuzz"*) echo "fuzz: $$t names no fuzz target"; exit 1;; esac; \
 	done

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -183,28 +184,104 @@ func (cs *credentials) scrub(s string) string {
 // h's values; in a Basic authorization, in its decoded user and password
 // (git over HTTPS sends its token as the password).
 func substitute(h http.Header, creds []*credential) {
-	if len(creds) == 0 {
+	r := replacerFor(creds)
+	if r == nil {
 		return
-	}
-	r := creds[0].replacer
-	if len(creds) > 1 { // rare: a request carrying two credentials
-		pairs := make([]string, 0, 2*len(creds))
-		for _, c := range creds {
-			pairs = append(pairs, c.placeholder, c.value)
-		}
-		r = strings.NewReplacer(pairs...)
 	}
 	for k, vv := range h {
 		for i, v := range vv {
-			if userPass, ok := basicAuth(k, v); ok {
-				if replaced := r.Replace(userPass); replaced != userPass {
-					vv[i] = "Basic " + base64.StdEncoding.EncodeToString([]byte(replaced))
-					continue
-				}
-			}
-			vv[i] = r.Replace(v)
+			vv[i] = substituteValue(k, v, r)
 		}
 	}
+}
+
+// replacerFor puts the values of creds in for their placeholders; nil for
+// none.
+func replacerFor(creds []*credential) *strings.Replacer {
+	switch len(creds) {
+	case 0:
+		return nil
+	case 1:
+		return creds[0].replacer
+	}
+	// rare: a request carrying two credentials
+	pairs := make([]string, 0, 2*len(creds))
+	for _, c := range creds {
+		pairs = append(pairs, c.placeholder, c.value)
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// substituteValue is the value v of header key (canonical) with r's
+// replacements made, in a Basic authorization in its decoded user and
+// password.
+func substituteValue(key, v string, r *strings.Replacer) string {
+	if userPass, ok := basicAuth(key, v); ok {
+		if replaced := r.Replace(userPass); replaced != userPass {
+			return "Basic " + base64.StdEncoding.EncodeToString([]byte(replaced))
+		}
+	}
+	return r.Replace(v)
+}
+
+// carriedIn is carried for the headers of a request head in the plain
+// subset (parsePlainRequest accepted it): every header but Host, which
+// net/http takes out of the header map. false: more credentials than it
+// counts (the parsed path then looks).
+func (cs *credentials) carriedIn(head []byte) ([]*credential, bool) {
+	if cs == nil {
+		return nil, true
+	}
+	if len(cs.list) > 64 {
+		return nil, false
+	}
+	var found uint64
+	look := func(v []byte) {
+		for i, c := range cs.list {
+			if found&(1<<i) == 0 && bytes.Contains(v, []byte(c.placeholder)) {
+				found |= 1 << i
+			}
+		}
+	}
+	_, rest, _ := cutLine(head)
+	for {
+		var line []byte
+		line, rest, _ = cutLine(rest)
+		if len(line) == 0 {
+			break
+		}
+		name, value, _ := cutHeader(line)
+		k := knownHeader(name)
+		if k == hdrHost {
+			continue
+		}
+		look(value)
+		if k == hdrAuthorization {
+			if userPass, ok := basicAuth(k, string(value)); ok {
+				look([]byte(userPass))
+			}
+		}
+	}
+	if found == 0 {
+		return nil, true
+	}
+	var carried []*credential
+	for i, c := range cs.list {
+		if found&(1<<i) != 0 {
+			carried = append(carried, c)
+		}
+	}
+	return carried, true
+}
+
+// anyIn reports whether v holds the placeholder of one of creds.
+func (cs *credentials) anyIn(v []byte, creds []*credential) bool {
+	for _, c := range creds {
+		if bytes.Contains(v, []byte(c.placeholder)) {
+			return true
+		}
+	}
+	return false
 }
 
 // basicAuth returns the decoded user:password of an Authorization header

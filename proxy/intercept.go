@@ -86,6 +86,20 @@ type interception struct {
 
 	watch clientWatch
 	cont  *continueReader // the request's, if it waits for 100 Continue
+
+	// plain is the request in progress when it came in the plain subset
+	// (plainhead.go), carried the credentials it carries; plainReq,
+	// plainHead (a copy of its head: the reader's buffer moves on before
+	// a retry writes it again), plainBody, answerBody and answerChunks
+	// are reused from one request to the next.
+	plain        *plainRequest
+	carried      []*credential
+	plainReq     plainRequest
+	plainHead    []byte
+	plainBody    lengthReader
+	plainAnswer  plainResponse
+	answerBody   lengthReader
+	answerChunks chunkedBody
 }
 
 // serveIntercept runs an allowed CONNECT to a host that credentials are
@@ -210,24 +224,19 @@ func (ic *interception) serveOne() bool {
 	buffered, _ := ic.br.Peek(ic.br.Buffered())
 	// A head that has arrived whole is read without waiting: no deadline
 	// for it (a deadline costs a timer's update, twice).
-	if !bytes.Contains(buffered, headEnd) {
+	end := bytes.Index(buffered, headEnd)
+	if end < 0 {
 		ic.client.SetReadDeadline(time.Now().Add(s.opts.ReadHeaderTimeout))
 		deadline = true
 	}
-	ic.lim.head = append(ic.lim.head[:0], buffered...)
-	ic.lim.n, ic.lim.tee, ic.lim.hit = maxHeaderBytes+4096, true, false
-	req, err := http.ReadRequest(ic.br)
-	ic.lim.n, ic.lim.tee = -1, false
-	if err == nil {
-		err = checkHead(req, ic.lim.head)
+	ic.plain, ic.carried = nil, nil
+	if end >= 0 && !s.opts.parsedHeadsOnly {
+		ic.plain, ic.carried = ic.readPlain(buffered[:end+len(headEnd)])
 	}
-	if cap(ic.lim.head) > 16<<10 {
-		ic.lim.head = nil
-	} else {
-		clear(ic.lim.head)
-	}
-	if err != nil {
-		ic.badRequest(err)
+	var req *http.Request
+	if ic.plain != nil {
+		req = ic.plain.request(&ic.plainBody)
+	} else if req = ic.readParsed(buffered); req == nil {
 		return false
 	}
 	if deadline {
@@ -239,7 +248,7 @@ func (ic *interception) serveOne() bool {
 	// HTTP/1.0 and Connection: close end the connection after the answer.
 	keep := !req.Close && req.ProtoAtLeast(1, 1)
 	ic.cont = nil
-	if expect := req.Header.Get("Expect"); expect != "" {
+	if expect := req.Header.Get("Expect"); ic.plain == nil && expect != "" {
 		if !httpguts.HeaderValuesContainsToken(req.Header["Expect"], "100-continue") {
 			ic.writeRaw(errorAnswer(http.StatusExpectationFailed, ""))
 			return false
@@ -260,7 +269,11 @@ func (ic *interception) serveOne() bool {
 		req.Body = body
 	}
 	var down int64
-	if ic.admit(x, req) {
+	if ic.plain != nil {
+		// readPlain made admit's checks.
+		x.credentials = names(ic.carried)
+		down, keep = ic.forward(x, req, body, keep)
+	} else if ic.admit(x, req) {
 		down, keep = ic.forward(x, req, body, keep)
 	} else {
 		// As the http.Server does with a body the handler left: read up
@@ -295,6 +308,55 @@ func (ic *interception) serveOne() bool {
 
 // headEnd ends a request's head, as clients send it.
 var headEnd = []byte("\r\n\r\n")
+
+// readParsed reads a request with net/http, from buffered (what the
+// reader holds) on, and checks it as the http.Server would; nil if it
+// could not be read, after the answer that says why.
+func (ic *interception) readParsed(buffered []byte) *http.Request {
+	ic.lim.head = append(ic.lim.head[:0], buffered...)
+	ic.lim.n, ic.lim.tee, ic.lim.hit = maxHeaderBytes+4096, true, false
+	req, err := http.ReadRequest(ic.br)
+	ic.lim.n, ic.lim.tee = -1, false
+	if err == nil {
+		err = checkHead(req, ic.lim.head)
+	}
+	if cap(ic.lim.head) > 16<<10 {
+		ic.lim.head = nil
+	} else {
+		clear(ic.lim.head)
+	}
+	if err != nil {
+		ic.badRequest(err)
+		return nil
+	}
+	return req
+}
+
+// readPlain takes the request whose head is the reader's head (whole,
+// not read yet) if it is in the plain subset and admit would let it
+// through, and returns it with the credentials it carries; nil leaves the
+// request to readParsed and admit, which also make the refusals.
+func (ic *interception) readPlain(head []byte) (*plainRequest, []*credential) {
+	pr, ok := parsePlainRequest(head)
+	if !ok || string(pr.host) != ic.sameHostSeen && !ic.sameHost(string(pr.host)) {
+		return nil, nil
+	}
+	carried, ok := ic.s.creds.carriedIn(head)
+	if !ok {
+		return nil, nil
+	}
+	for _, c := range carried {
+		if !slices.Contains(ic.x.bound, c) {
+			return nil, nil
+		}
+	}
+	ic.plainHead = append(ic.plainHead[:0], head...)
+	pr.head, pr.host = ic.plainHead, nil
+	ic.plainReq = pr
+	ic.plainBody = lengthReader{r: ic.br, n: pr.length}
+	ic.br.Discard(len(head))
+	return &ic.plainReq, carried
+}
 
 // mayKeep is keep, unless the client still waits for 100 Continue to send
 // a body: then the connection cannot carry another request.
@@ -415,9 +477,81 @@ var errUpstreamProtocol = errors.New("bad answer from the server")
 // answer; it returns the bytes of the answer's body sent to the client and
 // whether the client connection stays open (keep: whether it may).
 func (ic *interception) forward(x *exchange, req *http.Request, body *countingReader, keep bool) (int64, bool) {
+	if ic.plain == nil {
+		if err := ic.prepare(req); err != nil {
+			return 0, ic.failed(x, req, err, keep)
+		}
+	}
+	var (
+		uc    *upstreamConn
+		resp  *http.Response
+		plain *plainResponse
+		err   error
+	)
+	for attempt := 0; ; attempt++ {
+		if uc = ic.s.upstreams.get(ic.target); uc == nil {
+			if uc, err = ic.s.dialUpstream(ic.ctx, ic.target, ic.x.host); err != nil {
+				return 0, ic.failed(x, req, err, keep)
+			}
+		}
+		if !ic.setUpstream(uc) {
+			uc.discard()
+			return 0, ic.failed(x, req, errShuttingDown, false)
+		}
+		resp, plain, err = ic.roundTrip(uc, req)
+		if err == nil {
+			break
+		}
+		ic.setUpstream(nil)
+		uc.discard()
+		if body.failed() {
+			// The client's body, not the upstream, failed: nothing to
+			// try again, and the connection cannot go on.
+			ic.s.log.Debug("intercepted request's body unreadable", "host", ic.x.host, "err", ic.s.creds.scrub(err.Error()))
+			x.refuse(http.StatusBadRequest, ReasonBadRequest, "the request's body could not be read")
+			return 0, ic.writeRefusal(req, x, false)
+		}
+		// A connection from the pool that the server closed meanwhile:
+		// again on a new one, as the Transport does, if the server got
+		// nothing of it and no byte of the body was taken.
+		if attempt == 0 && uc.used && uc.lim.got == 0 && body.count() == 0 && replayable(req) && !ic.isAborted() {
+			continue
+		}
+		return 0, ic.failed(x, req, err, keep)
+	}
+	var (
+		down                 int64
+		clientOK, upstreamOK bool
+		closing              bool
+	)
+	switch {
+	case plain != nil:
+		down, clientOK, upstreamOK = ic.relayPlainResponse(x, plain, uc, keep)
+		closing = plain.close
+	case resp.StatusCode == http.StatusSwitchingProtocols:
+		ic.upgrade(x, req, resp, uc)
+		return 0, false
+	default:
+		down, clientOK, upstreamOK = ic.relayResponse(x, req, resp, uc, keep)
+		closing = resp.Close
+	}
+	ic.setUpstream(nil)
+	// Not back to the pool if abort may have closed it (the client hung
+	// up just as the answer ended).
+	if upstreamOK && !closing && !ic.isAborted() {
+		ic.s.upstreams.put(uc)
+	} else {
+		uc.discard()
+	}
+	return down, keep && clientOK
+}
+
+// prepare makes req, as net/http read it, the request that goes upstream,
+// as httputil.ReverseProxy would send it.
+func (ic *interception) prepare(req *http.Request) error {
 	upType := upgradeType(req.Header)
 	if !printableASCII(upType) {
-		return 0, ic.failed(x, req, fmt.Errorf("%w: an upgrade to an invalid protocol", errUpstreamProtocol), keep)
+		return fmt.Errorf("%w: an upgrade to an invalid protocol", errUpstreamProtocol)
 	}
 	te := httpguts.HeaderValuesContainsToken(req.Header["Te"], "trailers")
 	removeHopByHop(req.Header)
@@ -450,57 +584,7 @@ func (ic *interception) forward(x *exchange, req *http.Request, body *countingRe
 		// relay closes it itself, and may retry with it unread.
 		req.Body = keepOpen{req.Body}
 	}
-
-	var (
-		uc   *upstreamConn
-		resp *http.Response
-		err  error
-	)
-	for attempt := 0; ; attempt++ {
-		if uc = ic.s.upstreams.get(ic.target); uc == nil {
-			if uc, err = ic.s.dialUpstream(ic.ctx, ic.target, ic.x.host); err != nil {
-				return 0, ic.failed(x, req, err, keep)
-			}
-		}
-		if !ic.setUpstream(uc) {
-			uc.discard()
-			return 0, ic.failed(x, req, errShuttingDown, false)
-		}
-		resp, err = ic.roundTrip(uc, req)
-		if err == nil {
-			break
-		}
-		ic.setUpstream(nil)
-		uc.discard()
-		if body.failed() {
-			// The client's body, not the upstream, failed: nothing to
-			// try again, and the connection cannot go on.
-			ic.s.log.Debug("intercepted request's body unreadable", "host", ic.x.host, "err", ic.s.creds.scrub(err.Error()))
-			x.refuse(http.StatusBadRequest, ReasonBadRequest, "the request's body could not be read")
-			return 0, ic.writeRefusal(req, x, false)
-		}
-		// A connection from the pool that the server closed meanwhile:
-		// again on a new one, as the Transport does, if the server got
-		// nothing of it and no byte of the body was taken.
-		if attempt == 0 && uc.used && uc.lim.got == 0 && body.count() == 0 && replayable(req) && !ic.isAborted() {
-			continue
-		}
-		return 0, ic.failed(x, req, err, keep)
-	}
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		ic.upgrade(x, req, resp, uc)
-		return 0, false
-	}
-	down, clientOK, upstreamOK := ic.relayResponse(x, req, resp, uc, keep)
-	ic.setUpstream(nil)
-	// Not back to the pool if abort may have closed it (the client hung
-	// up just as the answer ended).
-	if upstreamOK && !resp.Close && !ic.isAborted() {
-		ic.s.upstreams.put(uc)
-	} else {
-		uc.discard()
-	}
-	return down, keep && clientOK
+	return nil
 }
 
 // replayable reports whether req may be sent again after its connection
@@ -524,33 +608,48 @@ type keepOpen struct{ io.ReadCloser }
 
 func (keepOpen) Close() error { return nil }
 
-// roundTrip writes req on uc and reads the answer's head, relaying 1xx
-// answers but 100 (the relay does not ask for it) to the client.
-func (ic *interception) roundTrip(uc *upstreamConn, req *http.Request) (*http.Response, error) {
+// roundTrip writes req (or the plain request in progress) on uc and reads
+// the answer's head, relaying 1xx answers but 100 (the relay does not ask
+// for it) to the client. An answer in the plain subset comes back as
+// plain, its head still in uc's reader.
+func (ic *interception) roundTrip(uc *upstreamConn, req *http.Request) (resp *http.Response, plain *plainResponse, err error) {
 	uc.lim.got = 0
-	err := req.Write(uc.bw)
+	if ic.plain != nil {
+		err = ic.writePlain(uc.bw, req.Body)
+	} else {
+		err = req.Write(uc.bw)
+	}
 	if err == nil {
 		err = uc.bw.Flush()
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for range 6 {
 		uc.lim.n = maxResponseHeaderBytes
 		watched := ic.watchIfWaiting(uc)
-		resp, err := http.ReadResponse(uc.br, req)
+		// Its first bytes; an error is left for ReadResponse to report.
+		if _, perr := uc.br.Peek(1); perr == nil && req.ProtoAtLeast(1, 1) && !ic.s.opts.parsedHeadsOnly {
+			plain = ic.readPlainAnswer(uc, req.Method)
+		}
+		if plain == nil {
+			resp, err = http.ReadResponse(uc.br, req)
+		}
 		if watched {
 			ic.unwatch()
 		}
 		uc.lim.n = -1
+		if plain != nil {
+			return nil, plain, nil
+		}
 		if err != nil {
 			if uc.lim.hit {
 				err = fmt.Errorf("%w: headers too large", errUpstreamProtocol)
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
-			return resp, nil
+			return resp, nil, nil
 		}
 		if resp.StatusCode != http.StatusContinue && req.ProtoAtLeast(1, 1) {
 			// 103 Early Hints and the like, as ReverseProxy passes them on.
@@ -558,11 +657,11 @@ func (ic *interception) roundTrip(uc *upstreamConn, req *http.Request) (*http.Re
 			ic.writeHead(resp.StatusCode, resp.Header, "", false)
 			if err := ic.bw.Flush(); err != nil {
 				ic.abort()
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: too many 1xx answers", errUpstreamProtocol)
+	return nil, nil, fmt.Errorf("%w: too many 1xx answers", errUpstreamProtocol)
 }
 
 // failed answers a request that could not be forwarded (the upstream
@@ -654,6 +753,15 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 		resp.Body.Close()
 		return 0, ic.bw.Flush() == nil && keep, true
 	}
+	down, clientOK, upstreamOK = ic.relayBody(uc, resp.Body, chunked, func() http.Header { return resp.Trailer })
+	return down, clientOK && keep, upstreamOK
+}
+
+// relayBody relays an answer's body from uc to the client, as it comes,
+// chunked (with the trailer that trailer returns at its end) or not. It
+// returns the body bytes sent, whether the client connection is still
+// good, and whether uc is (the body read to its end).
+func (ic *interception) relayBody(uc *upstreamConn, body io.Reader, chunked bool, trailer func() http.Header) (down int64, clientOK, upstreamOK bool) {
 	bp := getBuffer(false)
 	defer putBuffer(bp)
 	buf := *bp
@@ -676,7 +784,7 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 				watched = ic.watchIfWaiting(uc)
 			}
 		}
-		n, err := resp.Body.Read(buf)
+		n, err := body.Read(buf)
 		if watched {
 			ic.unwatch()
 		}
@@ -715,12 +823,12 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 	}
 	if chunked {
 		ic.bw.WriteString("0\r\n")
-		if len(resp.Trailer) > 0 {
-			resp.Trailer.Write(ic.bw)
+		if t := trailer(); len(t) > 0 {
+			t.Write(ic.bw)
 		}
 		ic.bw.WriteString("\r\n")
 	}
-	return down, ic.flush() == nil && keep, upstreamOK
+	return down, ic.flush() == nil, upstreamOK
 }
 
 // cork makes the client connection keep what TLS writes to it, up to a

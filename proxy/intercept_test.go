@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -198,6 +199,23 @@ func startInterceptingOn(t *testing.T, ln net.Listener, opts Options) *intercept
 		w.WriteHeader(http.StatusEarlyHints)
 		w.Header().Del("Link")
 		io.WriteString(w, "after the hints")
+	})
+	mux.HandleFunc("/raw", func(w http.ResponseWriter, r *http.Request) {
+		// Answers with the bytes of its X-Answer header (base64) as they
+		// are, then closes the connection.
+		answer, _ := base64.StdEncoding.DecodeString(r.Header.Get("X-Answer"))
+		h := sha256.New()
+		n, _ := io.Copy(h, r.Body)
+		rc := r.Clone(r.Context())
+		rc.Trailer = http.Header{"Sha256": {hex.EncodeToString(h.Sum(nil))}, "Length": {strconv.FormatInt(n, 10)}}
+		st.seen.add(rc)
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.Write(answer)
+		brw.Flush()
 	})
 	mux.HandleFunc("/last", func(w http.ResponseWriter, r *http.Request) {
 		// The server closes the connection after this answer.

@@ -138,6 +138,11 @@ type Options struct {
 	// granted path, checks again after resolving symbolic links. "/"
 	// refuses every path request.
 	ForbiddenPaths []string
+
+	// parsedHeadsOnly sends every intercepted request and answer through
+	// net/http's parser, none through the plain subset (plainhead.go): for
+	// the tests that compare the two.
+	parsedHeadsOnly bool
 }
 
 func (o Options) withDefaults() Options {
