@@ -235,17 +235,34 @@ tunnel in the same runs: 61–129 / 30–52 / 560–1010):
   server-sent events still go out as they come); and the upstream socket is read through the
   tunnels' pooled buffers (512 KiB once a read fills 32 KiB), a read(2) per up to 512 KiB rather
   than per record or two, which also tells, without a system call, that more is waiting.
-- **What is left** is what terminating HTTP costs over moving bytes: TLS records decrypted and
-  encrypted again both ways (AES-GCM was about a fifth of the proxy's CPU on 1 MiB answers),
-  parsing the request and the answer and writing them again (net/http's ReadRequest and
-  ReadResponse with their header maps: with the rest of the garbage about a tenth at
-  concurrency 16), the audit record of every request (a JSON line). System calls
-  are still about half of the proxy's CPU, as for a tunnel. On loopback, with client, server and
-  proxy sharing 2 CPUs, requests/s at concurrency 16 is set by the CPU all three spend per
-  request, so what the proxy adds over a tunnel's 30–40 µs shows one for one in the ratio; at
-  concurrency 1 the time it adds to each round trip does. Against a real LLM API, whose first
-  byte takes hundreds of milliseconds, the tens of microseconds the proxy adds per request are
-  noise.
+- **Heads read and written in place** (the plain subset, proxy/plainhead.go). net/http's
+  ReadRequest and Request.Write, ReadResponse and the relay's writeHead built header maps and
+  strings for every request and answer, a third of the proxy's CPU at concurrency 16. A head
+  that has arrived whole and is in a narrow, unambiguous subset of HTTP/1.1 (what clients and
+  APIs send: CRLF line ends, token names, printable values, one canonical Content-Length, no
+  Transfer-Encoding on a request, no Expect, Upgrade or Connection option but close and
+  keep-alive) is now checked and written on line by line, with the hop-by-hop headers left out
+  and the credentials put in; the rest, and every refusal, still goes through net/http.
+  FuzzPlainRequest and FuzzPlainResponse check that net/http reads whatever the subset takes
+  alike, and that the upstream reads what the relay writes as what the parsed path would have
+  written. A/B on a quiet 2-CPU machine, 3 runs of 4 rounds: proxy CPU per request at
+  concurrency 16 44–47 → 33–34 µs, the ratio 0.57–0.72 → 0.74–0.77.
+- **A second P for a proxy that intercepts** (` + "`proxy.TuneRuntime`" + `). With the heads read in
+  place, a second P costs the interception no CPU (32 µs per request at concurrency 16 with
+  one P or two), and the client's and server's CPU per request falls back to what it is through
+  a tunnel (about 50 µs against 63–68 with one P): on one P they waited for the proxy to get
+  round to their connection, and slept and were woken more often for it. A/B, 3 runs of 4
+  rounds at concurrency 16: 0.67–0.76 with one P, 0.87–0.88 with two. A proxy without
+  credentials still runs one P, which tunnels are cheapest on (above); the tunnel measured
+  here, on the proxy with a credential, runs on the same two Ps as the interception.
+- **What is left** is what terminating TLS and HTTP costs over moving bytes: TLS records
+  decrypted and encrypted again both ways (AES-GCM was about a fifth of the proxy's CPU on
+  1 MiB answers), the checks of the heads, the audit record of every request (a JSON line).
+  System calls are about 60% of the proxy's CPU, as for a tunnel. On loopback, with client,
+  server and proxy sharing 2 CPUs, requests/s at concurrency 16 is set by the CPU all three
+  spend per request; at concurrency 1 by the time the proxy adds to each round trip. Against a
+  real LLM API, whose first byte takes hundreds of milliseconds, the tens of microseconds the
+  proxy adds per request are noise.
 - **Audit lines in batches.** Each request's audit line was a write(2) of its own, the one
   system call a tunnel does not pay per request (two in a pod, where the lines also go to the
   container's stdout and each write wakes conmon). The proxy now writes them in batches: at most
@@ -258,8 +275,8 @@ tunnel in the same runs: 61–129 / 30–52 / 560–1010):
   request 77.9 → 73.2 µs at concurrency 1 (ratio 0.76 → 0.81), 34.0 → 33.5 µs at 16 (0.63 →
   0.64). (The same commit also ended a body of known length at its last byte; a review found
   that net/http's body reader already returns EOF with it, so that part did nothing and is gone.)
-- **Where 0.8× at concurrency 16 lies** (2026-11-28, the same machine; builds made for the
-  experiment, not shipped; ` + "`proxybench intercept`" + `, 3 rounds of 1 s per run, 2 runs each):
+- **Where 0.8× at concurrency 16 lay** before the two changes above (2026-11-28, the same
+  machine; builds made for the experiment, not shipped; ` + "`proxybench intercept`" + `, 3 rounds of 1 s per run, 2 runs each):
 
   | build | proxy µs per request, c=1 / c=16 | intercepted / tunnel, c=1 / c=16 |
   |---|---:|---:|
@@ -277,11 +294,8 @@ tunnel in the same runs: 61–129 / 30–52 / 560–1010):
   ways); HTTP is what costs, and not only its own CPU: with client, server and proxy on 2 CPUs, the busiest process sets the pace and the
   others sleep and are woken for each request. ` + "`perf stat`" + ` at concurrency 16: per request, the
   server was switched out 0.59 times through a tunnel and 1.43 times through the interception,
-  the client 0.56 and 1.05 times, so their CPU per request grows with the proxy's. Reaching 0.8×
-  at concurrency 16 here takes answers relayed as they come, unparsed, in a goroutine
-  of their own (the relay would then keep the answer's hop-by-hop headers, track its framing
-  only for the audit and the pool, and need another way for HTTP/1.0 clients, a failed pooled
-  connection and the proxy's own answers among pipelined ones), and to be sure of it a second
-  P, which costs tunnels CPU (one P was chosen for them: above; in three runs of the tunnel
-  measurement with each, tunnels/s against squid moved within the noise, 0.96–1.05×, but a tunnel
-  at concurrency 1 took about 10% more of the proxy's CPU).`
+  the client 0.56 and 1.05 times, so their CPU per request grows with the proxy's. The
+  conclusion then was that 0.8× needed answers relayed unparsed in a goroutine of their own;
+  the A/B runs of 2026-12-01 (above) found that a head's parse, not the answer's goroutine,
+  was what cost, and that with the parse gone a second P brings the rest (a split relay, build
+  B of those runs, measured 0.69–0.81 at 32 µs per request with one P and no better with two).`
