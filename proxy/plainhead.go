@@ -191,7 +191,6 @@ func parsePlainResponse(head []byte, method string) (plainResponse, bool) {
 		return pr, false
 	}
 	lengths, chunked, chunkedLines := 0, false, 0
-	pr.length = -2 // not said
 	for {
 		if line, rest, ok = cutLine(rest); !ok {
 			return pr, false
@@ -501,7 +500,11 @@ func (ic *interception) relayPlainResponse(x *exchange, pr *plainResponse, uc *u
 		ic.answerBody = lengthReader{r: uc.br, n: pr.length}
 		body = &ic.answerBody
 	}
-	down, clientOK, upstreamOK = ic.relayBody(uc, body, chunked, ic.answerChunks.trailers)
+	var trailer func() http.Header
+	if chunked {
+		trailer = ic.answerChunks.trailers
+	}
+	down, clientOK, upstreamOK = ic.relayBody(uc, body, chunked, trailer)
 	return down, clientOK && keep, upstreamOK
 }
 

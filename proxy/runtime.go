@@ -9,43 +9,27 @@ import (
 // Runtime settings for a process that runs the proxy and little else (see
 // TuneRuntime).
 const (
-	// RuntimeMaxProcs is GOMAXPROCS of a proxy that only tunnels. Its
-	// work is system calls with short bursts of Go in between: with more
-	// than one P, nearly every wake-up of a goroutine also wakes an idle
-	// thread that finds nothing to do (futex and scheduler work that cost
-	// about a fifth of the CPU per tunnel), and one P does not make the
-	// work slower, since read(2) and write(2) on a socket do not wait
-	// (squid runs one worker too).
+	// RuntimeMaxProcs is GOMAXPROCS. The proxy's work is system calls with
+	// short bursts of Go in between: with more than one P, nearly every
+	// wake-up of a goroutine also wakes an idle thread that finds nothing
+	// to do (futex and scheduler work that cost about a fifth of the CPU
+	// per tunnel), and one P does not make the work slower, since read(2)
+	// and write(2) on a socket do not wait (squid runs one worker too).
 	RuntimeMaxProcs = 1
-	// RuntimeInterceptMaxProcs is GOMAXPROCS of a proxy that intercepts
-	// (it has credentials; at most the CPUs there are). An intercepted
-	// request is work in Go on both sides, the client's TLS and the
-	// upstream's: on one P the client and the server wait for the proxy
-	// to get round to their connection, and sleep and are woken more
-	// often for it. With two, at concurrency 16 an intercepted request
-	// cost the proxy the same CPU and the client and server about a fifth
-	// less, which took interception from about 0.75 of a tunnel's
-	// requests/s to about 0.85 (docs/benchmarks-proxy.md).
-	RuntimeInterceptMaxProcs = 2
 	// RuntimeGCPercent is GOGC: the proxy's live heap is small (a few KiB
 	// per tunnel), so the default's 4 MiB minimum heap goal is most of its
 	// memory under load; 50 halves that for about 1% of CPU.
 	RuntimeGCPercent = 50
 )
 
-// TuneRuntime sets GOMAXPROCS to RuntimeMaxProcs, or for a proxy that
-// intercepts to RuntimeInterceptMaxProcs, and the GC percentage to
+// TuneRuntime sets GOMAXPROCS to RuntimeMaxProcs and the GC percentage to
 // RuntimeGCPercent, each unless getenv (os.Getenv) says that the
 // environment sets it (GOMAXPROCS, GOGC). It returns a function that puts
 // the previous settings back.
-func TuneRuntime(getenv func(string) string, intercepts bool) (restore func()) {
+func TuneRuntime(getenv func(string) string) (restore func()) {
 	procs, gc := -1, -1
 	if getenv("GOMAXPROCS") == "" {
-		want := RuntimeMaxProcs
-		if intercepts {
-			want = min(RuntimeInterceptMaxProcs, runtime.NumCPU())
-		}
-		procs = runtime.GOMAXPROCS(want)
+		procs = runtime.GOMAXPROCS(RuntimeMaxProcs)
 	}
 	if getenv("GOGC") == "" {
 		gc = debug.SetGCPercent(RuntimeGCPercent)

@@ -24,24 +24,19 @@ func TestTuneRuntime(t *testing.T) {
 		}
 	}
 
-	restore := TuneRuntime(func(string) string { return "" }, false)
+	restore := TuneRuntime(func(string) string { return "" })
 	check("tuned", RuntimeMaxProcs, RuntimeGCPercent)
 	restore()
 	check("restored", procs, gc)
 
-	restore = TuneRuntime(func(string) string { return "" }, true)
-	check("tuned to intercept", min(RuntimeInterceptMaxProcs, runtime.NumCPU()), RuntimeGCPercent)
-	restore()
-	check("restored", procs, gc)
-
 	env := map[string]string{"GOMAXPROCS": "3", "GOGC": "200"}
-	restore = TuneRuntime(func(k string) string { return env[k] }, false)
+	restore = TuneRuntime(func(k string) string { return env[k] })
 	check("set by the environment", procs, gc)
 	restore()
 	check("restored again", procs, gc)
 
 	env = map[string]string{"GOGC": "off"}
-	restore = TuneRuntime(func(k string) string { return env[k] }, false)
+	restore = TuneRuntime(func(k string) string { return env[k] })
 	check("GOGC set", RuntimeMaxProcs, gc)
 	restore()
 	check("restored at last", procs, gc)

@@ -160,6 +160,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		level = slog.LevelDebug
 	}
 	logger := slog.New(cmdline.NewLineHandler(stderr, logPrefix+"proxy: ", level))
+	// One P and GOGC 50 unless the environment says otherwise: see
+	// proxy.TuneRuntime.
+	defer proxy.TuneRuntime(os.Getenv)()
+
 	audit, closeAudit, err := auditlog.OpenAll(o.auditLogs, stdout, auditlog.DefaultMaxBytes, proxy.KeepRecord)
 	if err != nil {
 		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
@@ -171,9 +175,6 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
 		return 1
 	}
-	// One P (two with credentials to put in) and GOGC 50 unless the
-	// environment says otherwise: see proxy.TuneRuntime.
-	defer proxy.TuneRuntime(os.Getenv, len(creds) > 0)()
 	roots, err := upstreamRoots(o.upstreamCA)
 	if err != nil {
 		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)

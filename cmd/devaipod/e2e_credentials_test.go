@@ -81,14 +81,14 @@ type credentialUpstream struct {
 	srv  *httptest.Server
 	port int
 	mu   sync.Mutex
-	seen []string // "HOST PATH AUTHORIZATION X-API-KEY"
+	seen []string // "HOST PATH AUTHORIZATION X-API-KEY METHOD"
 }
 
 func startCredentialUpstream(t *testing.T, ca *testCA, names ...string) *credentialUpstream {
 	u := &credentialUpstream{}
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
-		u.seen = append(u.seen, strings.Join([]string{r.Host, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key")}, " "))
+		u.seen = append(u.seen, strings.Join([]string{r.Host, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), r.Method}, " "))
 		u.mu.Unlock()
 		if r.URL.Path == "/sse" {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -205,6 +205,62 @@ secret = "`+secret+`"
 			t.Errorf("the refused request reached the upstream:\n%s", up.requests())
 		}
 	})
+	t.Run("requests smuggled in from the agent reach the upstream as nothing but what the proxy read", func(t *testing.T) {
+		// The agent speaks HTTP/1.1 itself inside an intercepted
+		// connection, hiding behind a framing trick a second request
+		// that the proxy refuses when it sees one (TRACE, which would
+		// echo the value back; another host). The proxy reads each
+		// request as net/http would, or in its plain subset, and writes
+		// upstream anew only what it read: no hidden request reaches the
+		// server, whichever reading a trick falls to.
+		host := "api.cred.test:" + p
+		trace := func(n int) string {
+			return "TRACE /smuggled-" + strconv.Itoa(n) + " HTTP/1.1\r\nHost: " + host + "\r\nX-Api-Key: " + ph[0] + "\r\n\r\n"
+		}
+		payloads := []string{
+			// CL.TE: a body of Content-Length that chunked reading ends early.
+			"POST /cl-te HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: " + strconv.Itoa(5+len(trace(1))) +
+				"\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + trace(1),
+			// TE.CL: a chunk that, read by Content-Length, is a request.
+			"POST /te-cl HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
+				strconv.FormatInt(int64(len(trace(2))), 16) + "\r\n" + trace(2) + "\r\n0\r\n\r\n",
+			// Two Content-Lengths.
+			"POST /two-lengths HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 0\r\nContent-Length: " +
+				strconv.Itoa(len(trace(3))) + "\r\n\r\n" + trace(3),
+			// A bare LF that would end the head early for a lax reader.
+			"POST /bare-lf HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: " + strconv.Itoa(len(trace(4))) + "\n\n" + trace(4),
+			// An obs-fold that would hide a request line in a header.
+			"GET /fold HTTP/1.1\r\nHost: " + host + "\r\nX-Api-Key: " + ph[0] + "\r\n " + strings.TrimSuffix(trace(5), "\r\n\r\n") + "\r\n\r\n",
+			// A length in leading zeros, then a TRACE.
+			"POST /zeros HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 000\r\n\r\n" + trace(6),
+			// Plain pipelining: a request of the plain subset, then a TRACE
+			// and one for another host.
+			"GET /first HTTP/1.1\r\nHost: " + host + "\r\nX-Api-Key: " + ph[0] + "\r\n\r\n" + trace(7) +
+				"GET /smuggled-8 HTTP/1.1\r\nHost: other.cred.test:" + p + "\r\nX-Api-Key: " + ph[0] + "\r\n\r\n",
+		}
+		args := []string{host}
+		for _, pl := range payloads {
+			args = append(args, b64(pl))
+		}
+		r := agent("cat > /tmp/smuggle.js <<'EOF'\n" + smuggleScript + "EOF\nnode /tmp/smuggle.js " + strings.Join(args, " "))
+		if r.code != 0 || strings.Count(r.stdout, "=====") != len(payloads) {
+			t.Fatalf("the agent's script did not run:\n%s", r)
+		}
+		if strings.Contains(r.stdout, token) {
+			t.Errorf("the agent got the real value back:\n%s", r.stdout)
+		}
+		seen := up.requests()
+		if strings.Contains(seen, "smuggled") || strings.Contains(seen, " TRACE") {
+			t.Errorf("a smuggled request reached the upstream:\n%s", seen)
+		}
+		// The requests that were requests went through, the real value in.
+		if !strings.Contains(seen, host+" /first  "+token+" GET") {
+			t.Errorf("the pipelined plain request did not reach the upstream with the value:\n%s", seen)
+		}
+		if !strings.Contains(r.stdout, "405 Method Not Allowed") {
+			t.Errorf("the TRACE after it was not refused:\n%s", r.stdout)
+		}
+	})
 	t.Run("server-sent events stream through the interception", func(t *testing.T) {
 		// The upstream sends one event, waits 1.5 s, sends another: the
 		// first must reach the agent well before the second.
@@ -299,3 +355,32 @@ func verifyRows(t *testing.T, out string) map[string]string {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// smuggleScript (node, in the agent) opens an intercepted connection to
+// its first argument through the pod's proxy for each further argument
+// (base64), writes those bytes as they are, and prints what came back in
+// 3 s, each connection's answers followed by a line "=====".
+const smuggleScript = `const net = require('net'), tls = require('tls'), fs = require('fs');
+const proxy = new URL(process.env.HTTPS_PROXY);
+const [target, ...payloads] = process.argv.slice(2);
+const ca = fs.readFileSync(process.env.NODE_EXTRA_CA_CERTS);
+function send(payload) {
+  return new Promise(resolve => {
+    let out = '', head = '';
+    const done = () => resolve(out);
+    const c = net.connect(+proxy.port, proxy.hostname, () => c.write('CONNECT ' + target + ' HTTP/1.1\r\nHost: ' + target + '\r\n\r\n'));
+    c.on('error', e => { out += 'ERR ' + e.message; done(); });
+    c.on('data', function onHead(d) {
+      head += d;
+      if (!head.includes('\r\n\r\n')) return;
+      c.removeListener('data', onHead);
+      const s = tls.connect({ socket: c, servername: target.split(':')[0], ca }, () => s.write(Buffer.from(payload, 'base64')));
+      s.on('data', d => { out += d; });
+      s.on('error', e => { out += 'ERR ' + e.message; done(); });
+      s.on('close', done);
+      setTimeout(() => { s.destroy(); done(); }, 3000);
+    });
+  });
+}
+Promise.all(payloads.map(send)).then(outs => { for (const o of outs) process.stdout.write(o + '\n=====\n'); });
+`

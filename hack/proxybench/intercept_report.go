@@ -247,14 +247,19 @@ tunnel in the same runs: 61–129 / 30–52 / 560–1010):
   alike, and that the upstream reads what the relay writes as what the parsed path would have
   written. A/B on a quiet 2-CPU machine, 3 runs of 4 rounds: proxy CPU per request at
   concurrency 16 44–47 → 33–34 µs, the ratio 0.57–0.72 → 0.74–0.77.
-- **A second P for a proxy that intercepts** (` + "`proxy.TuneRuntime`" + `). With the heads read in
-  place, a second P costs the interception no CPU (32 µs per request at concurrency 16 with
-  one P or two), and the client's and server's CPU per request falls back to what it is through
-  a tunnel (about 50 µs against 63–68 with one P): on one P they waited for the proxy to get
-  round to their connection, and slept and were woken more often for it. A/B, 3 runs of 4
-  rounds at concurrency 16: 0.67–0.76 with one P, 0.87–0.88 with two. A proxy without
-  credentials still runs one P, which tunnels are cheapest on (above); the tunnel measured
-  here, on the proxy with a credential, runs on the same two Ps as the interception.
+- **A second P, measured and not adopted** (2026-12-01, builds of the helper with the plain
+  subset interleaved, 2–3 runs of 4–9 rounds). With the heads read in place, GOMAXPROCS=2
+  costs an intercepted request no more proxy CPU (32–35 µs at concurrency 16 with one P or
+  two), and the client's and server's CPU per request falls back to what it is through a
+  tunnel (about 50–55 µs against 63–70 with one P: on one P they wait for the proxy to get
+  round to their connection, and sleep and are woken more often for it): at concurrency 16 the
+  ratio was 0.77–0.88 with two Ps against 0.67–0.77 with one. But a 1 MiB answer, relayed by
+  one goroutine, then wakes the idle second P's thread for nothing (futex calls per answer about
+  ten times one P's, strace -c), and the ratio for 1 MiB answers fell to 0.70–0.80 from
+  0.79–0.85 with one P; tunnels cost about 10% more proxy CPU too. A P taken and given back by
+  load (two while two requests are in the proxy at once) measured within the noise of both.
+  The proxy keeps one P: which target 2 CPUs shared by client, server and proxy let it meet is
+  a choice between concurrency 16 and large answers.
 - **What is left** is what terminating TLS and HTTP costs over moving bytes: TLS records
   decrypted and encrypted again both ways (AES-GCM was about a fifth of the proxy's CPU on
   1 MiB answers), the checks of the heads, the audit record of every request (a JSON line).
@@ -297,5 +302,6 @@ tunnel in the same runs: 61–129 / 30–52 / 560–1010):
   the client 0.56 and 1.05 times, so their CPU per request grows with the proxy's. The
   conclusion then was that 0.8× needed answers relayed unparsed in a goroutine of their own;
   the A/B runs of 2026-12-01 (above) found that a head's parse, not the answer's goroutine,
-  was what cost, and that with the parse gone a second P brings the rest (a split relay, build
-  B of those runs, measured 0.69–0.81 at 32 µs per request with one P and no better with two).`
+  was what cost (a split relay, answers relayed unparsed in a goroutine of their own, measured
+  0.69–0.81 at 32 µs per request with one P and no better with two; the plain subset 33 µs
+  with the answers' framing, audit and pool kept).`

@@ -556,7 +556,7 @@ func cmdProxy(args []string) error {
 		go http.ListenAndServe(*pprofAddr, nil)
 	}
 	// The runtime settings of "devaipod-helper proxy".
-	defer proxy.TuneRuntime(os.Getenv, len(opts.Credentials) > 0)()
+	defer proxy.TuneRuntime(os.Getenv)()
 	dir, err := os.MkdirTemp("", "proxybench-proxy-")
 	if err != nil {
 		return err
