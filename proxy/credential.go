@@ -244,16 +244,9 @@ func (cs *credentials) carriedIn(head []byte) ([]*credential, bool) {
 		}
 	}
 	_, rest, _ := cutLine(head)
-	for {
-		var line []byte
-		line, rest, _ = cutLine(rest)
-		if len(line) == 0 {
-			break
-		}
-		name, value, _ := cutHeader(line)
-		k := knownHeader(name)
+	eachHeader(rest, func(k string, _, value []byte) bool {
 		if k == hdrHost {
-			continue
+			return true
 		}
 		look(value)
 		if k == hdrAuthorization {
@@ -261,7 +254,8 @@ func (cs *credentials) carriedIn(head []byte) ([]*credential, bool) {
 				look([]byte(userPass))
 			}
 		}
-	}
+		return true
+	})
 	if found == 0 {
 		return nil, true
 	}

@@ -133,20 +133,9 @@ func parsePlainRequest(head []byte) (plainRequest, bool) {
 		return pr, false
 	}
 	hosts, lengths := 0, 0
-	for {
-		if line, rest, ok = cutLine(rest); !ok {
-			return pr, false
-		}
-		if len(line) == 0 {
-			break
-		}
-		name, value, ok := cutHeader(line)
-		if !ok {
-			return pr, false
-		}
-		k := knownHeader(name)
+	ok = eachHeader(rest, func(k string, _, value []byte) bool {
 		if _, slow := requestPlainAction(k); slow {
-			return pr, false
+			return false
 		}
 		switch k {
 		case hdrHost:
@@ -154,20 +143,22 @@ func parsePlainRequest(head []byte) (plainRequest, bool) {
 			pr.host = value
 		case hdrContentLength:
 			lengths++
+			var ok bool
 			if pr.length, ok = plainLength(value); !ok {
-				return pr, false
+				return false
 			}
 		case hdrConnection:
 			closing, ok := plainConnection(value)
 			if !ok {
-				return pr, false
+				return false
 			}
 			pr.close = pr.close || closing
 		case "Idempotency-Key", "X-Idempotency-Key":
 			pr.idempotent = true
 		}
-	}
-	if len(rest) != 0 || hosts != 1 || len(pr.host) == 0 || lengths > 1 || !httpguts.ValidHostHeader(string(pr.host)) {
+		return true
+	})
+	if !ok || hosts != 1 || len(pr.host) == 0 || lengths > 1 || !httpguts.ValidHostHeader(string(pr.host)) {
 		return pr, false
 	}
 	return pr, true
@@ -191,26 +182,16 @@ func parsePlainResponse(head []byte, method string) (plainResponse, bool) {
 		return pr, false
 	}
 	lengths, chunked, chunkedLines := 0, false, 0
-	for {
-		if line, rest, ok = cutLine(rest); !ok {
-			return pr, false
-		}
-		if len(line) == 0 {
-			break
-		}
-		name, value, ok := cutHeader(line)
-		if !ok {
-			return pr, false
-		}
-		k := knownHeader(name)
+	ok = eachHeader(rest, func(k string, _, value []byte) bool {
 		if _, slow := responsePlainAction(k); slow {
-			return pr, false
+			return false
 		}
 		switch k {
 		case hdrContentLength:
 			lengths++
+			var ok bool
 			if pr.length, ok = plainLength(value); !ok {
-				return pr, false
+				return false
 			}
 		case hdrTransferEncoding:
 			chunkedLines++
@@ -218,14 +199,15 @@ func parsePlainResponse(head []byte, method string) (plainResponse, bool) {
 		case hdrConnection:
 			closing, ok := plainConnection(value)
 			if !ok {
-				return pr, false
+				return false
 			}
 			pr.close = pr.close || closing
 		case hdrDate:
 			pr.hasDate = true
 		}
-	}
-	if len(rest) != 0 || lengths > 1 || chunkedLines > 1 || chunkedLines == 1 && (!chunked || lengths > 0) {
+		return true
+	})
+	if !ok || lengths > 1 || chunkedLines > 1 || chunkedLines == 1 && (!chunked || lengths > 0) {
 		return pr, false
 	}
 	noBody := method == "HEAD" || pr.status == 204 || pr.status == 304
@@ -308,6 +290,27 @@ func plainConnection(v []byte) (closing, ok bool) {
 		}
 	}
 	return closing, true
+}
+
+// eachHeader calls f with each header of lines (a head's header lines,
+// its empty line and nothing after it): the name as knownHeader knows it,
+// the name as written, the value. false: a line is not in the plain
+// subset, or f said false.
+func eachHeader(lines []byte, f func(k string, name, value []byte) bool) bool {
+	for {
+		line, rest, ok := cutLine(lines)
+		if !ok {
+			return false
+		}
+		if len(line) == 0 {
+			return len(rest) == 0
+		}
+		name, value, ok := cutHeader(line)
+		if !ok || !f(knownHeader(name), name, value) {
+			return false
+		}
+		lines = rest
+	}
 }
 
 // cutLine cuts the CRLF-ended line at the start of b.
@@ -408,15 +411,9 @@ func (ic *interception) writePlain(w *bufio.Writer, body io.Reader) error {
 	w.Write(line)
 	w.WriteString("\r\n")
 	r := replacerFor(ic.carried)
-	for {
-		line, rest, _ = cutLine(rest)
-		if len(line) == 0 {
-			break
-		}
-		name, value, _ := cutHeader(line)
-		k := knownHeader(name)
+	eachHeader(rest, func(k string, name, value []byte) bool {
 		if drop, _ := requestPlainAction(k); drop {
-			continue
+			return true
 		}
 		w.Write(name)
 		w.WriteString(": ")
@@ -426,7 +423,8 @@ func (ic *interception) writePlain(w *bufio.Writer, body io.Reader) error {
 			w.Write(value)
 		}
 		w.WriteString("\r\n")
-	}
+		return true
+	})
 	w.WriteString("\r\n")
 	if body == http.NoBody {
 		return nil
@@ -461,20 +459,15 @@ func (ic *interception) relayPlainResponse(x *exchange, pr *plainResponse, uc *u
 	line, rest, _ := cutLine(pr.head)
 	bw.Write(line)
 	bw.WriteString("\r\n")
-	for {
-		line, rest, _ = cutLine(rest)
-		if len(line) == 0 {
-			break
+	eachHeader(rest, func(k string, name, value []byte) bool {
+		if drop, _ := responsePlainAction(k); !drop {
+			bw.Write(name)
+			bw.WriteString(": ")
+			bw.Write(value)
+			bw.WriteString("\r\n")
 		}
-		name, value, _ := cutHeader(line)
-		if drop, _ := responsePlainAction(knownHeader(name)); drop {
-			continue
-		}
-		bw.Write(name)
-		bw.WriteString(": ")
-		bw.Write(value)
-		bw.WriteString("\r\n")
-	}
+		return true
+	})
 	if !pr.hasDate {
 		var scratch [32]byte
 		bw.WriteString("Date: ")
