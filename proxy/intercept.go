@@ -242,6 +242,8 @@ func (ic *interception) serveOne() bool {
 	if deadline {
 		ic.client.SetReadDeadline(time.Time{})
 	}
+	s.startBusy()
+	defer s.busy.Add(-1)
 
 	x := &exchange{start: time.Now(), method: shorten(req.Method, 32), host: cx.host, hk: cx.hk, port: cx.port,
 		allow: true, rule: cx.rule}

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 )
 
 // Runtime settings for a process that runs the proxy and little else (see
@@ -41,6 +43,61 @@ func TuneRuntime(getenv func(string) string) (restore func()) {
 		if gc != -1 {
 			debug.SetGCPercent(gc)
 		}
+	}
+}
+
+// RuntimeBusyMaxProcs is GOMAXPROCS while a proxy has two intercepted
+// requests or more in progress at once (see AdaptMaxProcs).
+const RuntimeBusyMaxProcs = 2
+
+// AdaptMaxProcs sets GOMAXPROCS every period until ctx ends:
+// RuntimeBusyMaxProcs (at most the CPUs) if two intercepted requests or
+// more were in s at once during the period before, RuntimeMaxProcs if not;
+// and RuntimeMaxProcs again when it returns. For a process that runs s and
+// little else, whose GOMAXPROCS the environment does not set.
+//
+// Why: an intercepted request is work in Go on both of its connections.
+// On one P, at concurrency 16, the client and the server wait for the proxy
+// to get round to their connection, and sleep and are woken more often for
+// it: their CPU per request was about a fifth more than through a tunnel,
+// and interception reached about 0.75 of a tunnel's requests/s. Two Ps
+// cost the proxy no more CPU and took that back, but one request at a time
+// (a large answer, relayed by one goroutine) then woke the idle P's thread
+// for nothing, and 1 MiB answers fell from about 0.83 of a tunnel to 0.75.
+// Adapting to the load measured 0.83 on both (docs/benchmarks-proxy.md).
+// Changing GOMAXPROCS stops the world for a moment; it changes at most once
+// a period, when the load does.
+func AdaptMaxProcs(ctx context.Context, s *Server, period time.Duration) {
+	busy := min(RuntimeBusyMaxProcs, runtime.NumCPU())
+	current := runtime.GOMAXPROCS(0)
+	set := func(n int) {
+		if n != current {
+			runtime.GOMAXPROCS(n)
+			current = n
+		}
+	}
+	defer set(RuntimeMaxProcs)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if s.busyPeak.Swap(s.busy.Load()) >= 2 {
+			set(busy)
+		} else {
+			set(RuntimeMaxProcs)
+		}
+	}
+}
+
+// startBusy counts an intercepted request in progress (busy.Add(-1) ends
+// it), and the peak.
+func (s *Server) startBusy() {
+	n := s.busy.Add(1)
+	for p := s.busyPeak.Load(); n > p && !s.busyPeak.CompareAndSwap(p, n); p = s.busyPeak.Load() {
 	}
 }
 

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestTuneRuntime is not parallel: it changes the process's settings.
@@ -65,5 +67,51 @@ func TestRuntimeEnviron(t *testing.T) {
 				t.Errorf("RuntimeEnviron(%q) = %q, %v; want %q, %v", tt.environ, got, changed, tt.want, tt.changed)
 			}
 		})
+	}
+}
+
+// TestAdaptMaxProcs is not parallel: it changes the process's GOMAXPROCS.
+func TestAdaptMaxProcs(t *testing.T) {
+	procs := runtime.GOMAXPROCS(RuntimeMaxProcs)
+	defer runtime.GOMAXPROCS(procs)
+	s := &Server{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		AdaptMaxProcs(ctx, s, 20*time.Millisecond)
+	}()
+	waitProcs := func(what string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.GOMAXPROCS(0) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: GOMAXPROCS %d; want %d", what, runtime.GOMAXPROCS(0), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	busy := min(RuntimeBusyMaxProcs, runtime.NumCPU())
+
+	s.startBusy()
+	time.Sleep(100 * time.Millisecond)
+	if p := runtime.GOMAXPROCS(0); p != RuntimeMaxProcs {
+		t.Errorf("one request in progress: GOMAXPROCS %d; want %d", p, RuntimeMaxProcs)
+	}
+	s.startBusy()
+	waitProcs("two at once", busy)
+	// Two that overlapped for a moment only, between two looks, count.
+	s.busy.Add(-1)
+	waitProcs("one left", RuntimeMaxProcs)
+	s.startBusy()
+	s.busy.Add(-1)
+	waitProcs("two for a moment", busy)
+	waitProcs("one since", RuntimeMaxProcs)
+	s.startBusy()
+	waitProcs("two again", busy)
+	cancel()
+	<-done
+	if p := runtime.GOMAXPROCS(0); p != RuntimeMaxProcs {
+		t.Errorf("after AdaptMaxProcs: GOMAXPROCS %d; want %d", p, RuntimeMaxProcs)
 	}
 }

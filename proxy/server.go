@@ -195,7 +195,10 @@ type Server struct {
 	upstreams *upstreams
 
 	openTunnels atomic.Int64 // reserved tunnel slots
-	asking      atomic.Int64 // requests waiting for a decision
+	// busy counts the intercepted requests in progress, busyPeak the most
+	// at once since AdaptMaxProcs last looked.
+	busy, busyPeak atomic.Int64
+	asking         atomic.Int64 // requests waiting for a decision
 	// serveCtx is Serve's context: done when the proxy stops, which
 	// ends held requests with 503.
 	serveCtx atomic.Pointer[context.Context]

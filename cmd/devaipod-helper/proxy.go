@@ -109,7 +109,8 @@ agent is told where it sees it, /host/PATH. A PATH that is or is under a
 --forbidden-path is refused at once, unasked; the host checks again after
 resolving symbolic links. Without --approval-dir such requests get 404.
 
-The proxy runs with GOMAXPROCS=1 and GOGC=50, and restarts itself once, as
+The proxy runs with GOMAXPROCS=1 (2 while two requests to the --credential
+hosts are in progress at once) and GOGC=50, and restarts itself once, as
 it starts, with GODEBUG=schedtrace=2147483647, which keeps Go's monitor thread
 from waking thousands of times a second under load (docs/network.md). Any of
 GOMAXPROCS, GOGC, or a GODEBUG naming schedtrace, in the environment wins.
@@ -149,6 +150,10 @@ func parseProxyFlags(args []string, output io.Writer) (*proxyOptions, error) {
 	}
 	return o, nil
 }
+
+// adaptPeriod is how often the proxy looks at its load to choose its Ps
+// (proxy.AdaptMaxProcs).
+const adaptPeriod = 50 * time.Millisecond
 
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseProxyFlags(args, stderr)
@@ -212,6 +217,20 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		fmt.Fprintf(stderr, "%sproxy: %v\n", logPrefix, err)
 		return 1
+	}
+	if len(creds) > 0 && os.Getenv("GOMAXPROCS") == "" {
+		// A second P while two intercepted requests are in progress at
+		// once: see proxy.AdaptMaxProcs.
+		adaptCtx, stopAdapting := context.WithCancel(ctx)
+		adapted := make(chan struct{})
+		go func() {
+			defer close(adapted)
+			proxy.AdaptMaxProcs(adaptCtx, srv, adaptPeriod)
+		}()
+		defer func() {
+			stopAdapting()
+			<-adapted
+		}()
 	}
 	// No TCP keep-alive towards the clients (four setsockopt calls per
 	// connection): the proxy's idle timeouts close quiet tunnels and

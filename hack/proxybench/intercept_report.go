@@ -247,19 +247,27 @@ tunnel in the same runs: 61–129 / 30–52 / 560–1010):
   alike, and that the upstream reads what the relay writes as what the parsed path would have
   written. A/B on a quiet 2-CPU machine, 3 runs of 4 rounds: proxy CPU per request at
   concurrency 16 44–47 → 33–34 µs, the ratio 0.57–0.72 → 0.74–0.77.
-- **A second P, measured and not adopted** (2026-12-01, builds of the helper with the plain
-  subset interleaved, 2–3 runs of 4–9 rounds). With the heads read in place, GOMAXPROCS=2
-  costs an intercepted request no more proxy CPU (32–35 µs at concurrency 16 with one P or
-  two), and the client's and server's CPU per request falls back to what it is through a
-  tunnel (about 50–55 µs against 63–70 with one P: on one P they wait for the proxy to get
-  round to their connection, and sleep and are woken more often for it): at concurrency 16 the
-  ratio was 0.77–0.88 with two Ps against 0.67–0.77 with one. But a 1 MiB answer, relayed by
-  one goroutine, then wakes the idle second P's thread for nothing (futex calls per answer about
-  ten times one P's, strace -c), and the ratio for 1 MiB answers fell to 0.70–0.80 from
-  0.79–0.85 with one P; tunnels cost about 10% more proxy CPU too. A P taken and given back by
-  load (two while two requests are in the proxy at once) measured within the noise of both.
-  The proxy keeps one P: which target 2 CPUs shared by client, server and proxy let it meet is
-  a choice between concurrency 16 and large answers.
+- **A second P while two requests are in the proxy at once** (` + "`proxy.AdaptMaxProcs`" + `,
+  2026-12-01, builds of the helper with the plain subset interleaved, 2–5 runs of 4–9 rounds
+  each). With the heads read in place, GOMAXPROCS=2 costs an intercepted request no more proxy
+  CPU (32–35 µs at concurrency 16 with one P or two), and the client's and server's CPU per
+  request falls back to what it is through a tunnel (about 50–55 µs against 63–70 with one P:
+  on one P they wait for the proxy to get round to their connection, and sleep and are woken
+  more often for it). But with one request at a time (a 1 MiB answer, relayed by one
+  goroutine) the idle second P's thread is woken for nothing (about ten times the futex calls
+  per answer, strace -c), and tunnels cost about 10% more proxy CPU. Intercepted / tunnel,
+  medians of rounds per run:
+
+  | Ps | keep-alive, concurrency 16 | 1 MiB answers |
+  |---|---|---|
+  | one | 0.70–0.80 | 0.78–0.85 |
+  | two | 0.77–0.88 | 0.70–0.82 |
+  | two while two intercepted requests or more were in progress at once in the last 50 ms, else one | 0.77–0.86 | 0.80–0.91 |
+
+  The proxy with credentials adapts (the helper runs ` + "`proxy.AdaptMaxProcs`" + ` unless
+  GOMAXPROCS is set); one without keeps one P. GOMAXPROCS changes at most every 50 ms, when
+  the load does (each change stops the world for a moment). The tunnel measured here, on the
+  proxy with a credential, stays on one P: no intercepted request is in progress meanwhile.
 - **What is left** is what terminating TLS and HTTP costs over moving bytes: TLS records
   decrypted and encrypted again both ways (AES-GCM was about a fifth of the proxy's CPU on
   1 MiB answers), the checks of the heads, the audit record of every request (a JSON line).

@@ -553,7 +553,7 @@ CONNECT fast path (proxy CPU per tunnel at concurrency 1 / 16 / 128):
   takes a pooled 32 KiB one only to move what has arrived (a 512 KiB one once a read fills a
   small one, at most 8 of those out at a time), with read(2) and write(2) as raw system calls
   on the non-blocking sockets. The audit line is encoded by hand (0.25 µs instead of 2.2 µs),
-  written in batches (a write(2) at most every 10 ms). The helper runs the proxy with GOMAXPROCS=1 and GOGC=50
+  written in batches (a write(2) at most every 10 ms). The helper runs the proxy with GOMAXPROCS=1 (with credentials, 2 while two intercepted requests are in progress: below) and GOGC=50
   (` + "`proxy.TuneRuntime`" + `) and restarts itself once at start with
   ` + "`GODEBUG=schedtrace=2147483647`" + ` (` + "`proxy.RuntimeGODEBUG`" + `, below). strace -c counts about 40
   system calls per tunnel (squid: about 65, a third of them epoll_ctl).

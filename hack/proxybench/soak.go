@@ -583,6 +583,9 @@ func cmdProxy(args []string) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *life)
 	defer cancel()
+	if len(opts.Credentials) > 0 && os.Getenv("GOMAXPROCS") == "" {
+		go proxy.AdaptMaxProcs(ctx, srv, 50*time.Millisecond) // as the helper does
+	}
 	return srv.Serve(ctx, ln)
 }
 
