@@ -108,6 +108,9 @@ type Record struct {
 	// Credentials are the names of the credentials put into an intercepted
 	// request (see Credential); never their values.
 	Credentials []string `json:"credentials,omitempty"`
+	// Masked are the names of the credentials whose value the answer to
+	// an intercepted request held, masked before the client got it.
+	Masked []string `json:"masked,omitempty"`
 	// DecidedBy is who approved or rejected a held request (user@host).
 	DecidedBy string `json:"decided_by,omitempty"`
 
@@ -140,6 +143,7 @@ type requestLine struct {
 	BytesDown   int64    `json:"bytes_down"`
 	DurationMS  int64    `json:"duration_ms"`
 	Credentials []string `json:"credentials,omitempty"`
+	Masked      []string `json:"masked,omitempty"`
 	DecidedBy   string   `json:"decided_by,omitempty"`
 }
 
@@ -182,7 +186,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Time: r.Time, Pod: r.Pod, Event: r.Event, Method: r.Method, Host: r.Host, Port: r.Port,
 		Decision: r.Decision, Rule: r.Rule, Reason: r.Reason, Detail: r.Detail, Status: r.Status,
 		BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMS: r.DurationMS, Credentials: r.Credentials,
-		DecidedBy: r.DecidedBy,
+		Masked: r.Masked, DecidedBy: r.DecidedBy,
 	})
 }
 
@@ -387,21 +391,29 @@ func appendRequestLine(b []byte, t time.Time, pod string, r *Record) []byte {
 	b = strconv.AppendInt(b, r.BytesDown, 10)
 	b = append(b, `,"duration_ms":`...)
 	b = strconv.AppendInt(b, r.DurationMS, 10)
-	if len(r.Credentials) > 0 {
-		b = append(b, `,"credentials":[`...)
-		for i, name := range r.Credentials {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, name)
-		}
-		b = append(b, ']')
-	}
+	b = appendNames(b, `,"credentials":[`, r.Credentials)
+	b = appendNames(b, `,"masked":[`, r.Masked)
 	if r.DecidedBy != "" {
 		b = append(b, `,"decided_by":`...)
 		b = appendJSONString(b, r.DecidedBy)
 	}
 	return append(b, "}\n"...)
+}
+
+// appendNames appends key (the JSON key, its colon and bracket) and the
+// names as a JSON array, nothing for no names.
+func appendNames(b []byte, key string, names []string) []byte {
+	if len(names) == 0 {
+		return b
+	}
+	b = append(b, key...)
+	for i, name := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, name)
+	}
+	return append(b, ']')
 }
 
 // appendJSONString appends s as a JSON string exactly as encoding/json

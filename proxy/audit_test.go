@@ -45,12 +45,15 @@ func TestAppendRequestLine(t *testing.T) {
 	for _, s := range oddStrings {
 		records = append(records, Record{Event: EventRequest, Method: s, Host: s, Decision: s, Rule: s, Reason: s, Detail: s, Port: 1, Status: 599})
 		records = append(records, Record{Event: EventRequest, Method: "GET", Credentials: []string{s, "ANTHROPIC_API_KEY", s}})
+		records = append(records, Record{Event: EventRequest, Method: "GET", Masked: []string{s}, DecidedBy: s})
 		records = append(records, Record{Event: EventRequest, Method: "CONNECT", Decision: DecisionDeny, Rule: "ask:" + s, DecidedBy: s,
 			Credentials: []string{s}})
 	}
 	records = append(records,
 		Record{Event: EventRequest, Method: "POST", Host: "api.example.test", Port: 443, Decision: DecisionAllow,
 			Rule: "api.example.test", Status: 200, BytesUp: 1, BytesDown: 2, DurationMS: 3, Credentials: []string{"ANTHROPIC_API_KEY"}},
+		Record{Event: EventRequest, Method: "GET", Host: "api.example.test", Port: 443, Decision: DecisionAllow, Status: 200,
+			Credentials: []string{"A", "B"}, Masked: []string{"B", "A"}},
 		Record{Event: EventRequest, Credentials: []string{}},
 		Record{Event: EventRequest, Method: "CONNECT", Host: "a.pkg.example.test", Port: 443, Decision: DecisionAsk,
 			Rule: "ask:*.pkg.example.test", Detail: "waits up to 1m0s for a person's decision"},

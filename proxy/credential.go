@@ -47,6 +47,8 @@ type credential struct {
 	hostText                 string // the canonical rules, for refusals
 	// replacer puts the value in for the placeholder, made once.
 	replacer *strings.Replacer
+	// forms are what shows the value in an answer (revealingForms).
+	forms []maskForm
 }
 
 // credentials are the proxy's credentials, in Options order; a nil
@@ -97,6 +99,7 @@ func compileCredentials(cs []Credential) (*credentials, error) {
 			name: c.Name, placeholder: c.Placeholder, value: c.Value,
 			rules: rules, hosts: rule.NewMatcher(rules...), hostText: strings.Join(canonicalTexts(rules), ", "),
 			replacer: strings.NewReplacer(c.Placeholder, c.Value),
+			forms:    revealingForms(c.Value),
 		})
 		scrub = append(scrub, c.Value, "["+c.Name+"]")
 	}

@@ -87,6 +87,12 @@ type interception struct {
 	watch clientWatch
 	cont  *continueReader // the request's, if it waits for 100 Continue
 
+	// mask masks the bound credentials' values in the answers (nil when
+	// none is long enough to look for); maskWarned: the proxy's log said
+	// so once for this connection.
+	mask       *answerMask
+	maskWarned bool
+
 	// plain is the request in progress when it came in the plain subset
 	// (plainhead.go), carried the credentials it carries; plainReq,
 	// plainHead (a copy of its head: the reader's buffer moves on before
@@ -143,7 +149,7 @@ func (s *Server) openInterception(x *exchange, client net.Conn) (*interception, 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ic := &interception{s: s, x: x, client: client, cfg: cfg, ctx: ctx, cancel: cancel,
-		target: net.JoinHostPort(x.host, strconv.Itoa(x.port))}
+		target: net.JoinHostPort(x.host, strconv.Itoa(x.port)), mask: newAnswerMask(x.bound)}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -295,6 +301,11 @@ func (ic *interception) serveOne() bool {
 	}
 	if x.reason != "" {
 		down = 0 // the proxy's own answer
+	}
+	if x.masked = ic.mask.take(); len(x.masked) > 0 && !ic.maskWarned {
+		ic.maskWarned = true
+		s.log.Warn("an answer held a credential's value, masked before the client got it",
+			"host", cx.host, "credentials", x.masked)
 	}
 	s.record(x, body.count(), down, "")
 	// Never read another request after a body that failed: the rest of
@@ -572,6 +583,8 @@ func (ic *interception) prepare(req *http.Request) error {
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = noUserAgent // not Go's own
 	}
+	// An answer the relay can search for the values (see answerMask).
+	req.Header["Accept-Encoding"] = identityOnly
 	// The CONNECT's host and port, whatever the request names (admit
 	// checked its Host header, which is kept).
 	req.URL.Scheme, req.URL.Host, req.URL.User = "https", ic.target, nil
@@ -604,6 +617,11 @@ func replayable(req *http.Request) bool {
 // noUserAgent is the User-Agent of a request without one: Request.Write
 // then writes none (rather than Go's). Shared: nothing changes it.
 var noUserAgent = []string{""}
+
+// identityOnly is the Accept-Encoding of every intercepted request, so
+// that the answer's body is not compressed where the values are looked for
+// (answerMask). Shared: nothing changes it.
+var identityOnly = []string{"identity"}
 
 // keepOpen is a request body that Request.Write cannot close.
 type keepOpen struct{ io.ReadCloser }
@@ -656,6 +674,7 @@ func (ic *interception) roundTrip(uc *upstreamConn, req *http.Request) (resp *ht
 		if resp.StatusCode != http.StatusContinue && req.ProtoAtLeast(1, 1) {
 			// 103 Early Hints and the like, as ReverseProxy passes them on.
 			removeHopByHop(resp.Header)
+			ic.mask.maskHeader(resp.Header)
 			ic.writeHead(resp.StatusCode, resp.Header, "", false)
 			if err := ic.bw.Flush(); err != nil {
 				ic.abort()
@@ -731,6 +750,7 @@ func (ic *interception) writeHead(code int, h http.Header, length string, closin
 func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http.Response, uc *upstreamConn, keep bool) (down int64, clientOK, upstreamOK bool) {
 	x.status = resp.StatusCode
 	removeHopByHop(resp.Header)
+	ic.mask.maskHeader(resp.Header)
 	hasBody := req.Method != http.MethodHead && resp.StatusCode != http.StatusNoContent &&
 		resp.StatusCode != http.StatusNotModified && resp.ContentLength != 0
 	// A body of unknown length goes chunked to an HTTP/1.1 client, up to
@@ -755,7 +775,11 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 		resp.Body.Close()
 		return 0, ic.bw.Flush() == nil && keep, true
 	}
-	down, clientOK, upstreamOK = ic.relayBody(uc, resp.Body, chunked, func() http.Header { return resp.Trailer })
+	body := io.Reader(resp.Body)
+	if ic.mask != nil && maskedHeaderBody(resp.Header) {
+		body = ic.mask.body(body)
+	}
+	down, clientOK, upstreamOK = ic.relayBody(uc, body, chunked, func() http.Header { return resp.Trailer })
 	return down, clientOK && keep, upstreamOK
 }
 
@@ -826,6 +850,7 @@ func (ic *interception) relayBody(uc *upstreamConn, body io.Reader, chunked bool
 	if chunked {
 		ic.bw.WriteString("0\r\n")
 		if t := trailer(); len(t) > 0 {
+			ic.mask.maskHeader(t)
 			t.Write(ic.bw)
 		}
 		ic.bw.WriteString("\r\n")

@@ -62,12 +62,16 @@ const (
 	hdrTransferEncoding = "Transfer-Encoding"
 	hdrAuthorization    = "Authorization"
 	hdrDate             = "Date"
+	hdrAcceptEncoding   = "Accept-Encoding"
+	hdrContentType      = "Content-Type"
+	hdrContentEncoding  = "Content-Encoding"
 )
 
 // plainKnown are the header names the plain subset acts on; the rest pass
 // as they are.
 var plainKnown = []string{
 	hdrHost, hdrContentLength, hdrConnection, hdrTransferEncoding, hdrAuthorization, hdrDate,
+	hdrAcceptEncoding, hdrContentType, hdrContentEncoding,
 	"Expect", "Upgrade", "Te", "Trailer", "Pragma", "Proxy-Connection", "Keep-Alive",
 	"Proxy-Authenticate", "Proxy-Authorization", "Forwarded", "X-Forwarded-For",
 	"X-Forwarded-Host", "X-Forwarded-Proto", "Idempotency-Key", "X-Idempotency-Key",
@@ -94,7 +98,9 @@ func requestPlainAction(k string) (drop, slow bool) {
 		"Pragma":
 		return false, true
 	case hdrConnection, "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+		// Written again as identityOnly.
+		hdrAcceptEncoding:
 		return true, false
 	}
 	return false, false
@@ -405,7 +411,7 @@ func (pr *plainRequest) request(body *lengthReader) *http.Request {
 // writePlain writes the plain request in progress to w as forward sends a
 // parsed one (prepare): the request line as it came, the headers without
 // the hop-by-hop and forwarding ones, the carried credentials' values put
-// in, then body.
+// in, Accept-Encoding: identity, then body.
 func (ic *interception) writePlain(w *bufio.Writer, body io.Reader) error {
 	line, rest, _ := cutLine(ic.plain.head)
 	w.Write(line)
@@ -425,7 +431,7 @@ func (ic *interception) writePlain(w *bufio.Writer, body io.Reader) error {
 		w.WriteString("\r\n")
 		return true
 	})
-	w.WriteString("\r\n")
+	w.WriteString(hdrAcceptEncoding + ": " + identityOnly[0] + "\r\n\r\n")
 	if body == http.NoBody {
 		return nil
 	}
@@ -457,10 +463,26 @@ func (ic *interception) relayPlainResponse(x *exchange, pr *plainResponse, uc *u
 	chunked := pr.length < 0
 	bw := ic.bw
 	line, rest, _ := cutLine(pr.head)
+	// The values masked (answerMask) where the head holds one: in the
+	// reason phrase and any header's value but Content-Length's.
+	masking := ic.mask.in(pr.head)
+	if masking {
+		line = ic.mask.masked(line)
+	}
 	bw.Write(line)
 	bw.WriteString("\r\n")
+	text, identity := true, true
 	eachHeader(rest, func(k string, name, value []byte) bool {
+		switch k {
+		case hdrContentType:
+			text = text && textBody(string(value))
+		case hdrContentEncoding:
+			identity = identity && identityCoding(string(value))
+		}
 		if drop, _ := responsePlainAction(k); !drop {
+			if masking && k != hdrContentLength {
+				value = ic.mask.masked(value)
+			}
 			bw.Write(name)
 			bw.WriteString(": ")
 			bw.Write(value)
@@ -492,6 +514,9 @@ func (ic *interception) relayPlainResponse(x *exchange, pr *plainResponse, uc *u
 	} else {
 		ic.answerBody = lengthReader{r: uc.br, n: pr.length}
 		body = &ic.answerBody
+	}
+	if ic.mask != nil && text && identity {
+		body = ic.mask.body(body)
 	}
 	var trailer func() http.Header
 	if chunked {

@@ -33,6 +33,7 @@ func (s *Server) record(x *exchange, up, down int64, reason string) {
 		BytesDown:   down,
 		DurationMS:  time.Since(x.start).Milliseconds(),
 		Credentials: x.credentials,
+		Masked:      x.masked,
 		DecidedBy:   x.decidedBy,
 	}
 	if x.allow {

@@ -358,9 +358,11 @@ type exchange struct {
 	slot    bool     // holds a tunnel slot
 	served  hijacked // serves an allowed CONNECT after its 200, and audits it
 	// bound are the credentials bound to a CONNECT's host and port (it is
-	// intercepted); credentials the names of those put into a request.
+	// intercepted); credentials the names of those put into a request,
+	// masked of those whose value its answer held (answerMask).
 	bound       []*credential
 	credentials []string
+	masked      []string
 	// fast: serveConn read the request (a CONNECT); early are the bytes
 	// the client sent after it without waiting for the answer, which the
 	// tunnel sends first (an interception reads them first).

@@ -80,6 +80,10 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 		if r.DecidedBy != "" {
 			why += " by " + r.DecidedBy
 		}
+		if len(r.Masked) > 0 {
+			// The bound host handed a credential's value back.
+			why += "; answer masked: " + strings.Join(r.Masked, ",")
+		}
 		when := r.Time
 		if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
 			when = t.Local().Format("15:04:05")

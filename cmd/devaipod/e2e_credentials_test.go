@@ -1,6 +1,7 @@
 package main
 
 import (
+	"compress/gzip"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,6 +84,8 @@ type credentialUpstream struct {
 	port int
 	mu   sync.Mutex
 	seen []string // "HOST PATH AUTHORIZATION X-API-KEY METHOD"
+	// echoEncodings are the Accept-Encoding of each /echo request.
+	echoEncodings []string
 }
 
 func startCredentialUpstream(t *testing.T, ca *testCA, names ...string) *credentialUpstream {
@@ -90,6 +94,27 @@ func startCredentialUpstream(t *testing.T, ca *testCA, names ...string) *credent
 		u.mu.Lock()
 		u.seen = append(u.seen, strings.Join([]string{r.Host, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), r.Method}, " "))
 		u.mu.Unlock()
+		if r.URL.Path == "/echo" {
+			// What a debug endpoint, or an error that quotes the
+			// request, hands back: the credentials it got, in a header
+			// and in the body, gzipped when the client asks for it.
+			seen := r.Header.Get("Authorization") + " " + r.Header.Get("X-Api-Key")
+			u.mu.Lock()
+			u.echoEncodings = append(u.echoEncodings, r.Header.Get("Accept-Encoding"))
+			u.mu.Unlock()
+			w.Header().Set("X-Seen", seen)
+			w.Header().Set("Content-Type", "application/json")
+			body, _ := json.Marshal(map[string]string{"seen": seen})
+			if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+				w.Header().Set("Content-Encoding", "gzip")
+				zw := gzip.NewWriter(w)
+				zw.Write(body)
+				zw.Close()
+				return
+			}
+			w.Write(body)
+			return
+		}
 		if r.URL.Path == "/sse" {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprint(w, "data: first\n\n")
@@ -259,6 +284,38 @@ secret = "`+secret+`"
 		}
 		if !strings.Contains(r.stdout, "405 Method Not Allowed") {
 			t.Errorf("the TRACE after it was not refused:\n%s", r.stdout)
+		}
+	})
+	t.Run("an upstream that reflects the values hands the agent nothing but masks", func(t *testing.T) {
+		// The agent makes both bound hosts echo what the proxy put in,
+		// asks for the answers gzipped (which would hide the values from
+		// a search), and decodes the Basic auth's base64 it gets back.
+		r := agent(`curl -sS --compressed -D - -H "Authorization: Bearer $MY_API_TOKEN" -H "X-Api-Key: $MY_API_TOKEN" https://api.cred.test:` + p + `/echo
+echo
+out=$(curl -sS --compressed -D - -u "agent:$REG_PASSWORD" https://git.cred.test:` + p + `/echo)
+echo "$out"
+echo decoded:
+printf '%s\n' "$out" | grep -o 'Basic [A-Za-z0-9+/=*]*' | cut -c7- | while read -r b; do printf '%s' "$b" | base64 -d 2>/dev/null; echo; done`)
+		if r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		for _, v := range []string{token, password} {
+			if strings.Contains(r.stdout, v) {
+				t.Errorf("the agent got a real value back:\n%s", r.stdout)
+			}
+		}
+		if masks := strings.Count(r.stdout, strings.Repeat("*", len(token))); masks < 3 {
+			t.Errorf("the echoes are not there, masked (%d masks):\n%s", masks, r.stdout)
+		}
+		up.mu.Lock()
+		encodings := slices.Clone(up.echoEncodings)
+		up.mu.Unlock()
+		if len(encodings) != 2 || encodings[0] != "identity" || encodings[1] != "identity" {
+			t.Errorf("the echo server was asked for Accept-Encoding %q; want identity, for the answers to be searched", encodings)
+		}
+		audit := mustDevaipod(t, nil, "audit", name)
+		if !strings.Contains(audit.stdout, "answer masked: MY_API_TOKEN") || !strings.Contains(audit.stdout, "answer masked: REG_PASSWORD") {
+			t.Errorf("devaipod audit does not say what was masked:\n%s", audit.stdout)
 		}
 	})
 	t.Run("server-sent events stream through the interception", func(t *testing.T) {
