@@ -18,7 +18,8 @@ import (
 // value appears in an answer from the host it is bound to, as it is or in
 // base64 (at each of the three byte offsets, whatever precedes it), the
 // client gets as many '*' instead: in the status line, the headers and the
-// trailer always, in the body when it is uncompressed text (maskableBody).
+// trailer always, in the body when it is uncompressed text (textBody,
+// identityCoding).
 // The mask has the value's length, so Content-Length and chunk sizes stay
 // true. What it cannot catch is in docs/credentials.md: compressed or
 // binary bodies, other encodings, values shorter than maskMinLen, and the
@@ -111,10 +112,9 @@ func (f *maskForm) index(b []byte, from int) int {
 // interception's host in the answers it relays, and remembers which it
 // masked. Only the interception's goroutine uses it.
 type answerMask struct {
-	creds   []*credential
-	found   []bool // per credential of creds, since take
-	longest int    // the longest form
-	spans   [][2]int
+	creds []*credential
+	found []bool // per credential of creds, since take
+	spans [][2]int
 	// held are the bytes a maskedBody holds back, as they came;
 	// heldMasked the same masked by what the last read found.
 	held, heldMasked []byte
@@ -129,9 +129,6 @@ func newAnswerMask(creds []*credential) *answerMask {
 			continue
 		}
 		m.creds = append(m.creds, c)
-		for _, f := range c.forms {
-			m.longest = max(m.longest, len(f.text))
-		}
 	}
 	if len(m.creds) == 0 {
 		return nil
