@@ -24,7 +24,8 @@
 #   DURATION    length of one measurement (default 1.5s), WARMUP before it (default 0.5s)
 #   BULK_SIZE   bytes of the bulk transfer (default 1073741824), BULK_REPS per path (default 5)
 #   INTERCEPT   0 skips the interception benchmark; INTERCEPT_CONC its keep-alive concurrency
-#               levels (default 1,16), INTERCEPT_ROUNDS its rounds (default 5)
+#               levels (default 1,16), INTERCEPT_ROUNDS its rounds (default 9: a round's ratio
+#               swings by 0.1 on a 2-CPU machine, and the verdict is their median)
 #   DOC         the report to write (default docs/benchmarks-proxy.md)
 #   KEEP        1: keep the temporary directory (raw JSON, logs) and print its path
 set -euo pipefail
@@ -39,7 +40,7 @@ BULK_SIZE=${BULK_SIZE:-1073741824}
 BULK_REPS=${BULK_REPS:-5}
 INTERCEPT=${INTERCEPT:-1}
 INTERCEPT_CONC=${INTERCEPT_CONC:-1,16}
-INTERCEPT_ROUNDS=${INTERCEPT_ROUNDS:-5}
+INTERCEPT_ROUNDS=${INTERCEPT_ROUNDS:-9}
 DOC=${DOC:-$REPO/docs/benchmarks-proxy.md}
 KEEP=${KEEP:-0}
 

@@ -87,8 +87,10 @@ func commonness(c byte) int {
 // index is the offset of f in b from from on, or -1. It looks for f's
 // rarest byte with IndexByte, then at the whole form around it: a value's
 // first byte (an "s" of "sk-...") is in every other word of JSON, and
-// bytes.Index then falls back to a slow search (2 GB/s against 10 and
-// more, BenchmarkAnswerMask).
+// bytes.Index, which starts from it, fell back to its slow search there
+// (BenchmarkAnswerMask on JSON, one busy machine: 1.8 GB/s against 4.2;
+// quiet, this search masks 7.5 GB/s, about 140 µs per MiB, a tenth of
+// what relaying a MiB costs the proxy).
 func (f *maskForm) index(b []byte, from int) int {
 	c := f.text[f.rare]
 	for at := from + f.rare; at < len(b); {
