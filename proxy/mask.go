@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -328,20 +327,20 @@ func identityCoding(contentEncoding string) bool {
 // a fifth of relaying it) and the values it could hold are bytes that no
 // client shows as text.
 func textBody(contentType string) bool {
-	if strings.TrimSpace(contentType) == "" {
+	// Read by hand rather than with mime.ParseMediaType, which allocates:
+	// this runs for every answer of a bound host.
+	mt, _, _ := strings.Cut(contentType, ";")
+	kind, sub, ok := strings.Cut(strings.TrimSpace(mt), "/")
+	if !ok {
+		return true // no type, or an unreadable one: searched, to be safe
+	}
+	if strings.EqualFold(kind, "text") {
 		return true
 	}
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return true // unreadable: searched, to be safe
-	}
-	kind, sub, _ := strings.Cut(mt, "/")
-	if kind == "text" {
-		return true
-	}
-	if kind != "application" {
+	if !strings.EqualFold(kind, "application") {
 		return false
 	}
+	sub = strings.ToLower(sub)
 	if strings.HasSuffix(sub, "+json") || strings.HasSuffix(sub, "+xml") {
 		return true
 	}

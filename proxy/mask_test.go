@@ -193,6 +193,7 @@ func TestTextBody(t *testing.T) {
 		"application/problem+json": true, "Application/JSON": true, "application/x-www-form-urlencoded": true,
 		"application/xml": true, "application/yaml": true, "application/x-ndjson": true, "no type at all": true,
 		"application/octet-stream": false, "image/png": false, "application/zip": false, "application/grpc": false,
+		" TEXT/HTML ;charset=x": true, "application/vnd.api+JSON": true, "/": false, "text": true,
 	} {
 		if got := textBody(ct); got != want {
 			t.Errorf("textBody(%q) = %v", ct, got)
