@@ -202,8 +202,9 @@ func (m *answerMask) maskHeader(h http.Header) {
 			continue
 		}
 		for i, v := range vv {
-			if m.in([]byte(v)) {
-				vv[i] = string(m.masked([]byte(v)))
+			if b := []byte(v); m.in(b) {
+				m.mask(b)
+				vv[i] = string(b)
 			}
 		}
 	}
