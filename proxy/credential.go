@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"errors"
@@ -42,6 +43,7 @@ const MinPlaceholderLen = 16
 // credential is a checked Credential.
 type credential struct {
 	name, placeholder, value string
+	placeholderBytes         []byte // placeholder, to look for in bytes
 	rules                    []rule.Rule
 	hosts                    *rule.Matcher
 	hostText                 string // the canonical rules, for refusals
@@ -96,7 +98,7 @@ func compileCredentials(cs []Credential) (*credentials, error) {
 			}
 		}
 		out.list = append(out.list, &credential{
-			name: c.Name, placeholder: c.Placeholder, value: c.Value,
+			name: c.Name, placeholder: c.Placeholder, placeholderBytes: []byte(c.Placeholder), value: c.Value,
 			rules: rules, hosts: rule.NewMatcher(rules...), hostText: strings.Join(canonicalTexts(rules), ", "),
 			replacer: strings.NewReplacer(c.Placeholder, c.Value),
 			forms:    revealingForms(c.Value),
@@ -227,11 +229,11 @@ func substituteValue(key, v string, r *strings.Replacer) string {
 	return r.Replace(v)
 }
 
-// carriedIn is carried for the headers of a request head in the plain
-// subset (parsePlainRequest accepted it): every header but Host, which
+// carriedIn is carried for the header lines of a request head in the
+// plain subset (parsePlainRequest read them): every header but Host, which
 // net/http takes out of the header map. false: more credentials than it
 // counts (the parsed path then looks).
-func (cs *credentials) carriedIn(head []byte) ([]*credential, bool) {
+func (cs *credentials) carriedIn(fields []plainField) ([]*credential, bool) {
 	if cs == nil {
 		return nil, true
 	}
@@ -241,24 +243,22 @@ func (cs *credentials) carriedIn(head []byte) ([]*credential, bool) {
 	var found uint64
 	look := func(v []byte) {
 		for i, c := range cs.list {
-			if found&(1<<i) == 0 && bytes.Contains(v, []byte(c.placeholder)) {
+			if found&(1<<i) == 0 && bytes.Contains(v, c.placeholderBytes) {
 				found |= 1 << i
 			}
 		}
 	}
-	_, rest, _ := cutLine(head)
-	eachHeader(rest, func(k string, _, value []byte) bool {
-		if k == hdrHost {
-			return true
+	for _, f := range fields {
+		if f.k == hdrHost {
+			continue
 		}
-		look(value)
-		if k == hdrAuthorization {
-			if userPass, ok := basicAuth(k, string(value)); ok {
+		look(f.value)
+		if f.k == hdrAuthorization && basicScheme(f.value) {
+			if userPass, ok := basicAuth(f.k, string(f.value)); ok {
 				look([]byte(userPass))
 			}
 		}
-		return true
-	})
+	}
 	if found == 0 {
 		return nil, true
 	}
@@ -271,14 +271,37 @@ func (cs *credentials) carriedIn(head []byte) ([]*credential, bool) {
 	return carried, true
 }
 
-// anyIn reports whether v holds the placeholder of one of creds.
-func (cs *credentials) anyIn(v []byte, creds []*credential) bool {
-	for _, c := range creds {
-		if bytes.Contains(v, []byte(c.placeholder)) {
-			return true
+// writeSubstituted writes value, the value of header k (as knownHeader
+// knows it), to w with substituteValue's replacements of carried made.
+func writeSubstituted(w *bufio.Writer, k string, value []byte, carried []*credential) {
+	switch {
+	case len(carried) == 0:
+		w.Write(value)
+	case len(carried) > 1 || k == hdrAuthorization && basicScheme(value):
+		w.WriteString(substituteValue(k, string(value), replacerFor(carried)))
+	default:
+		// One credential, in place: the replacements that its
+		// strings.Replacer makes, left to right, without a string made
+		// for the value and another for the result.
+		c := carried[0]
+		for {
+			i := bytes.Index(value, c.placeholderBytes)
+			if i < 0 {
+				w.Write(value)
+				return
+			}
+			w.Write(value[:i])
+			w.WriteString(c.value)
+			value = value[i+len(c.placeholderBytes):]
 		}
 	}
-	return false
+}
+
+// basicScheme reports whether an Authorization value names the Basic
+// scheme (basicAuth then decodes it, if it can).
+func basicScheme(value []byte) bool {
+	scheme, _, ok := bytes.Cut(value, []byte(" "))
+	return ok && asciiEqualFold(scheme, "Basic")
 }
 
 // basicAuth returns the decoded user:password of an Authorization header

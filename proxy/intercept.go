@@ -94,14 +94,16 @@ type interception struct {
 	maskWarned bool
 
 	// plain is the request in progress when it came in the plain subset
-	// (plainhead.go), carried the credentials it carries; plainReq,
-	// plainHead (a copy of its head: the reader's buffer moves on before
-	// a retry writes it again), plainBody, answerBody and answerChunks
-	// are reused from one request to the next.
+	// (plainhead.go), carried the credentials it carries; plainReq (and
+	// its fields), plainHead (a copy of its head: the reader's buffer
+	// moves on before a retry writes it again), plainHTTP (what stands
+	// for it in the relay), plainBody, plainAnswer (and its fields),
+	// answerBody and answerChunks are reused from one request to the next.
 	plain        *plainRequest
 	carried      []*credential
 	plainReq     plainRequest
 	plainHead    []byte
+	plainHTTP    http.Request
 	plainBody    lengthReader
 	plainAnswer  plainResponse
 	answerBody   lengthReader
@@ -241,7 +243,7 @@ func (ic *interception) serveOne() bool {
 	}
 	var req *http.Request
 	if ic.plain != nil {
-		req = ic.plain.request(&ic.plainBody)
+		req = ic.plain.request(&ic.plainHTTP, &ic.plainBody)
 	} else if req = ic.readParsed(buffered); req == nil {
 		return false
 	}
@@ -350,11 +352,15 @@ func (ic *interception) readParsed(buffered []byte) *http.Request {
 // through, and returns it with the credentials it carries; nil leaves the
 // request to readParsed and admit, which also make the refusals.
 func (ic *interception) readPlain(head []byte) (*plainRequest, []*credential) {
-	pr, ok := parsePlainRequest(head)
+	// Read from a copy: the reader's buffer moves on before a retry
+	// writes the request again.
+	ic.plainHead = append(ic.plainHead[:0], head...)
+	pr, ok := parsePlainRequest(ic.plainHead, ic.plainReq.fields)
+	ic.plainReq.fields = pr.fields // kept for the next request
 	if !ok || string(pr.host) != ic.sameHostSeen && !ic.sameHost(string(pr.host)) {
 		return nil, nil
 	}
-	carried, ok := ic.s.creds.carriedIn(head)
+	carried, ok := ic.s.creds.carriedIn(pr.fields)
 	if !ok {
 		return nil, nil
 	}
@@ -363,8 +369,7 @@ func (ic *interception) readPlain(head []byte) (*plainRequest, []*credential) {
 			return nil, nil
 		}
 	}
-	ic.plainHead = append(ic.plainHead[:0], head...)
-	pr.head, pr.host = ic.plainHead, nil
+	pr.host = nil
 	ic.plainReq = pr
 	ic.plainBody = lengthReader{r: ic.br, n: pr.length}
 	ic.br.Discard(len(head))

@@ -33,13 +33,20 @@ import (
 // check that whatever it accepts, net/http reads alike, and that what the
 // relay writes reads the same as what the parsed path would write.
 
+// plainField is a header line of a plain head, read in place.
+type plainField struct {
+	k           string // the name as knownHeader knows it, or ""
+	name, value []byte // as written, the value without the whitespace around it
+}
+
 // plainRequest is a request head in the plain subset, read in place.
 type plainRequest struct {
-	head   []byte // the request line, the headers and the empty line
-	method string // one of plainMethods (a constant)
-	host   []byte // the Host header's value
-	length int64  // Content-Length, 0 without one
-	close  bool   // Connection: close
+	head   []byte       // the request line, the headers and the empty line
+	fields []plainField // its header lines, in head
+	method string       // one of plainMethods (a constant)
+	host   []byte       // the Host header's value
+	length int64        // Content-Length, 0 without one
+	close  bool         // Connection: close
 	// idempotent: an Idempotency-Key header, which makes a request that
 	// failed on a pooled connection one to send again (see replayable).
 	idempotent bool
@@ -48,6 +55,7 @@ type plainRequest struct {
 // plainResponse is an answer's head in the plain subset, read in place.
 type plainResponse struct {
 	head    []byte
+	fields  []plainField // its header lines, in head
 	status  int
 	length  int64 // Content-Length, or -1: chunked; 0 for an answer without a body
 	close   bool  // Connection: close
@@ -121,7 +129,8 @@ func responsePlainAction(k string) (drop, slow bool) {
 // parsePlainRequest reads head (a request line, headers and an empty line,
 // as bytes.Index of headEnd cut it) if it is in the plain subset: an origin
 // form target, HTTP/1.1, exactly one Host, no body but of a Content-Length.
-func parsePlainRequest(head []byte) (plainRequest, bool) {
+// Its fields are appended to fields[:0] (a slice to reuse, or nil).
+func parsePlainRequest(head []byte, fields []plainField) (plainRequest, bool) {
 	pr := plainRequest{head: head}
 	line, rest, ok := cutLine(head)
 	if !ok {
@@ -139,9 +148,13 @@ func parsePlainRequest(head []byte) (plainRequest, bool) {
 		return pr, false
 	}
 	hosts, lengths := 0, 0
-	ok = eachHeader(rest, func(k string, _, value []byte) bool {
+	if pr.fields, ok = plainFields(rest, fields[:0]); !ok {
+		return pr, false
+	}
+	for _, f := range pr.fields {
+		k, value := f.k, f.value
 		if _, slow := requestPlainAction(k); slow {
-			return false
+			return pr, false
 		}
 		switch k {
 		case hdrHost:
@@ -149,22 +162,20 @@ func parsePlainRequest(head []byte) (plainRequest, bool) {
 			pr.host = value
 		case hdrContentLength:
 			lengths++
-			var ok bool
 			if pr.length, ok = plainLength(value); !ok {
-				return false
+				return pr, false
 			}
 		case hdrConnection:
 			closing, ok := plainConnection(value)
 			if !ok {
-				return false
+				return pr, false
 			}
 			pr.close = pr.close || closing
 		case "Idempotency-Key", "X-Idempotency-Key":
 			pr.idempotent = true
 		}
-		return true
-	})
-	if !ok || hosts != 1 || len(pr.host) == 0 || lengths > 1 || !httpguts.ValidHostHeader(string(pr.host)) {
+	}
+	if hosts != 1 || len(pr.host) == 0 || lengths > 1 || !httpguts.ValidHostHeader(string(pr.host)) {
 		return pr, false
 	}
 	return pr, true
@@ -173,7 +184,8 @@ func parsePlainRequest(head []byte) (plainRequest, bool) {
 // parsePlainResponse reads head, the answer to a request of method, if it
 // is in the plain subset: HTTP/1.1, a final status (not 1xx), and a body of
 // a Content-Length, chunked, or none that its status or method rules out.
-func parsePlainResponse(head []byte, method string) (plainResponse, bool) {
+// Its fields are appended to fields[:0] (a slice to reuse, or nil).
+func parsePlainResponse(head []byte, method string, fields []plainField) (plainResponse, bool) {
 	pr := plainResponse{head: head}
 	line, rest, ok := cutLine(head)
 	if !ok || len(line) < len("HTTP/1.1 200") || string(line[:9]) != "HTTP/1.1 " {
@@ -188,16 +200,19 @@ func parsePlainResponse(head []byte, method string) (plainResponse, bool) {
 		return pr, false
 	}
 	lengths, chunked, chunkedLines := 0, false, 0
-	ok = eachHeader(rest, func(k string, _, value []byte) bool {
+	if pr.fields, ok = plainFields(rest, fields[:0]); !ok {
+		return pr, false
+	}
+	for _, f := range pr.fields {
+		k, value := f.k, f.value
 		if _, slow := responsePlainAction(k); slow {
-			return false
+			return pr, false
 		}
 		switch k {
 		case hdrContentLength:
 			lengths++
-			var ok bool
 			if pr.length, ok = plainLength(value); !ok {
-				return false
+				return pr, false
 			}
 		case hdrTransferEncoding:
 			chunkedLines++
@@ -205,15 +220,14 @@ func parsePlainResponse(head []byte, method string) (plainResponse, bool) {
 		case hdrConnection:
 			closing, ok := plainConnection(value)
 			if !ok {
-				return false
+				return pr, false
 			}
 			pr.close = pr.close || closing
 		case hdrDate:
 			pr.hasDate = true
 		}
-		return true
-	})
-	if !ok || lengths > 1 || chunkedLines > 1 || chunkedLines == 1 && (!chunked || lengths > 0) {
+	}
+	if lengths > 1 || chunkedLines > 1 || chunkedLines == 1 && (!chunked || lengths > 0) {
 		return pr, false
 	}
 	noBody := method == "HEAD" || pr.status == 204 || pr.status == 304
@@ -298,23 +312,23 @@ func plainConnection(v []byte) (closing, ok bool) {
 	return closing, true
 }
 
-// eachHeader calls f with each header of lines (a head's header lines,
-// its empty line and nothing after it): the name as knownHeader knows it,
-// the name as written, the value. false: a line is not in the plain
-// subset, or f said false.
-func eachHeader(lines []byte, f func(k string, name, value []byte) bool) bool {
+// plainFields appends the header lines of lines (a head's header lines,
+// its empty line and nothing after it) to fields; false: a line is not in
+// the plain subset.
+func plainFields(lines []byte, fields []plainField) ([]plainField, bool) {
 	for {
 		line, rest, ok := cutLine(lines)
 		if !ok {
-			return false
+			return fields, false
 		}
 		if len(line) == 0 {
-			return len(rest) == 0
+			return fields, len(rest) == 0
 		}
 		name, value, ok := cutHeader(line)
-		if !ok || !f(knownHeader(name), name, value) {
-			return false
+		if !ok {
+			return fields, false
 		}
+		fields = append(fields, plainField{k: knownHeader(name), name: name, value: value})
 		lines = rest
 	}
 }
@@ -392,12 +406,12 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 func isHex(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
-// request is the http.Request that stands for pr in the relay: what
-// forward, the answer's relay and the refusals look at (no headers but an
-// idempotency key's, no URL), its body pr's Content-Length of the client's
-// reader, read through body.
-func (pr *plainRequest) request(body *lengthReader) *http.Request {
-	req := &http.Request{Method: pr.method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+// request makes req the http.Request that stands for pr in the relay:
+// what forward, the answer's relay and the refusals look at (no headers
+// but an idempotency key's, no URL), its body pr's Content-Length of the
+// client's reader, read through body. It returns req.
+func (pr *plainRequest) request(req *http.Request, body *lengthReader) *http.Request {
+	*req = http.Request{Method: pr.method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		ContentLength: pr.length, Close: pr.close, Body: http.NoBody}
 	if pr.idempotent {
 		req.Header = http.Header{"Idempotency-Key": nil}
@@ -413,25 +427,21 @@ func (pr *plainRequest) request(body *lengthReader) *http.Request {
 // the hop-by-hop and forwarding ones, the carried credentials' values put
 // in, Accept-Encoding: identity, then body.
 func (ic *interception) writePlain(w *bufio.Writer, body io.Reader) error {
-	line, rest, _ := cutLine(ic.plain.head)
+	line, _, _ := cutLine(ic.plain.head)
 	w.Write(line)
 	w.WriteString("\r\n")
-	r := replacerFor(ic.carried)
-	eachHeader(rest, func(k string, name, value []byte) bool {
-		if drop, _ := requestPlainAction(k); drop {
-			return true
+	for _, f := range ic.plain.fields {
+		if drop, _ := requestPlainAction(f.k); drop {
+			continue
 		}
-		w.Write(name)
+		w.Write(f.name)
 		w.WriteString(": ")
-		if r != nil && (k == hdrAuthorization || ic.s.creds.anyIn(value, ic.carried)) {
-			w.WriteString(substituteValue(k, string(value), r))
-		} else {
-			w.Write(value)
-		}
+		writeSubstituted(w, f.k, f.value, ic.carried)
 		w.WriteString("\r\n")
-		return true
-	})
-	w.WriteString(hdrAcceptEncoding + ": " + identityOnly[0] + "\r\n\r\n")
+	}
+	w.WriteString(hdrAcceptEncoding + ": ")
+	w.WriteString(identityOnly[0])
+	w.WriteString("\r\n\r\n")
 	if body == http.NoBody {
 		return nil
 	}
@@ -447,8 +457,9 @@ func (ic *interception) readPlainAnswer(uc *upstreamConn, method string) *plainR
 	if end < 0 {
 		return nil
 	}
-	pr, ok := parsePlainResponse(buffered[:end+len(headEnd)], method)
+	pr, ok := parsePlainResponse(buffered[:end+len(headEnd)], method, ic.plainAnswer.fields)
 	if !ok {
+		ic.plainAnswer.fields = pr.fields // kept for the next answer
 		return nil
 	}
 	ic.plainAnswer = pr
@@ -462,7 +473,7 @@ func (ic *interception) relayPlainResponse(x *exchange, pr *plainResponse, uc *u
 	x.status = pr.status
 	chunked := pr.length < 0
 	bw := ic.bw
-	line, rest, _ := cutLine(pr.head)
+	line, _, _ := cutLine(pr.head)
 	// The values masked (answerMask) where the head holds one: in the
 	// reason phrase and any header's value but Content-Length's.
 	masking := ic.mask.in(pr.head)
@@ -472,7 +483,8 @@ func (ic *interception) relayPlainResponse(x *exchange, pr *plainResponse, uc *u
 	bw.Write(line)
 	bw.WriteString("\r\n")
 	text, identity := true, true
-	eachHeader(rest, func(k string, name, value []byte) bool {
+	for _, f := range pr.fields {
+		k, value := f.k, f.value
 		switch k {
 		case hdrContentType:
 			text = text && textBody(string(value))
@@ -483,13 +495,12 @@ func (ic *interception) relayPlainResponse(x *exchange, pr *plainResponse, uc *u
 			if masking && k != hdrContentLength {
 				value = ic.mask.masked(value)
 			}
-			bw.Write(name)
+			bw.Write(f.name)
 			bw.WriteString(": ")
 			bw.Write(value)
 			bw.WriteString("\r\n")
 		}
-		return true
-	})
+	}
 	if !pr.hasDate {
 		var scratch [32]byte
 		bw.WriteString("Date: ")

@@ -56,7 +56,7 @@ func FuzzPlainRequest(f *testing.F) {
 			return
 		}
 		head := data[:end+len(headEnd)]
-		pr, ok := parsePlainRequest(head)
+		pr, ok := parsePlainRequest(head, nil)
 		if !ok {
 			return
 		}
@@ -74,7 +74,7 @@ func FuzzPlainRequest(f *testing.F) {
 		if _, idem := req.Header["Idempotency-Key"]; idem != pr.idempotent && !pr.idempotent {
 			t.Fatalf("idempotency key missed:\n%q", head)
 		}
-		carried, ok := cs.carriedIn(head)
+		carried, ok := cs.carriedIn(pr.fields)
 		if !ok {
 			t.Fatal("carriedIn gave up with two credentials")
 		}
@@ -162,7 +162,7 @@ func FuzzPlainResponse(f *testing.F) {
 		if end < 0 {
 			return
 		}
-		pr, ok := parsePlainResponse(data[:end+len(headEnd)], method)
+		pr, ok := parsePlainResponse(data[:end+len(headEnd)], method, nil)
 		if !ok {
 			return
 		}
@@ -238,7 +238,7 @@ func TestParsePlain(t *testing.T) {
 		"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: api.example.com\r\nPragma: no-cache\r\n\r\n",
 	} {
-		if _, ok := parsePlainRequest([]byte(head)); ok {
+		if _, ok := parsePlainRequest([]byte(head), nil); ok {
 			t.Errorf("plain: %q", head)
 		}
 	}
@@ -253,7 +253,7 @@ func TestParsePlain(t *testing.T) {
 		"HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nContent-Length: 0\r\n\r\n",
 		"HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n",
 	} {
-		if _, ok := parsePlainResponse([]byte(head), http.MethodGet); ok {
+		if _, ok := parsePlainResponse([]byte(head), http.MethodGet, nil); ok {
 			t.Errorf("plain: %q", head)
 		}
 	}
@@ -323,7 +323,7 @@ func TestPlainHeadsAsParsed(t *testing.T) {
 	for _, tc := range cases {
 		head, _, _ := strings.Cut(tc.request, "\r\n\r\n")
 		head = strings.Replace(head, "{host}", "api.example.com", 1) + "\r\n\r\n"
-		if _, ok := parsePlainRequest([]byte(head)); ok != tc.plainRequest {
+		if _, ok := parsePlainRequest([]byte(head), nil); ok != tc.plainRequest {
 			t.Fatalf("%s: the request in the plain subset: %v", tc.name, ok)
 		}
 		a, b := run(plain, tc.request, tc.answer), run(parsed, tc.request, tc.answer)
