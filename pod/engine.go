@@ -249,22 +249,17 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	if pl.Lifecycle != nil {
 		progress("running the devcontainer's lifecycle commands in the workspace")
 	}
-	errs := make([]error, 2+len(pl.Checks))
+	errs := make([]error, 3)
 	var wg sync.WaitGroup
-	wg.Add(1 + len(pl.Checks))
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		// The agent starts once the setup commands are done (RunSetup).
 		if errs[1] = RunSetup(ctx, eng, pl, opts.Output); errs[1] == nil {
 			errs[0] = waitReady(ctx, eng, pl, opts.ReadyTimeout)
 		}
-	}()
-	for i, c := range pl.Checks {
-		go func() {
-			defer wg.Done()
-			errs[i+2] = runCheck(ctx, eng, c)
-		}()
-	}
+	})
+	wg.Go(func() {
+		errs[2] = RunChecks(pl.Checks, func(_ int, c plan.Check) error { return runCheck(ctx, eng, c) })
+	})
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
@@ -287,6 +282,28 @@ func handTask(ctx context.Context, eng Engine, pl *plan.Plan, progress func(stri
 	}
 	if err != nil {
 		return fmt.Errorf("hand the task to the agent: %w", err)
+	}
+	return nil
+}
+
+// RunChecks runs checks with run (given each one's index): the gates
+// first, at once, then, once they have passed, the others at once. It
+// returns the first error in checks' order, a gate's if one failed.
+func RunChecks(checks []plan.Check, run func(i int, c plan.Check) error) error {
+	errs := make([]error, len(checks))
+	for _, gates := range []bool{true, false} {
+		var wg sync.WaitGroup
+		for i, c := range checks {
+			if c.Gate == gates {
+				wg.Go(func() { errs[i] = run(i, c) })
+			}
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

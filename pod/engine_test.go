@@ -237,6 +237,45 @@ func TestUpRollsBack(t *testing.T) {
 	}
 }
 
+// TestRunChecksGatesFirst: the agent's failure to reach the canary proves
+// something only once the canary answers, so its check (a gate) has
+// passed before any other starts, and when it fails no other runs.
+func TestRunChecksGatesFirst(t *testing.T) {
+	checks := []plan.Check{{What: "agent"}, {What: "canary", Gate: true}, {What: "verify"}}
+	for _, gateFails := range []bool{false, true} {
+		var mu sync.Mutex
+		var started []string
+		gateDone := false
+		err := RunChecks(checks, func(i int, c plan.Check) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if checks[i].What != c.What {
+				t.Errorf("check %d given as %q", i, c.What)
+			}
+			if !c.Gate && !gateDone {
+				t.Errorf("%s started before the gate passed", c.What)
+			}
+			started = append(started, c.What)
+			if c.Gate {
+				gateDone = true
+				if gateFails {
+					return errors.New("refused")
+				}
+			}
+			if c.What == "verify" {
+				return errors.New("verify failed")
+			}
+			return nil
+		})
+		switch {
+		case gateFails && (err == nil || err.Error() != "refused" || len(started) != 1):
+			t.Errorf("failing gate: err %v, started %v; want the gate's error and nothing else run", err, started)
+		case !gateFails && (err == nil || err.Error() != "verify failed" || len(started) != 3):
+			t.Errorf("err %v, started %v; want all three run and verify's error", err, started)
+		}
+	}
+}
+
 func TestUpNotReady(t *testing.T) {
 	pl, src := testPlan(t, "slow")
 	f := newFake()

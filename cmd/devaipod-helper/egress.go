@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/devaipod/devaipod/internal/cmdline"
@@ -56,6 +57,24 @@ func readCanary(addr string, timeout time.Duration) (bool, error) {
 	return line == canaryToken, err
 }
 
+// awaitCanary is readCanary for a canary that is still starting: up runs
+// its check as soon as the pod has started, and the workspace's init may
+// not listen yet (it did not, once, on a loaded CI machine). A refused
+// connection is tried again until timeout has passed.
+func awaitCanary(addr string, timeout time.Duration) (bool, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := readCanary(addr, time.Until(deadline))
+		if !errors.Is(err, syscall.ECONNREFUSED) || time.Until(deadline) < canaryRetry {
+			return ok, err
+		}
+		time.Sleep(canaryRetry)
+	}
+}
+
+// canaryRetry is how long awaitCanary waits before it tries again.
+const canaryRetry = 50 * time.Millisecond
+
 type egressOptions struct {
 	canary       string
 	expectCanary string
@@ -99,7 +118,7 @@ func runEgressCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "ok   %s\n", name)
 	}
 	if o.expectCanary != "" {
-		ok, err := readCanary(o.expectCanary, o.timeout)
+		ok, err := awaitCanary(o.expectCanary, o.timeout)
 		if !ok && err == nil {
 			err = errors.New("something else answered")
 		}

@@ -45,6 +45,37 @@ func TestEgressCheckCanary(t *testing.T) {
 	}
 }
 
+// The workspace's canary check runs as soon as the pod has started: a
+// canary that listens a moment later still passes it, and the time it
+// takes to give up on one that never does is the timeout.
+func TestEgressCheckCanaryLate(t *testing.T) {
+	addr := freeAddr(t)
+	started := make(chan func())
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		stop, err := startCanary(addr)
+		if err != nil {
+			t.Error(err)
+			stop = func() {}
+		}
+		started <- stop
+	}()
+	var out bytes.Buffer
+	code := runEgressCheck([]string{"--expect-canary", addr, "--timeout", "3s"}, &out, &out)
+	defer (<-started)()
+	if code != 0 {
+		t.Errorf("expect-canary of a canary that starts 300ms late: exit %d\n%s", code, out.String())
+	}
+	dead := freeAddr(t)
+	begin := time.Now()
+	if ok, err := awaitCanary(dead, 400*time.Millisecond); ok || err == nil {
+		t.Errorf("awaitCanary of nothing = %v, %v", ok, err)
+	}
+	if took := time.Since(begin); took < 300*time.Millisecond || took > 2*time.Second {
+		t.Errorf("awaitCanary of nothing gave up after %s; want about its timeout, 400ms", took)
+	}
+}
+
 func TestEgressCheckProxy(t *testing.T) {
 	deny := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "devaipod proxy: "+r.Host+" is not on the allowlist", http.StatusForbidden)

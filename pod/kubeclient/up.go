@@ -281,11 +281,9 @@ func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, 
 		progress("running the devcontainer's lifecycle commands in the workspace")
 	}
 	ws := plan.ContainerName(pl.Name, plan.RoleWorkspace)
-	errs := make([]error, 2+len(pl.Checks))
+	errs := make([]error, 3)
 	var wg sync.WaitGroup
-	wg.Add(1 + len(pl.Checks))
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		// The agent starts once the setup commands are done (RunSetup).
 		if errs[1] = pod.RunSetup(ctx, c, pl, opts.Output); errs[1] != nil {
 			return
@@ -299,14 +297,14 @@ func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, 
 			_ = c.Logs(ctx, plan.ContainerName(pl.Name, plan.RoleAgent), 20, false, &logs)
 			errs[0] = &pod.ReadyError{Detail: strings.TrimSpace(out), Logs: logs.String()}
 		}
-	}()
+	})
 	notes := make([]*ClusterNote, len(pl.Checks))
-	for i, ch := range pl.Checks {
-		go func() {
-			defer wg.Done()
-			notes[i], errs[i+2] = c.runClusterCheck(ctx, pl.Name, ch)
-		}()
-	}
+	wg.Go(func() {
+		errs[2] = pod.RunChecks(pl.Checks, func(i int, ch plan.Check) (err error) {
+			notes[i], err = c.runClusterCheck(ctx, pl.Name, ch)
+			return err
+		})
+	})
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {

@@ -219,7 +219,7 @@ func (b *builder) build() (*Plan, error) {
 	}
 	if b.mode != config.NetworkOpen {
 		p.Checks = append(p.Checks, Check{Container: ws.Name, What: "the canary answers in the pod's network namespace",
-			Command: HelperCommand(helperargs.EgressCheck{ExpectCanary: CanaryAddr})})
+			Command: HelperCommand(helperargs.EgressCheck{ExpectCanary: CanaryAddr}), Gate: true})
 		// The fast verify battery (below) tries the same and more: this
 		// check stands in for it under --no-verify.
 		if b.in.NoVerify {

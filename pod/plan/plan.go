@@ -155,6 +155,10 @@ type Check struct {
 	Command   []string `json:"command"`
 	// What it proves, for the error when it fails.
 	What string `json:"what"`
+	// Gate: the other checks run once it has passed. The canary's is
+	// one: that the agent cannot reach the canary proves something only
+	// once the canary is known to answer.
+	Gate bool `json:"gate,omitempty"`
 }
 
 // PodSpec is the pod itself. Its network namespace is shared by every
