@@ -143,6 +143,9 @@ wait_port() {
 # ------------------------------------------------------------------------------------------------
 # build
 # ------------------------------------------------------------------------------------------------
+# The revision of what is built and measured: taken now, since the tree may change during the
+# run (and writing the report makes it dirty).
+REVISION=$(git -C "$REPO" describe --tags --always --dirty 2>/dev/null || echo unknown)
 say "building proxybench and devaipod-helper into $TMP"
 (
 	cd "$REPO"
@@ -280,7 +283,6 @@ SETTINGS=""
 if [[ -n $SETTINGS ]]; then
 	COMMAND="${SETTINGS}hack/bench-proxy.sh"
 fi
-REVISION=$(git -C "$REPO" describe --tags --always --dirty 2>/dev/null || echo unknown)
 mkdir -p "$(dirname "$DOC")"
 # The report quotes squid's configuration with the temporary directory as $TMP.
 sed "s|$TMP|\$TMP|g" "$TMP/squid/squid.conf" >"$TMP/squid.conf.shown"
