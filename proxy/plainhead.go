@@ -129,9 +129,10 @@ func responsePlainAction(k string) (drop, slow bool) {
 // parsePlainRequest reads head (a request line, headers and an empty line,
 // as bytes.Index of headEnd cut it) if it is in the plain subset: an origin
 // form target, HTTP/1.1, exactly one Host, no body but of a Content-Length.
-// Its fields are appended to fields[:0] (a slice to reuse, or nil).
+// Its fields are appended to fields[:0] (a slice to reuse, or nil), which
+// it returns in any case.
 func parsePlainRequest(head []byte, fields []plainField) (plainRequest, bool) {
-	pr := plainRequest{head: head}
+	pr := plainRequest{head: head, fields: fields[:0]}
 	line, rest, ok := cutLine(head)
 	if !ok {
 		return pr, false
@@ -148,7 +149,7 @@ func parsePlainRequest(head []byte, fields []plainField) (plainRequest, bool) {
 		return pr, false
 	}
 	hosts, lengths := 0, 0
-	if pr.fields, ok = plainFields(rest, fields[:0]); !ok {
+	if pr.fields, ok = plainFields(rest, pr.fields); !ok {
 		return pr, false
 	}
 	for _, f := range pr.fields {
@@ -184,9 +185,10 @@ func parsePlainRequest(head []byte, fields []plainField) (plainRequest, bool) {
 // parsePlainResponse reads head, the answer to a request of method, if it
 // is in the plain subset: HTTP/1.1, a final status (not 1xx), and a body of
 // a Content-Length, chunked, or none that its status or method rules out.
-// Its fields are appended to fields[:0] (a slice to reuse, or nil).
+// Its fields are appended to fields[:0] (a slice to reuse, or nil), which
+// it returns in any case.
 func parsePlainResponse(head []byte, method string, fields []plainField) (plainResponse, bool) {
-	pr := plainResponse{head: head}
+	pr := plainResponse{head: head, fields: fields[:0]}
 	line, rest, ok := cutLine(head)
 	if !ok || len(line) < len("HTTP/1.1 200") || string(line[:9]) != "HTTP/1.1 " {
 		return pr, false
@@ -200,7 +202,7 @@ func parsePlainResponse(head []byte, method string, fields []plainField) (plainR
 		return pr, false
 	}
 	lengths, chunked, chunkedLines := 0, false, 0
-	if pr.fields, ok = plainFields(rest, fields[:0]); !ok {
+	if pr.fields, ok = plainFields(rest, pr.fields); !ok {
 		return pr, false
 	}
 	for _, f := range pr.fields {
