@@ -134,11 +134,11 @@ func upSteps(pl *plan.Plan, commit string, readyTimeout time.Duration) []Step {
 	}
 	add(StepReady, "wait up to %s for the agent's server to answer %s%s through the workspace", readyTimeout, pl.AgentURL, pl.AgentHealth)
 	for _, c := range pl.Checks {
+		where := c.Container
 		if c.Gate {
-			add(StepCheck, "check in %s, before the others: %s", c.Container, c.What)
-		} else {
-			add(StepCheck, "check in %s: %s", c.Container, c.What)
+			where += ", before the others"
 		}
+		add(StepCheck, "check in %s: %s", where, c.What)
 	}
 	if pl.Task != "" && pl.AgentKind == config.AgentOpencode {
 		add(StepTask, "hand the task to the agent (a new session with it as the first message)")

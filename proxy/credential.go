@@ -43,10 +43,13 @@ const MinPlaceholderLen = 16
 // credential is a checked Credential.
 type credential struct {
 	name, placeholder, value string
-	placeholderBytes         []byte // placeholder, to look for in bytes
-	rules                    []rule.Rule
-	hosts                    *rule.Matcher
-	hostText                 string // the canonical rules, for refusals
+	// placeholderBytes is placeholder, to look for in a head's bytes:
+	// []byte(placeholder) would be made anew each time (a placeholder is
+	// longer than a conversion's buffer on the stack).
+	placeholderBytes []byte
+	rules            []rule.Rule
+	hosts            *rule.Matcher
+	hostText         string // the canonical rules, for refusals
 	// replacer puts the value in for the placeholder, made once.
 	replacer *strings.Replacer
 	// forms are what shows the value in an answer (revealingForms).
