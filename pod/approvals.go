@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/devaipod/devaipod/gator/policy"
@@ -208,103 +207,40 @@ func stateDir() string {
 }
 
 // List returns every grant.
-func (g *Grants) List() ([]Grant, error) {
-	b, err := os.ReadFile(g.Path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var list []Grant
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("%s: %w", g.Path, err)
-	}
-	return list, nil
-}
+func (g *Grants) List() ([]Grant, error) { return g.file().load() }
+
+func (g *Grants) file() listFile[Grant] { return listFile[Grant]{path: g.Path} }
 
 // Add keeps a grant (one of the same repository, kind and rule is kept
 // once).
 func (g *Grants) Add(n Grant) error {
-	unlock, err := g.lock()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	list, err := g.List()
-	if err != nil {
-		return err
-	}
-	if slices.ContainsFunc(list, func(o Grant) bool { return o.Repo == n.Repo && o.Kind == n.Kind && o.Rule == n.Rule }) {
-		return nil
-	}
-	next := 1
-	for _, o := range list {
-		var k int
-		if _, err := fmt.Sscanf(o.ID, "grant-%d", &k); err == nil && k >= next {
-			next = k + 1
+	return g.file().update(func(list []Grant) ([]Grant, error) {
+		if slices.ContainsFunc(list, func(o Grant) bool { return o.Repo == n.Repo && o.Kind == n.Kind && o.Rule == n.Rule }) {
+			return list, nil
 		}
-	}
-	n.ID, n.At = fmt.Sprintf("grant-%d", next), time.Now().UTC()
-	return g.save(append(list, n))
+		next := 1
+		for _, o := range list {
+			var k int
+			if _, err := fmt.Sscanf(o.ID, "grant-%d", &k); err == nil && k >= next {
+				next = k + 1
+			}
+		}
+		n.ID, n.At = fmt.Sprintf("grant-%d", next), time.Now().UTC()
+		return append(list, n), nil
+	})
 }
 
 // Revoke removes the grant of that id.
-func (g *Grants) Revoke(id string) (Grant, error) {
-	unlock, err := g.lock()
-	if err != nil {
-		return Grant{}, err
-	}
-	defer unlock()
-	list, err := g.List()
-	if err != nil {
-		return Grant{}, err
-	}
-	i := slices.IndexFunc(list, func(o Grant) bool { return o.ID == id })
-	if i < 0 {
-		return Grant{}, fmt.Errorf("no grant %q (devaipod approvals --granted lists them): %w", id, ErrNotFound)
-	}
-	gone := list[i]
-	return gone, g.save(slices.Delete(list, i, i+1))
-}
-
-// lock holds the grants file's lock until unlock: Add and Revoke read,
-// change and write the file, and two approvals at once must not lose one.
-func (g *Grants) lock() (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(g.Path), 0o700); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(g.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", g.Path, err)
-	}
-	return func() { f.Close() }, nil
-}
-
-// save writes the list whole, through a file of its own that replaces the
-// old one, so that a reader sees one or the other.
-func (g *Grants) save(list []Grant) error {
-	b, err := json.MarshalIndent(list, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(g.Path), filepath.Base(g.Path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after the rename: nothing
-	_, err = tmp.Write(append(b, '\n'))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), g.Path)
+func (g *Grants) Revoke(id string) (gone Grant, err error) {
+	err = g.file().update(func(list []Grant) ([]Grant, error) {
+		i := slices.IndexFunc(list, func(o Grant) bool { return o.ID == id })
+		if i < 0 {
+			return nil, fmt.Errorf("no grant %q (devaipod approvals --granted lists them): %w", id, ErrNotFound)
+		}
+		gone = list[i]
+		return slices.Delete(list, i, i+1), nil
+	})
+	return gone, err
 }
 
 // For returns what the grants give a new pod of src: the network rules

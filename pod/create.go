@@ -55,6 +55,17 @@ type Request struct {
 	// Grants are the approvals given for every pod of a repository
 	// (devaipod approve --for repo); nil for none.
 	Grants *Grants
+	// Trusted are the repositories the person trusts (devaipod trust);
+	// nil trusts none. Trust trusts the request's repository for this up.
+	// AskTrust, when set, asks the person about a repository that is
+	// neither (not for a dry run); nil leaves it untrusted. See Trust.
+	Trusted  *TrustStore
+	Trust    bool
+	AskTrust func(TrustQuestion) (TrustAnswer, error)
+	// Trusting hears, once the plan is known and before anything runs,
+	// what was decided about the repository and, when it is untrusted,
+	// what its pod was not given (plan.Plan.Withheld); nil drops it.
+	Trusting func(t Trust, withheld []string)
 	// Pull is the pull policy (PullMissing when empty).
 	Pull string
 	// ReadyTimeout bounds the wait for the agent's server.
@@ -109,6 +120,9 @@ type Result struct {
 	// PoolKey is the fingerprint of the request's pod when the pool was
 	// asked (see FillPool).
 	PoolKey string
+	// Trust is what was decided about the repository (zero for an
+	// existing pod).
+	Trust Trust
 }
 
 // creation is one Create call: the request and its reporting.
@@ -134,7 +148,7 @@ type creation struct {
 // started when it is stopped, and Result.Existing says so; else Create
 // fails with an *ExistingPodError and touches nothing. With req.DryRun and
 // an engine, it only says what it would do.
-func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
+func Create(ctx context.Context, eng Engine, req Request) (res *Result, err error) {
 	c := &creation{req: req, progress: req.Progress, warn: req.Warn, out: cmp.Or[io.Writer](req.Output, io.Discard), built: map[string]bool{}}
 	if c.progress == nil {
 		c.progress = func(string) {}
@@ -159,10 +173,20 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 			return &Result{Source: id.src, Existing: ex}, nil
 		}
 	}
+	trust, err := c.decideTrust(ctx, id.src)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if res != nil {
+			res.Trust = trust
+		}
+	}()
 	in, forbidden, err := c.input(id)
 	if err != nil {
 		return nil, err
 	}
+	in.Untrusted = !trust.Trusted
 	src, cfg := in.Source, in.Config
 	req = c.req // with the defaults input filled in
 
@@ -222,6 +246,7 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		c.announce(trust, pl)
 		if req.Apply != nil && !req.DryRun {
 			for _, w := range pl.Warnings {
 				c.warn(w)
@@ -245,6 +270,9 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 			return nil, err
 		}
 		if res, err := c.usePool(ctx, eng, in, key); res != nil || err != nil {
+			if res != nil && res.Plan != nil {
+				c.announce(trust, res.Plan)
+			}
 			return res, err
 		}
 	}
@@ -255,6 +283,7 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.announce(trust, pl)
 	for _, img := range pl.Images() {
 		if _, err := images.ensure(ctx, img); err != nil {
 			return nil, err
@@ -272,6 +301,13 @@ func Create(ctx context.Context, eng Engine, req Request) (*Result, error) {
 		return nil, err
 	}
 	return &Result{Plan: pl, Source: src, PoolKey: key}, nil
+}
+
+// announce tells the request what was decided about the repository.
+func (c *creation) announce(t Trust, pl *plan.Plan) {
+	if c.req.Trusting != nil {
+		c.req.Trusting(t, pl.Withheld)
+	}
 }
 
 // claimReadyTimeout bounds the wait for a claimed pool pod's agent, which

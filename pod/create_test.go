@@ -130,7 +130,7 @@ func TestDryRunSteps(t *testing.T) {
 		".devcontainer/build/devcontainer.json": `{"build": {"dockerfile": "Dockerfile"}}`,
 		".devcontainer/build/Dockerfile":        "FROM localhost/devaipod-default:latest\n",
 	})
-	res, _, err := dryRun(t, Request{Source: repo, Task: "fix it", AllowHostCommands: true,
+	res, _, err := dryRun(t, Request{Source: repo, Task: "fix it", AllowHostCommands: true, Trust: true,
 		HostEnv: map[string]string{"DEVAIPOD_DEVCONTAINER_CLI": cli}, Devcontainer: ".devcontainer/devcontainer.json"})
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestDryRunSteps(t *testing.T) {
 	}
 
 	// --image replaces the devcontainer's image: nothing is built.
-	res, _, err = dryRun(t, Request{Source: repo, Image: "localhost/mine:1", AllowHostCommands: true,
+	res, _, err = dryRun(t, Request{Source: repo, Image: "localhost/mine:1", AllowHostCommands: true, Trust: true,
 		HostEnv: map[string]string{"DEVAIPOD_DEVCONTAINER_CLI": cli}, Devcontainer: ".devcontainer/devcontainer.json"})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,10 @@ type DevcontainerOptions struct {
 	// Forbidden are host paths no bind mount may be or contain (see
 	// ForbiddenMounts).
 	Forbidden []string
+	// Untrusted: the repository is not trusted, so ${localEnv:...} of a
+	// host variable is empty (Config.WithheldEnv names them), and its bind
+	// mounts, which the plan leaves out, are not resolved.
+	Untrusted bool
 }
 
 // Devcontainer is a loaded devcontainer.json with its runArgs parsed and
@@ -85,6 +89,7 @@ func LoadDevcontainer(ctx context.Context, tree string, o DevcontainerOptions) (
 		LocalWorkspaceFolder:     o.LocalFolder,
 		ContainerWorkspaceFolder: path.Join(plan.WorkspacesDir, project),
 		DevcontainerID:           devcontainer.DevcontainerID(map[string]string{plan.LabelPod: o.Name}),
+		WithholdLocalEnv:         o.Untrusted,
 	})
 	if err != nil {
 		return nil, err
@@ -108,6 +113,14 @@ func LoadDevcontainer(ctx context.Context, tree string, o DevcontainerOptions) (
 		if m.Type == devcontainer.MountBind {
 			binds = append(binds, config.MountConfig{Source: m.Source, Target: m.Target, RW: !m.ReadOnly, Containers: []string{plan.RoleWorkspace}})
 		}
+	}
+	if o.Untrusted {
+		// Withheld by the plan, which counts them: no host path is looked at.
+		var named []plan.HostMount
+		for _, b := range binds {
+			named = append(named, plan.HostMount{Source: b.Source, Target: b.Target, RW: b.RW, Containers: b.Containers})
+		}
+		return &Devcontainer{Config: dc, RunArgs: ra, Binds: named}, nil
 	}
 	resolved, err := ResolveMounts(binds, o.Forbidden)
 	if err != nil {
@@ -140,10 +153,17 @@ func BuildTag(project string, b *devcontainer.Build) (string, error) {
 type HostCommandError struct {
 	File    string // the devcontainer.json, relative to the repository
 	Command string
+	// Untrusted: the repository is not trusted, and its initializeCommand
+	// does not run on this host even when allowed.
+	Untrusted bool
 }
 
 func (e *HostCommandError) Error() string {
-	return fmt.Sprintf("%s has an initializeCommand, which runs on this host, not in a container: %s", e.File, e.Command)
+	msg := fmt.Sprintf("%s has an initializeCommand, which runs on this host, not in a container: %s", e.File, e.Command)
+	if e.Untrusted {
+		msg += " (and the repository is not trusted)"
+	}
+	return msg
 }
 
 // ToolMissingError says a program that a step needs is not installed.
@@ -176,7 +196,7 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 		explicit = rel
 	}
 	loaded, err := LoadDevcontainer(ctx, tree, DevcontainerOptions{Explicit: explicit, Name: in.Name,
-		LocalFolder: local, Project: src.Project, HostEnv: in.HostEnv, Forbidden: forbidden})
+		LocalFolder: local, Project: src.Project, HostEnv: in.HostEnv, Forbidden: forbidden, Untrusted: in.Untrusted})
 	if err != nil || loaded == nil {
 		return err
 	}
@@ -186,8 +206,8 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 	in.Devcontainer, in.RunArgs, in.DevcontainerBinds = dc, loaded.RunArgs, loaded.Binds
 
 	if ic := dc.InitializeCommand; ic != nil && len(ic.Steps) > 0 {
-		if !req.AllowHostCommands {
-			return &HostCommandError{File: rel, Command: ic.Steps[0].String()}
+		if !req.AllowHostCommands || in.Untrusted {
+			return &HostCommandError{File: rel, Command: ic.Steps[0].String(), Untrusted: in.Untrusted}
 		}
 		where := "the clone"
 		if src.Local {
@@ -281,6 +301,17 @@ func (c *creation) buildWithFeatures(ctx context.Context, eng Engine, in *plan.P
 	build := exec.CommandContext(ctx, cli, "build", "--workspace-folder", tree, "--config", in.Devcontainer.File,
 		"--image-name", tag, "--docker-path", "podman")
 	build.Stdout, build.Stderr = c.out, c.out
+	if in.Untrusted {
+		// The CLI substitutes ${localEnv:...} from its own environment,
+		// and reads registry logins: an untrusted repository's build
+		// gets neither.
+		env, remove, err := untrustedBuildEnv(in.HostEnv)
+		if err != nil {
+			return err
+		}
+		defer remove()
+		build.Env = env
+	}
 	build.WaitDelay = hostOutputDelay
 	if err := build.Run(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
 		return fmt.Errorf("devcontainer build: %w", err)
@@ -325,3 +356,34 @@ func (e *repositoryError) Unwrap() error { return e.err }
 // process it left in the background (initializeCommand "x &") would
 // otherwise hold up until it ends (what it writes later is lost).
 const hostOutputDelay = 2 * time.Second
+
+// buildEnvKept are the variables of devaipod's environment that an
+// untrusted repository's feature build keeps: where programs and podman
+// are, and nothing of the person's.
+var buildEnvKept = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR",
+	"XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "CONTAINER_HOST", "CONTAINER_CONNECTION",
+	"CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "CONTAINERS_REGISTRIES_CONF"}
+
+// untrustedBuildEnv is the environment of an untrusted repository's
+// feature build: buildEnvKept, and registry logins pointed at an empty
+// folder and file (the devcontainer CLI reads DOCKER_CONFIG's for the
+// features it fetches, podman REGISTRY_AUTH_FILE first). remove removes
+// them.
+func untrustedBuildEnv(host map[string]string) (env []string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "devaipod-noauth-")
+	if err != nil {
+		return nil, nil, err
+	}
+	remove = func() { os.RemoveAll(dir) }
+	authFile := filepath.Join(dir, "auth.json")
+	if err := os.WriteFile(authFile, []byte("{}\n"), 0o600); err != nil {
+		remove()
+		return nil, nil, err
+	}
+	for _, k := range buildEnvKept {
+		if v, ok := host[k]; ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env, "DOCKER_CONFIG="+dir, "REGISTRY_AUTH_FILE="+authFile), remove, nil
+}

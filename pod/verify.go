@@ -3,6 +3,7 @@ package pod
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +13,22 @@ import (
 
 	"github.com/devaipod/devaipod/internal/helperargs"
 
+	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/plan"
 )
+
+// VerifyOptions tune Verify.
+type VerifyOptions struct {
+	// Fast runs only the fast subset; Format is text or json.
+	Fast   bool
+	Format string
+	// Config and HostEnv give the person's trusted values, which the
+	// workspace of an untrusted repository's pod must not hold (they are
+	// not in it to read them from); nil looks only for the gator's token
+	// and the proxy's credentials there.
+	Config  *config.Config
+	HostEnv map[string]string
+}
 
 // ErrVerifyFailed says the battery ran and at least one row FAILed; the
 // report says which.
@@ -26,7 +41,8 @@ var ErrVerifyFailed = errors.New("a containment check failed")
 // the battery's standard input, so that it can look for them without
 // learning them. It returns
 // ErrVerifyFailed when a row FAILed.
-func Verify(ctx context.Context, eng Engine, short string, fast bool, format string, w io.Writer) error {
+func Verify(ctx context.Context, eng Engine, short string, vo VerifyOptions, w io.Writer) error {
+	fast, format := vo.Fast, vo.Format
 	o, err := RunningPod(ctx, eng, short, plan.RoleAgent)
 	if err != nil {
 		return err
@@ -58,6 +74,7 @@ func Verify(ctx context.Context, eng Engine, short string, fast bool, format str
 	// The credentials' values, which only the proxy holds: by hash too,
 	// without names (the agent's variables of those names hold the
 	// placeholders, by design).
+	var credHashes strings.Builder
 	if slices.Contains(args, "--credential-var") {
 		code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleProxy),
 			ExecSpec{Cmd: append([]string{plan.ProxyBin}, helperargs.SecretEnv{Dir: plan.SecretDir, PrintHashes: true}.Args()...)})
@@ -69,9 +86,10 @@ func Verify(ctx context.Context, eng Engine, short string, fast bool, format str
 		}
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			if name, hash, ok := strings.Cut(line, " "); ok && name != plan.UpstreamCAVar {
-				fmt.Fprintln(&hashes, hash)
+				fmt.Fprintln(&credHashes, hash)
 			}
 		}
+		hashes.WriteString(credHashes.String())
 	}
 	// The workspace's .git, which the agent cannot see: inspected there
 	// with file reads (no git runs), the findings go into the battery.
@@ -90,6 +108,11 @@ func Verify(ctx context.Context, eng Engine, short string, fast bool, format str
 	for _, problem := range strings.Split(strings.TrimSpace(out), "\n") {
 		if problem != "" {
 			run.TrustedProblems = append(run.TrustedProblems, problem)
+		}
+	}
+	if o.Labels[plan.LabelUntrusted] == "true" {
+		if run.WithheldChecked, run.WithheldProblems, err = inspectWithheld(ctx, eng, short, args[i+1], vo, credHashes.String()); err != nil {
+			return err
 		}
 	}
 	argv := append(plan.HelperCommand(run), args...)
@@ -117,4 +140,57 @@ func hashesInput(hashes string) io.Reader {
 		return nil
 	}
 	return strings.NewReader(hashes)
+}
+
+// inspectWithheld looks, in the workspace of an untrusted repository's
+// pod, for what of the person's it must not hold (the helper's
+// inspect-withheld): the trusted values of their configuration, the
+// gator's token and the proxy's credentials (credHashes), by hash.
+func inspectWithheld(ctx context.Context, eng Engine, short, workdir string, vo VerifyOptions, credHashes string) (checked string, problems []string, err error) {
+	var hashes strings.Builder
+	hashes.WriteString(credHashes)
+	if vo.Config != nil {
+		for _, v := range plan.TrustedValues(vo.Config, vo.HostEnv) {
+			fmt.Fprintf(&hashes, "%x\n", sha256.Sum256([]byte(v)))
+		}
+	}
+	objs, err := eng.Objects(ctx, short)
+	if err != nil {
+		return "", nil, err
+	}
+	if slices.ContainsFunc(objs, func(o Object) bool { return o.Name == plan.ContainerName(short, plan.RoleGator) }) {
+		code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleGator),
+			ExecSpec{Cmd: append([]string{plan.ProxyBin}, helperargs.SecretEnv{Dir: plan.SecretDir, PrintHashes: true}.Args()...)})
+		if err == nil && code != 0 {
+			err = errors.New(strings.TrimSpace(out))
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("read the gator's token: %w", err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if _, hash, ok := strings.Cut(line, " "); ok {
+				fmt.Fprintln(&hashes, hash)
+			}
+		}
+	}
+	spec := AsRoot(plan.HelperCommand(helperargs.InspectWithheld{Workspace: workdir, HashesFile: "-", AllowSecrets: []string{plan.PasswordVar}}))
+	spec.Stdin = hashesInput(hashes.String())
+	code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace), spec)
+	if err == nil && code != 0 {
+		err = errors.New(strings.TrimSpace(out))
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("look for trusted values in the untrusted repository's workspace: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if p, ok := strings.CutPrefix(line, "problem: "); ok {
+			problems = append(problems, p)
+		} else if c, ok := strings.CutPrefix(line, "checked: "); ok {
+			checked = c
+		}
+	}
+	if checked == "" {
+		return "", nil, fmt.Errorf("look for trusted values in the untrusted repository's workspace: no answer: %s", strings.TrimSpace(out))
+	}
+	return checked, problems, nil
 }

@@ -58,6 +58,11 @@ type verifyOptions struct {
 	// (inspect-git) and passes what it found as trustedProblems.
 	trustedChecked  bool
 	trustedProblems []string
+	// withheldChecked is what devaipod verify checked in an untrusted
+	// repository's workspace (inspect-withheld), withheldProblems what it
+	// found; "" when the repository is trusted.
+	withheldChecked  string
+	withheldProblems []string
 	// maskedObjects are the masked files' blob ids, which the agent's git
 	// directory must not hold.
 	maskedObjects []string
@@ -152,6 +157,8 @@ func newVerifyFlagSet(o *verifyOptions) *flag.FlagSet {
 		"a `NAME` that must hold the proxy's placeholder for a credential, which the proxy refuses to send to a host the credential is not bound to (repeatable)")
 	fs.BoolVar(&o.trustedChecked, "trusted-git-checked", false, "devaipod inspected the workspace's .git; its findings are the --trusted-problem flags")
 	fs.Var(verifyListFlag{list: &o.trustedProblems}, "trusted-problem", "a `PROBLEM` inspect-git found in the workspace's .git (repeatable)")
+	fs.StringVar(&o.withheldChecked, "withheld-checked", "", "what devaipod checked in an untrusted repository's workspace (inspect-withheld); its findings are the --withheld-problem flags")
+	fs.Var(verifyListFlag{list: &o.withheldProblems}, "withheld-problem", "a `PROBLEM` inspect-withheld found in an untrusted repository's workspace (repeatable)")
 	fs.Var(verifyListFlag{list: &o.expectMounts}, "expect-mount",
 		"a mount `PATH` the pod puts here on purpose, such as a [[mounts]] target (repeatable)")
 	fs.Usage = func() {

@@ -226,6 +226,19 @@ func (v *verifier) ptrace(_ context.Context) (verifyResult, string) {
 	return verifyPass, groupErrors(denied) + scope
 }
 
+// untrustedWorkspace reports what devaipod verify found in the workspace
+// of an untrusted repository's pod, which the agent cannot see: it passes
+// the findings in.
+func (v *verifier) untrustedWorkspace(_ context.Context) (verifyResult, string) {
+	switch {
+	case v.opts.withheldChecked == "":
+		return verifyNA, "checked by devaipod verify, from the workspace, when the repository is not trusted (a trusted one's workspace holds your trusted values by design)"
+	case len(v.opts.withheldProblems) > 0:
+		return verifyFail, listSome(v.opts.withheldProblems, 5)
+	}
+	return verifyPass, v.opts.withheldChecked
+}
+
 // trustedGit reports what devaipod verify found in the workspace's .git,
 // which the agent cannot see: it passes the findings in.
 func (v *verifier) trustedGit(_ context.Context) (verifyResult, string) {

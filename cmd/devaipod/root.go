@@ -118,6 +118,7 @@ func printError(w io.Writer, err error) {
 	var he *hintError
 	var xe *pod.ExistingPodError
 	var se *pod.StaleImageError
+	var hce *pod.HostCommandError
 	switch {
 	case errors.As(err, &he):
 		fmt.Fprintf(w, "Hint: %s\n", he.hint)
@@ -125,8 +126,12 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, "Hint: check the image's name and that this host reaches its registry (a private one needs `podman login REGISTRY`); an image built here is named localhost/NAME")
 	case errors.As(err, &se):
 		fmt.Fprintf(w, "Hint: %s; `devaipod doctor` checks the images\n", se.Fix())
-	case errors.As(err, new(*pod.HostCommandError)):
+	case errors.As(err, &hce) && hce.Untrusted:
+		fmt.Fprintln(w, "Hint: only a repository you trust runs code on your host: read it, trust it (devaipod trust PATH, or up --trust), then pass --allow-host-commands")
+	case errors.As(err, &hce):
 		fmt.Fprintln(w, "Hint: read it, then pass --allow-host-commands to run it (a repository must not run code on your host by default)")
+	case errors.As(err, new(*pod.NotRememberableError)):
+		fmt.Fprintln(w, "Hint: pass --trust to up to trust it for that up; clone it yourself and trust the checkout to remember it")
 	case errors.As(err, new(*pod.ToolMissingError)):
 		fmt.Fprintln(w, "Hint: install it (npm install -g @devcontainers/cli), or build the image yourself and pass --image NAME")
 	case errors.As(err, &ce) && ce.Hint != "":
@@ -252,6 +257,7 @@ NetworkPolicy, the workspace, proxy and gator in another (docs/kubernetes.md).`,
 		newApproveCommand(g),
 		newRejectCommand(g),
 		newRevokeCommand(g),
+		newTrustCommand(g),
 		newShareCommand(g),
 		newVerifyCommand(g),
 		newDoctorCommand(g),

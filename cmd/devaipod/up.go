@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"errors"
 	"fmt"
@@ -38,6 +39,7 @@ type upFlags struct {
 	pull              string
 	kube              kubeUpFlags // --engine kube's (up_kube.go)
 	noPool            bool
+	trust             bool
 }
 
 func newUpCommand(g *globalFlags) *cobra.Command {
@@ -121,7 +123,8 @@ func addPlanFlags(cmd *cobra.Command, f *upFlags) {
 	fl.StringVar(&f.forgeURL, "forge-url", "", "web address of the GitHub Enterprise (or other) server whose pull request URLs up accepts (default: [forge] url, else https://github.com)")
 	fl.StringArrayVar(&f.gator, "gator", nil, "grant the agent scoped GitHub access through the gator: github:OWNER/REPO[:PERMS], github:OWNER/*, github:readonly-all (repeatable; PERMS: read, comment, create-draft, push-branch, pending-review; see docs/gator.md)")
 	fl.BoolVar(&f.noVerify, "no-verify", false, "skip the fast containment battery (devaipod verify --fast) that up runs in the agent before it reports ready")
-	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code)")
+	fl.BoolVar(&f.allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on this host (it is the repository's code; a trusted repository's only)")
+	fl.BoolVar(&f.trust, "trust", false, "trust the repository for this up: its devcontainer's commands, image and features run with your [trusted.env] values, [[mounts]] and the host variables it names (devaipod trust remembers a local checkout)")
 	fl.StringVar(&f.workspaceAccess, "workspace-access", "", "the agent's access to the workspace: rw or ro (default: [agent] workspace_access, else rw)")
 	cmd.RegisterFlagCompletionFunc("workspace-access", cobra.FixedCompletions([]string{config.AccessRW, config.AccessRO}, cobra.ShellCompDirectiveNoFileComp))
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow this host for this pod (repeatable; rule syntax: devaipod allow --help)")
@@ -144,6 +147,9 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 	req, output := f.request(cmd, g, cfg, input)
 	defer output.Flush()
 	req.Task, req.Name, req.KeepOnFailure, req.DryRun, req.NoPool = task, f.name, f.keepOnFailure, f.dryRun, f.noPool
+	if !g.json() && isTerminal(cmd.InOrStdin()) && isTerminal(cmd.ErrOrStderr()) {
+		req.AskTrust = askTrust(cmd)
+	}
 	steps := &stepClock{start: start}
 	req.Progress = func(s string) {
 		steps.mark(s)
@@ -257,8 +263,76 @@ func (f *upFlags) request(cmd *cobra.Command, g *globalFlags, cfg *config.Config
 		AllowHostCommands: f.allowHostCommands, NoVerify: f.noVerify, Gator: f.gator, Pull: f.pull,
 		ReadyTimeout: f.timeout,
 		Config:       cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
-		Warn:   func(s string) { g.warnf(cmd, "%s", s) },
-		Output: output}, output
+		Trusted: pod.DefaultTrustStore(), Trust: f.trust,
+		Trusting: func(t pod.Trust, withheld []string) { sayTrust(cmd, g, t, withheld, input) },
+		Warn:     func(s string) { g.warnf(cmd, "%s", s) },
+		Output:   output}, output
+}
+
+// sayTrust says in one line whether the repository is trusted: since when,
+// or what its pod was not given and how to trust it.
+func sayTrust(cmd *cobra.Command, g *globalFlags, t pod.Trust, withheld []string, input string) {
+	if t.Trusted {
+		how := "for this up (--trust)"
+		switch t.How {
+		case pod.TrustRemembered:
+			how = "since " + t.Since.Local().Format("2006-01-02 15:04") + " (devaipod trust; devaipod trust --revoke to undo)"
+		case pod.TrustAnsweredYes:
+			how = "for this up (you said so)"
+		}
+		g.infof(cmd, "the repository is trusted %s: its workspace gets your trusted values", how)
+		return
+	}
+	what := "your trusted values, host paths and host variables (none are configured or named now)"
+	if len(withheld) > 0 {
+		what = strings.Join(withheld, "; ")
+	}
+	fix := "trust it with `devaipod trust " + shellQuote(input) + "` (or up --trust)"
+	if !t.Rememberable {
+		fix = "trust it for one up with up --trust (the code of a URL or a pull request is never remembered as trusted)"
+	}
+	g.warnf(cmd, "the repository is not trusted: its devcontainer's commands, image and features run without %s; %s", what, fix)
+}
+
+// shellQuote quotes s for a shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// askTrust asks on the terminal whether to trust a repository up does not
+// trust yet.
+func askTrust(cmd *cobra.Command) func(pod.TrustQuestion) (pod.TrustAnswer, error) {
+	return func(q pod.TrustQuestion) (pod.TrustAnswer, error) {
+		w := cmd.ErrOrStderr()
+		what := "The repository " + safetext.Printable(q.Repo)
+		if q.PR > 0 {
+			what = fmt.Sprintf("Pull request #%d (%s)", q.PR, safetext.Printable(q.Repo))
+		}
+		fmt.Fprintf(w, "%s is not trusted. Its devcontainer's lifecycle commands, image and features run in the workspace;\n"+
+			"trusted, they get your [trusted.env] values, [[mounts]] and the host variables it names.\n", what)
+		choices := "[y]es for this up, [N]o"
+		if q.Rememberable {
+			choices = "[y]es for this up, [a]lways (devaipod trust), [N]o"
+		}
+		fmt.Fprintf(w, "Trust it? %s: ", choices)
+		line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+		if err != nil && line == "" {
+			fmt.Fprintln(w)
+			return pod.TrustNo, nil
+		}
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return pod.TrustOnce, nil
+		case "a", "always":
+			if q.Rememberable {
+				return pod.TrustAlways, nil
+			}
+		}
+		return pod.TrustNo, nil
+	}
 }
 
 // printGetIn says how to use a pod that is up.

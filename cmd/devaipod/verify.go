@@ -42,7 +42,15 @@ func runVerify(cmd *cobra.Command, g *globalFlags, eng pod.Engine, short string,
 	// The report is made in the agent's container, and names what it
 	// found there: shown printable.
 	out := &safetext.Writer{W: cmd.OutOrStdout(), JSON: g.json()}
-	err := errors.Join(pod.Verify(cmd.Context(), eng, short, fast, g.output, out), out.Flush())
+	vo := pod.VerifyOptions{Fast: fast, Format: g.output, HostEnv: hostEnv()}
+	// The trusted values to look for in an untrusted repository's
+	// workspace, which does not have them.
+	if cfg, err := g.loadConfig(); err != nil {
+		g.warnf(cmd, "the configuration's trusted values are not looked for in an untrusted repository's workspace: %v", err)
+	} else {
+		vo.Config = cfg
+	}
+	err := errors.Join(pod.Verify(cmd.Context(), eng, short, vo, out), out.Flush())
 	if errors.Is(err, pod.ErrVerifyFailed) {
 		return &exitError{code: 1} // rows FAILed; the report says which
 	}

@@ -294,6 +294,11 @@ type Verify struct {
 	SecretHashesFile  string
 	TrustedGitChecked bool
 	TrustedProblems   []string
+	// WithheldChecked is what inspect-withheld checked in an untrusted
+	// repository's workspace ("" when it did not run), WithheldProblems
+	// what it found.
+	WithheldChecked  string
+	WithheldProblems []string
 }
 
 // Limit is a Verify limit: "memory=4294967296".
@@ -318,6 +323,25 @@ func (x Verify) Args() []string {
 	a.str("secret-hashes-file", x.SecretHashesFile)
 	a.boolean("trusted-git-checked", x.TrustedGitChecked)
 	a.list("trusted-problem", x.TrustedProblems)
+	a.str("withheld-checked", x.WithheldChecked)
+	a.list("withheld-problem", x.WithheldProblems)
+	return a
+}
+
+// InspectWithheld looks, in an untrusted repository's workspace, for the
+// trusted values whose hashes are in HashesFile, for secrets but
+// AllowSecrets, and for host paths bound in.
+type InspectWithheld struct {
+	Workspace    string
+	HashesFile   string
+	AllowSecrets []string
+}
+
+func (x InspectWithheld) Args() []string {
+	a := argv{"inspect-withheld"}
+	a.str("workspace", x.Workspace)
+	a.str("secret-hashes-file", x.HashesFile)
+	a.list("allow-secret", x.AllowSecrets)
 	return a
 }
 

@@ -3,6 +3,7 @@ package devcontainer
 import (
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"math/big"
 	"path"
 	"regexp"
@@ -32,6 +33,10 @@ type Vars struct {
 	// DevcontainerID replaces ${devcontainerId}; "" leaves it as written.
 	// See DevcontainerID.
 	DevcontainerID string
+	// WithholdLocalEnv makes ${localEnv:NAME} empty, default or not, for a
+	// name LocalEnv sets: the repository is not trusted with the host's
+	// variables. Config.WithheldEnv names them.
+	WithholdLocalEnv bool
 }
 
 // fieldKind says which variables a string field may use.
@@ -73,6 +78,14 @@ func expand(s string, fn func(match, name string, args []string) (string, error)
 	return out, firstErr
 }
 
+// argOr is a reference's variable name, "" when it names none.
+func argOr(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
+}
+
 // lookup implements ${localEnv:NAME[:DEFAULT]} and ${containerEnv:...}.
 func lookup(env map[string]string, match string, args []string) (string, error) {
 	if len(args) == 0 {
@@ -106,11 +119,17 @@ func (c *Config) Substitute(v Vars) error {
 	fail := func(key string, err error) {
 		errs = append(errs, &Error{File: c.File, Line: c.lineOf(key), Key: key, Msg: err.Error()})
 	}
+	withheld := map[string]bool{}
+	defer func() { c.WithheldEnv = slices.Sorted(maps.Keys(withheld)) }()
 	local := func(match, name string, args []string, cwf string, k fieldKind) (string, error) {
 		switch name {
 		case "localEnv", "env":
 			if k&agentSide != 0 {
 				return match, nil
+			}
+			if _, set := v.LocalEnv[argOr(args)]; set && v.WithholdLocalEnv {
+				withheld[args[0]] = true
+				return "", nil
 			}
 			return lookup(v.LocalEnv, match, args)
 		case "localWorkspaceFolder":

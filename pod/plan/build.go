@@ -150,8 +150,20 @@ func (b *builder) build() (*Plan, error) {
 			b.volume(VolumeHostShare, 0),
 		},
 	}
+	if b.in.Untrusted {
+		p.Untrusted, p.Withheld = true, b.withhold()
+		p.Pod.Labels[LabelUntrusted] = "true"
+	}
 	shared := collectEnv(cfg.Env.Allowlist, cfg.Env.Vars, b.in.HostEnv)
-	ws, secrets := b.workspace(shared, agentURL)
+	trusted, trustedSecrets := b.trustedEnv()
+	ws := b.workspace(shared, trusted, agentURL)
+	secrets := trustedSecrets
+	if b.in.Untrusted {
+		secrets = nil // but the gator's token (below)
+		if len(trusted) > 0 {
+			p.Withheld = append([]string{"[trusted.env] (" + strings.Join(slices.Sorted(maps.Keys(trusted)), ", ") + ")"}, p.Withheld...)
+		}
+	}
 	if err := b.applyDevcontainer(p, &ws); err != nil {
 		return nil, err
 	}
@@ -166,18 +178,26 @@ func (b *builder) build() (*Plan, error) {
 	}
 	creds, credSecrets := b.credentials()
 	p.Secrets, p.Credentials, b.creds = append(secrets, credSecrets...), creds, creds
-	agent := b.agent(shared, ws.SecretEnv)
-	b.applyProjectAgentSide(p, &agent, ws.SecretEnv)
+	agent := b.agent(shared, trusted)
+	b.applyProjectAgentSide(p, &agent, trusted)
 	var gator *ContainerSpec
 	if len(b.in.GatorScopes) > 0 {
-		g, err := b.gator(ws.SecretEnv)
+		g, err := b.gator(trusted)
 		if err != nil {
 			return nil, err
 		}
 		gator = &g
 		b.connectGator(&agent)
+		if b.in.Untrusted { // the gator's token is made for it alone
+			for _, s := range trustedSecrets {
+				if slices.Contains(slices.Collect(maps.Values(g.SecretEnv)), s.Name) {
+					p.Secrets = append(p.Secrets, s)
+				}
+			}
+		}
 	}
-	if err := refuseGuardedValues(agent.Env, p.Secrets); err != nil {
+	// Withheld or not, no trusted value may reach the agent.
+	if err := refuseGuardedValues(agent.Env, append(slices.Clone(trustedSecrets), credSecrets...)); err != nil {
 		return nil, err
 	}
 	if p.Lifecycle.Has(StageCreate) {
@@ -247,7 +267,9 @@ func (b *builder) build() (*Plan, error) {
 		p.Pod.Labels[LabelVerify] = string(label)
 	}
 	if b.mode != config.NetworkOpen && !b.in.NoVerify {
-		verify.Fast, verify.SecretVars = true, slices.Sorted(maps.Keys(ws.SecretEnv))
+		names := maps.Clone(trusted)
+		maps.Copy(names, ws.SecretEnv)
+		verify.Fast, verify.SecretVars = true, slices.Sorted(maps.Keys(names))
 		p.Checks = append(p.Checks, Check{Container: agent.Name, Command: HelperCommand(verify),
 			What: "the agent has no direct way out, and the rest of the fast subset of devaipod verify passes in it"})
 	}

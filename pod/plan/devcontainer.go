@@ -117,7 +117,11 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 		grants = append(grants, "security-opt "+o)
 	}
 	if len(grants) > 0 {
-		b.warnings = append(b.warnings, "the repository's devcontainer.json gives the workspace (which holds your trusted values; never the agent): "+strings.Join(grants, ", "))
+		holds := "which holds your trusted values"
+		if b.in.Untrusted {
+			holds = "which holds none of your trusted values"
+		}
+		b.warnings = append(b.warnings, "the repository's devcontainer.json gives the workspace ("+holds+"; never the agent): "+strings.Join(grants, ", "))
 	}
 	ws.ShmSize = ra.ShmSize
 	ws.Ulimits = ra.Ulimits

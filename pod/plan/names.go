@@ -49,6 +49,10 @@ const (
 	// is that pod's and no other's of the same name (on another podman
 	// service, or a cluster).
 	LabelUp = "io.devaipod.up"
+	// LabelUntrusted is on the pod of a repository the person does not
+	// trust (PlanInput.Untrusted): its workspace holds none of their
+	// trusted values, which devaipod verify checks.
+	LabelUntrusted = "io.devaipod.untrusted"
 )
 
 // The pod's volumes, by what they hold; a volume is named with ObjectName.

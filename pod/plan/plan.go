@@ -145,6 +145,10 @@ type Plan struct {
 	// in its working tree (Masked binds) nor, at any commit, in its git
 	// directory's object store.
 	MaskPatterns []string `json:"mask_patterns,omitempty"`
+	// Untrusted says the repository is not trusted (PlanInput.Untrusted);
+	// Withheld then names what of the person's the pod was not given.
+	Untrusted bool     `json:"untrusted,omitempty"`
+	Withheld  []string `json:"withheld,omitempty"`
 	// Warnings are things the user should know before trusting the pod.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -349,6 +353,13 @@ type PlanInput struct {
 	// pull request's base; "" if it has none there): the gator asks the
 	// forge about the source's RemoteCommits in it.
 	GatorRepo string
+	// Untrusted is a repository the person has not said they trust: its
+	// code (lifecycle commands, image, Dockerfile, features) runs in the
+	// workspace, so the workspace gets nothing of theirs: no trusted
+	// value, no host path, no host variable the repository names. The
+	// gator and the proxy keep their credentials (they run none of its
+	// code).
+	Untrusted bool
 }
 
 // ImageConfig is what an image sets for the containers made from it.

@@ -91,6 +91,13 @@ func TestBuildGolden(t *testing.T) {
 			in.HostEnv["MY_API_TOKEN"], in.HostEnv["WORK_OPENAI_KEY"] = "tok-value", "sk-work"
 			in.HostEnv["AZURE_OPENAI_API_KEY"], in.HostEnv["AZURE_OPENAI_ENDPOINT"] = "az-key", "https://demo.openai.azure.com/"
 		}},
+		{"untrusted", func(in *PlanInput) {
+			in.Untrusted = true
+			loadDevcontainer(t, in, true)
+			in.Mounts = []HostMount{{Source: "/home/u/.cache/go-build", Target: "/cache/go-build", RW: true, Containers: []string{RoleWorkspace, RoleAgent}}}
+			in.GatorScopes = []string{"github:org/demo:read,create-draft"}
+			in.AgentPassword = "agent-password"
+		}},
 		{"workspace-ro", func(in *PlanInput) {
 			in.Config.Agent.WorkspaceAccess = config.AccessRO
 			in.Config.Agent.Limits.Timeout = "8h"
@@ -257,13 +264,22 @@ func TestRedacted(t *testing.T) {
 // the input, as up does (without touching the host for the bind mount).
 func withDevcontainer(t *testing.T, in *PlanInput) {
 	t.Helper()
+	loadDevcontainer(t, in, false)
+}
+
+// loadDevcontainer gives in the full devcontainer.json of the tests,
+// with the host's variables withheld when withhold is set (an untrusted
+// repository).
+func loadDevcontainer(t *testing.T, in *PlanInput, withhold bool) {
+	t.Helper()
 	dc, err := devcontainer.Load(filepath.Join("..", "devcontainer", "testdata", "good", "full-image.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dc.File = "/src/demo/.devcontainer/devcontainer.json"
 	err = dc.Substitute(devcontainer.Vars{LocalEnv: map[string]string{"HOME": "/home/u", "HOST_VALUE": "from-host"},
-		LocalWorkspaceFolder: "/src/demo", ContainerWorkspaceFolder: "/workspaces/demo", DevcontainerID: "0123456789abcdefghijklmnopqrstuv0123456789abcdefghij"})
+		LocalWorkspaceFolder: "/src/demo", ContainerWorkspaceFolder: "/workspaces/demo", DevcontainerID: "0123456789abcdefghijklmnopqrstuv0123456789abcdefghij",
+		WithholdLocalEnv: withhold})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,5 +427,77 @@ func TestRefusesGuardedValuesInTheAgent(t *testing.T) {
 		if _, err := Build(in); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestUntrustedGetsNothingOfThePersons checks that the pod of a repository
+// the person does not trust gets none of their trusted values, host paths
+// or host variables, in any container but the gator (its token) and the
+// proxy (the credentials), in every network mode.
+func TestUntrustedGetsNothingOfThePersons(t *testing.T) {
+	for _, mode := range []string{config.NetworkAllowlist, config.NetworkModeNone, config.NetworkOpen} {
+		t.Run(mode, func(t *testing.T) {
+			in := planInput()
+			in.Untrusted = true
+			loadDevcontainer(t, &in, true)
+			in.Config.Network.Mode = mode
+			in.Mounts = []HostMount{{Source: "/home/u/.cache/go-build", Target: "/cache/go-build", Containers: []string{RoleWorkspace, RoleAgent}}}
+			in.HostEnv["NPM_CONFIG_REGISTRY"] = "https://npm.example.test"
+			in.HostEnv["OPENAI_API_KEY"] = "sk-openai-value"
+			if mode != config.NetworkOpen {
+				in.GatorScopes = []string{"github:org/demo:read"}
+			}
+			in.AgentPassword = "agent-password"
+			p, err := Build(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.Untrusted || p.Pod.Labels[LabelUntrusted] != "true" || len(p.Withheld) == 0 {
+				t.Fatalf("the plan does not say it is untrusted: %v %v %v", p.Untrusted, p.Pod.Labels, p.Withheld)
+			}
+			values := []string{"ghp-secret", "jira-secret", "from-host", "/home/u", "-mod=mod", "https://npm.example.test", "sk-ant", "sk-openai-value"}
+			for _, c := range p.Containers {
+				if c.Role == RoleGator || c.Role == RoleProxy {
+					continue
+				}
+				if len(c.Binds) > 0 && c.Role == RoleWorkspace {
+					t.Errorf("%s has host binds: %v", c.Role, c.Binds)
+				}
+				for _, b := range c.Binds {
+					if strings.HasPrefix(b.HostPath, "/home/u") {
+						t.Errorf("%s has the host path %s", c.Role, b.HostPath)
+					}
+				}
+				for name := range c.SecretEnv {
+					if name != PasswordVar {
+						t.Errorf("%s gets the secret %s", c.Role, name)
+					}
+				}
+				for k, v := range c.Env {
+					for _, value := range values {
+						if strings.Contains(v, value) {
+							t.Errorf("%s: %s=%q holds the person's %q", c.Role, k, v, value)
+						}
+					}
+				}
+			}
+			for _, s := range p.Secrets {
+				if s.Value == "jira-secret" {
+					t.Errorf("secret %s is made, though nothing may read it", s.Name)
+				}
+			}
+			if g := p.Container(RoleGator); g != nil && g.SecretEnv["GH_TOKEN"] == "" {
+				t.Errorf("the gator lost its token: %v", g.SecretEnv)
+			}
+			if slices.Contains(p.Allow, "proxy.golang.example") {
+				t.Errorf("the repository's allowedDomains were applied: %v", p.Allow)
+			}
+			for _, w := range []string{"[trusted.env] (GH_TOKEN, JIRA_TOKEN, NPM_TOKEN)", "[[mounts]] (1)", "${localEnv} of HOME, HOST_VALUE",
+				"the devcontainer's host bind mounts (1)", "customizations.devaipod.envAllowlist"} {
+				if !slices.ContainsFunc(p.Withheld, func(s string) bool { return strings.Contains(s, w) }) {
+					t.Errorf("Withheld does not name %q: %q", w, p.Withheld)
+				}
+			}
+		})
 	}
 }

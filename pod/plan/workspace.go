@@ -12,30 +12,19 @@ import (
 	"github.com/devaipod/devaipod/pod/config"
 )
 
-// workspace is the trusted side. Trusted values travel as podman secrets.
-func (b *builder) workspace(shared map[string]string, agentURL string) (ContainerSpec, []SecretSpec) {
-	cfg := b.cfg
+// workspace is the trusted side. Trusted values travel as podman secrets
+// (trusted: name -> secret), given to it only for a trusted repository.
+func (b *builder) workspace(shared, trusted map[string]string, agentURL string) ContainerSpec {
 	env := copyEnv(shared)
 	env["DEVAIPOD_AGENT_URL"] = agentURL
 	env["PATH"] = imagePath(b.image.Env) + ":" + HelperShimDir
 	maps.Copy(env, workspaceGitConfig(b.workdir))
 	secretEnv := map[string]string{}
-	var secrets []SecretSpec
-	trusted := collectEnv(cfg.Trusted.Env.Allowlist, cfg.Trusted.Env.Vars, b.in.HostEnv)
-	for _, k := range slices.Sorted(maps.Keys(trusted)) {
-		if trusted[k] == "" {
-			b.warnings = append(b.warnings, fmt.Sprintf("trusted variable %s is empty and is not passed (podman secrets cannot be empty)", k))
-			continue
+	for k, secret := range trusted {
+		if !b.in.Untrusted {
+			secretEnv[k] = secret
 		}
-		name := ObjectName(b.short, "env-"+strings.ToLower(k))
-		secrets = append(secrets, SecretSpec{Name: name, Labels: b.labels(), Value: trusted[k], Guards: "trusted variable " + k})
-		secretEnv[k] = name
 		delete(env, k)
-	}
-	for _, s := range cfg.Trusted.Env.Secrets {
-		v, secret, _ := strings.Cut(s, "=")
-		secretEnv[v] = secret
-		delete(env, v)
 	}
 	return ContainerSpec{
 		Name:       ContainerName(b.short, RoleWorkspace),
@@ -53,10 +42,34 @@ func (b *builder) workspace(shared map[string]string, agentURL string) (Containe
 			{Volume: ObjectName(b.short, VolumeAgentSock), Dest: AgentSocketDir, ReadOnly: true},
 		},
 		Binds:       b.hostBinds(RoleWorkspace),
-		Limits:      workspaceLimits(cfg.Workspace.Limits),
+		Limits:      workspaceLimits(b.cfg.Workspace.Limits),
 		ImageMounts: []ImageMount{{Image: b.helper, Dest: HelperMount}},
 		StopTimeout: 5,
-	}, secrets
+	}
+}
+
+// trustedEnv is [trusted.env]: each variable's podman secret, and the
+// secrets the pod makes for the values it takes from devaipod's
+// environment and configuration.
+func (b *builder) trustedEnv() (map[string]string, []SecretSpec) {
+	cfg := b.cfg
+	secretEnv := map[string]string{}
+	var secrets []SecretSpec
+	trusted := collectEnv(cfg.Trusted.Env.Allowlist, cfg.Trusted.Env.Vars, b.in.HostEnv)
+	for _, k := range slices.Sorted(maps.Keys(trusted)) {
+		if trusted[k] == "" {
+			b.warnings = append(b.warnings, fmt.Sprintf("trusted variable %s is empty and is not passed (podman secrets cannot be empty)", k))
+			continue
+		}
+		name := ObjectName(b.short, "env-"+strings.ToLower(k))
+		secrets = append(secrets, SecretSpec{Name: name, Labels: b.labels(), Value: trusted[k], Guards: "trusted variable " + k})
+		secretEnv[k] = name
+	}
+	for _, s := range cfg.Trusted.Env.Secrets {
+		v, secret, _ := strings.Cut(s, "=")
+		secretEnv[v] = secret
+	}
+	return secretEnv, secrets
 }
 
 // workspaceLimits is nil unless [workspace.limits] sets something.
@@ -116,4 +129,16 @@ func workspaceGitConfig(workdir string) map[string]string {
 		env[fmt.Sprintf("GIT_CONFIG_VALUE_%d", i)] = kv[1]
 	}
 	return env
+}
+
+// TrustedValues are the values [trusted.env] takes from the configuration
+// and from host (not those of podman secrets, which devaipod never reads).
+func TrustedValues(cfg *config.Config, host map[string]string) []string {
+	var values []string
+	for _, v := range collectEnv(cfg.Trusted.Env.Allowlist, cfg.Trusted.Env.Vars, host) {
+		if v != "" {
+			values = append(values, v)
+		}
+	}
+	return values
 }

@@ -70,7 +70,7 @@ func parseForgeURL(raw string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("forge URL: %w", redactErr(err, raw))
 	}
-	shown := redactURL(raw)
+	shown := RedactURL(raw)
 	switch {
 	case u.Scheme != "https" && u.Scheme != "http":
 		return nil, fmt.Errorf("forge URL %q: use an http or https URL such as %s", shown, DefaultForgeURL)
@@ -96,7 +96,7 @@ func ParsePRURL(raw, forge string) (PullRequest, error) {
 	if err != nil {
 		return PullRequest{}, err
 	}
-	notPR := fmt.Errorf("%q: %w", redactURL(raw), ErrNotPullRequest)
+	notPR := fmt.Errorf("%q: %w", RedactURL(raw), ErrNotPullRequest)
 	if !strings.Contains(raw, "://") {
 		return PullRequest{}, notPR
 	}
@@ -104,13 +104,13 @@ func ParsePRURL(raw, forge string) (PullRequest, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Opaque != "" || u.Host == "" {
 		return PullRequest{}, notPR // resolveURL reports what is wrong
 	}
-	shown := redactURL(raw)
+	shown := RedactURL(raw)
 	segs := pathSegments(u.Path)
 	if !sameHost(u, fu) {
 		for i := 2; i+1 < len(segs); i++ {
 			if segs[i] == "pull" && prNumber.MatchString(trimPRSuffix(segs[i+1])) {
 				return PullRequest{}, fmt.Errorf("%s looks like a pull request on %s, but pull request URLs are recognised on %s only: set the forge URL (--forge-url) to %s://%s",
-					shown, u.Host, redactURL(fu.String()), u.Scheme, u.Host)
+					shown, u.Host, RedactURL(fu.String()), u.Scheme, u.Host)
 			}
 		}
 		return PullRequest{}, notPR
@@ -126,7 +126,7 @@ func ParsePRURL(raw, forge string) (PullRequest, error) {
 	switch {
 	case segs[2] == "pull":
 	case segs[2] == "pulls":
-		return PullRequest{}, fmt.Errorf("%s is a list of pull requests: pass one pull request, %s/%s/%s/pull/NUMBER", shown, redactURL(fu.String()), segs[0], segs[1])
+		return PullRequest{}, fmt.Errorf("%s is a list of pull requests: pass one pull request, %s/%s/%s/pull/NUMBER", shown, RedactURL(fu.String()), segs[0], segs[1])
 	case segs[2] == "-" && len(segs) > 3 && segs[3] == "merge_requests":
 		return PullRequest{}, fmt.Errorf("%s: GitLab merge requests are not supported; pull requests are, on a GitHub-like forge", shown)
 	default:
@@ -210,9 +210,9 @@ func resolvePR(ctx context.Context, raw string, pr PullRequest, o Options) (*Sou
 	if !validProject.MatchString(project) {
 		project = "project"
 	}
-	base := redactURL(pr.RepoURL())
-	src := &Source{Input: raw, Display: redactURL(pr.URL()), Project: project, Remote: base,
-		Upstream: base, Branch: pr.LocalBranch(), PR: pr.Number, PRURL: redactURL(pr.URL()), fetchURL: pr.RepoURL()}
+	base := RedactURL(pr.RepoURL())
+	src := &Source{Input: raw, Display: RedactURL(pr.URL()), Project: project, Remote: base,
+		Upstream: base, Branch: pr.LocalBranch(), PR: pr.Number, PRURL: RedactURL(pr.URL()), fetchURL: pr.RepoURL()}
 	if o.APIURL == "" {
 		return src, nil
 	}
@@ -232,7 +232,7 @@ func resolvePR(ctx context.Context, raw string, pr PullRequest, o Options) (*Sou
 	default:
 		// The fork's URL is built on the forge's base, not taken from the
 		// API's clone_url: the workspace's origin stays on the forge.
-		src.Remote = redactURL(pr.Forge + "/" + head.FullName + ".git")
+		src.Remote = RedactURL(pr.Forge + "/" + head.FullName + ".git")
 	}
 	if _, err := git(ctx, "", "check-ref-format", "refs/heads/"+info.Head.Ref); err != nil || strings.HasPrefix(info.Head.Ref, "-") {
 		src.Warnings = append(src.Warnings, fmt.Sprintf("pull request #%d: the API names head branch %q, which is not a valid branch name; the branch has no push target", pr.Number, info.Head.Ref))
@@ -270,7 +270,7 @@ func lookupPR(ctx context.Context, o Options, pr PullRequest) (prInfo, error) {
 	var info prInfo
 	api, err := url.Parse(strings.TrimRight(o.APIURL, "/"))
 	if err != nil || (api.Scheme != "https" && api.Scheme != "http") || api.Host == "" {
-		return info, fmt.Errorf("forge API URL %q is not an http or https URL", redactURL(o.APIURL))
+		return info, fmt.Errorf("forge API URL %q is not an http or https URL", RedactURL(o.APIURL))
 	}
 	ctx, cancel := context.WithTimeout(ctx, prAPITimeout)
 	defer cancel()
@@ -294,7 +294,7 @@ func lookupPR(ctx context.Context, o Options, pr PullRequest) (prInfo, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return info, fmt.Errorf("forge API answered %s for %s", resp.Status, redactURL(endpoint.String()))
+		return info, fmt.Errorf("forge API answered %s for %s", resp.Status, RedactURL(endpoint.String()))
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&info); err != nil {
 		return info, fmt.Errorf("forge API: read the pull request: %w", err)

@@ -124,7 +124,7 @@ func Resolve(ctx context.Context, input string, o Options) (*Source, error) {
 	// git's "transport::address" syntax (ext::, fd::) runs commands or
 	// reaches file descriptors; only plain URLs and paths are sources.
 	if strings.Contains(input, "::") {
-		return nil, fmt.Errorf("unsupported git source %q: transport syntax (X::...) is not allowed", redactURL(input))
+		return nil, fmt.Errorf("unsupported git source %q: transport syntax (X::...) is not allowed", RedactURL(input))
 	}
 	forge := o.ForgeURL
 	if forge == "" {
@@ -151,7 +151,7 @@ func Resolve(ctx context.Context, input string, o Options) (*Source, error) {
 	if _, err := os.Stat(input); errors.Is(err, fs.ErrNotExist) {
 		if pr, err := ParsePRURL(fu.Scheme+"://"+input, forge); err == nil {
 			return nil, fmt.Errorf("%s is not a local directory; for pull request #%d of %s/%s, pass its full URL: %s",
-				input, pr.Number, pr.Owner, pr.Repo, redactURL(pr.URL()))
+				input, pr.Number, pr.Owner, pr.Repo, RedactURL(pr.URL()))
 		}
 	}
 	return resolveLocal(ctx, input)
@@ -168,17 +168,17 @@ func resolveURL(input, ref string) (*Source, error) {
 		switch u.Scheme {
 		case "https", "http", "ssh", "git":
 			if u.Host == "" {
-				return nil, fmt.Errorf("malformed git URL %q: no host", redactURL(input))
+				return nil, fmt.Errorf("malformed git URL %q: no host", RedactURL(input))
 			}
 		case "file":
 			if u.Path == "" {
 				return nil, fmt.Errorf("malformed git URL %q: no path", input)
 			}
 		default:
-			return nil, fmt.Errorf("unsupported git URL scheme %q in %q: use https, ssh, git or file", u.Scheme, redactURL(input))
+			return nil, fmt.Errorf("unsupported git URL scheme %q in %q: use https, ssh, git or file", u.Scheme, RedactURL(input))
 		}
 		repoPath = u.Path
-		display = redactURL(input)
+		display = RedactURL(input)
 	} else {
 		_, repoPath, _ = strings.Cut(input, ":")
 	}
@@ -193,9 +193,9 @@ func resolveURL(input, ref string) (*Source, error) {
 // hidden or odd names).
 var validProject = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
 
-// redactURL drops the password of a URL; the user name stays (ssh needs it,
+// RedactURL drops the password of a URL; the user name stays (ssh needs it,
 // and it is not a secret), unless it looks like a token (no password).
-func redactURL(raw string) string {
+func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		// Unparsable (a bad %-escape) but perhaps with a password: drop
@@ -214,7 +214,7 @@ func redactURL(raw string) string {
 var unparsedUserinfo = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@`)
 
 func redactErr(err error, raw string) error {
-	if r := redactURL(raw); r != raw {
+	if r := RedactURL(raw); r != raw {
 		return errors.New(strings.ReplaceAll(err.Error(), raw, r))
 	}
 	return err
@@ -279,7 +279,7 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 	}
 	branch, _ := git(ctx, top, "symbolic-ref", "--quiet", "--short", "HEAD")
 	return &Source{Input: input, Display: top, Local: true, Dir: top, Project: project,
-		Remote: redactURL(remote), Branch: branch, Commit: commit, RemoteCommits: remoteCommits, LeftOut: leftOut,
+		Remote: RedactURL(remote), Branch: branch, Commit: commit, RemoteCommits: remoteCommits, LeftOut: leftOut,
 		Warnings: warnings}, nil
 }
 

@@ -204,8 +204,8 @@ func TestRedactURL(t *testing.T) {
 		"git@h:o/r.git":              "git@h:o/r.git",
 		"/local/path":                "/local/path",
 	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("redactURL(%q) = %q; want %q", in, got, want)
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q; want %q", in, got, want)
 		}
 	}
 }
