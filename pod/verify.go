@@ -71,6 +71,18 @@ func Verify(ctx context.Context, eng Engine, short string, vo VerifyOptions, w i
 		run.SecretVars = append(run.SecretVars, name)
 		fmt.Fprintln(&hashes, hash)
 	}
+	// An untrusted repository's workspace has no trusted value to read
+	// them from: they come from the person's configuration and the gator.
+	untrusted := o.Labels[plan.LabelUntrusted] == "true"
+	var personal string
+	if untrusted {
+		var names []string
+		if personal, names, err = personalHashes(ctx, eng, short, vo); err != nil {
+			return err
+		}
+		hashes.WriteString(personal)
+		run.SecretVars = append(run.SecretVars, names...)
+	}
 	// The credentials' values, which only the proxy holds: by hash too,
 	// without names (the agent's variables of those names hold the
 	// placeholders, by design).
@@ -110,8 +122,8 @@ func Verify(ctx context.Context, eng Engine, short string, vo VerifyOptions, w i
 			run.TrustedProblems = append(run.TrustedProblems, problem)
 		}
 	}
-	if o.Labels[plan.LabelUntrusted] == "true" {
-		if run.WithheldChecked, run.WithheldProblems, err = inspectWithheld(ctx, eng, short, args[i+1], vo, credHashes.String()); err != nil {
+	if untrusted {
+		if run.WithheldChecked, run.WithheldProblems, err = inspectWithheld(ctx, eng, short, args[i+1], personal+credHashes.String()); err != nil {
 			return err
 		}
 	}
@@ -142,16 +154,15 @@ func hashesInput(hashes string) io.Reader {
 	return strings.NewReader(hashes)
 }
 
-// inspectWithheld looks, in the workspace of an untrusted repository's
-// pod, for what of the person's it must not hold (the helper's
-// inspect-withheld): the trusted values of their configuration, the
-// gator's token and the proxy's credentials (credHashes), by hash.
-func inspectWithheld(ctx context.Context, eng Engine, short, workdir string, vo VerifyOptions, credHashes string) (checked string, problems []string, err error) {
-	var hashes strings.Builder
-	hashes.WriteString(credHashes)
+// personalHashes are the SHA-256 hashes, one a line, of the person's
+// trusted values that an untrusted repository's pod was not given: those
+// of their configuration (names too) and the gator's token.
+func personalHashes(ctx context.Context, eng Engine, short string, vo VerifyOptions) (hashes string, names []string, err error) {
+	var b strings.Builder
 	if vo.Config != nil {
-		for _, v := range plan.TrustedValues(vo.Config, vo.HostEnv) {
-			fmt.Fprintf(&hashes, "%x\n", sha256.Sum256([]byte(v)))
+		for name, v := range plan.TrustedValues(vo.Config, vo.HostEnv) {
+			names = append(names, name)
+			fmt.Fprintf(&b, "%x\n", sha256.Sum256([]byte(v)))
 		}
 	}
 	objs, err := eng.Objects(ctx, short)
@@ -169,12 +180,21 @@ func inspectWithheld(ctx context.Context, eng Engine, short, workdir string, vo 
 		}
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			if _, hash, ok := strings.Cut(line, " "); ok {
-				fmt.Fprintln(&hashes, hash)
+				fmt.Fprintln(&b, hash)
 			}
 		}
 	}
+	slices.Sort(names)
+	return b.String(), names, nil
+}
+
+// inspectWithheld looks, in the workspace of an untrusted repository's
+// pod, for what of the person's it must not hold (the helper's
+// inspect-withheld): the values whose hashes are given, secrets, host
+// paths.
+func inspectWithheld(ctx context.Context, eng Engine, short, workdir, hashes string) (checked string, problems []string, err error) {
 	spec := AsRoot(plan.HelperCommand(helperargs.InspectWithheld{Workspace: workdir, HashesFile: "-", AllowSecrets: []string{plan.PasswordVar}}))
-	spec.Stdin = hashesInput(hashes.String())
+	spec.Stdin = hashesInput(hashes)
 	code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace), spec)
 	if err == nil && code != 0 {
 		err = errors.New(strings.TrimSpace(out))

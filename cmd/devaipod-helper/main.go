@@ -77,7 +77,10 @@ var commands = []command{
 	{"inspect-git", "REPOSITORY", "report what in REPOSITORY/.git could make git run a program (devaipod verify)",
 		newInspectGitFlagSet, withoutContext(runInspectGit)},
 	{"inspect-withheld", "[flags]", "look for the person's trusted values, secrets and host paths in an untrusted repository's workspace (devaipod verify)",
-		func() *flag.FlagSet { var allowed []string; return newInspectWithheldFlagSet(&verifyOptions{}, &allowed) }, runInspectWithheld},
+		func() *flag.FlagSet {
+			var allowed []string
+			return newInspectWithheldFlagSet(&verifyOptions{}, &allowed)
+		}, runInspectWithheld},
 	{"audit-log", "PATH", "print a sidecar's audit log, the file moved aside first (devaipod audit)",
 		newAuditLogFlagSet, withoutContext(runAuditLog)},
 	{"kube-init", "[flags]", "a Kubernetes pod's init container: install the helper, own the volumes, wait for the repository (devaipod kube render)",

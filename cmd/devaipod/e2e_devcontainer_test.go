@@ -71,7 +71,7 @@ func TestE2EDevcontainer(t *testing.T) {
 	cleanup(t, name)
 
 	// initializeCommand runs on the host: refused unless allowed.
-	r := devaipod(t, env, "--config", cfg, "up", repo, "--name", name)
+	r := devaipod(t, env, "--config", cfg, "up", repo, "--trust", "--name", name)
 	if r.code == 0 || !strings.Contains(r.stderr, "initializeCommand") || !strings.Contains(r.stderr, "--allow-host-commands") {
 		t.Fatalf("up ran a repository's initializeCommand without --allow-host-commands:\n%s", r)
 	}
@@ -79,7 +79,7 @@ func TestE2EDevcontainer(t *testing.T) {
 		t.Fatal("initializeCommand ran on the host although refused")
 	}
 	// features need the devcontainer CLI: a clear message, nothing created.
-	r = devaipod(t, env, "--config", cfg, "up", repo, "--name", name, "--devcontainer", ".devcontainer/features/devcontainer.json")
+	r = devaipod(t, env, "--config", cfg, "up", repo, "--trust", "--name", name, "--devcontainer", ".devcontainer/features/devcontainer.json")
 	if r.code == 0 || !strings.Contains(r.stderr, "features") || !strings.Contains(r.stderr, "devcontainer CLI") {
 		t.Errorf("features without the devcontainer CLI: %s", r)
 	}
@@ -96,7 +96,7 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 `), 0o755)
 	features := uniqueName("e2e-dcf")
 	cleanup(t, features)
-	mustDevaipod(t, append(env, "DEVAIPOD_DEVCONTAINER_CLI="+cli), "--config", cfg, "up", repo, "--name", features,
+	mustDevaipod(t, append(env, "DEVAIPOD_DEVCONTAINER_CLI="+cli), "--config", cfg, "up", repo, "--trust", "--name", features,
 		"--devcontainer", ".devcontainer/features/devcontainer.json")
 	if r := devaipod(t, nil, "exec", features, "--", "cat", "/feature-marker"); strings.TrimSpace(r.stdout) != "with-features" {
 		t.Errorf("the image built by the devcontainer CLI is not the workspace's: %s", r)
@@ -104,7 +104,7 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 
 	// A failing lifecycle command stops up, with its output, and up
 	// removes what it created.
-	r = devaipod(t, env, "--config", cfg, "up", repo, "--name", name, "--devcontainer", ".devcontainer/failing/devcontainer.json")
+	r = devaipod(t, env, "--config", cfg, "up", repo, "--trust", "--name", name, "--devcontainer", ".devcontainer/failing/devcontainer.json")
 	// The repository's command printed a terminal title escape: shown,
 	// not obeyed, both as it ran and in the error.
 	if r.code == 0 || !strings.Contains(r.stderr, "postCreateCommand failed (exit 7)") || strings.Count(r.stderr, `boom-output \x1b]0;pwned\x07`) != 2 || strings.ContainsRune(r.stderr, 0x1b) {
@@ -115,7 +115,7 @@ printf 'FROM localhost/devaipod-default:latest\nRUN echo with-features > /featur
 	}
 
 	began := time.Now()
-	up := mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", name, "--allow-host-commands")
+	up := mustDevaipod(t, env, "--config", cfg, "up", repo, "--trust", "--name", name, "--allow-host-commands")
 	if _, err := os.Stat(initMarker); err != nil {
 		t.Errorf("initializeCommand did not run on the host with --allow-host-commands: %v", err)
 	}
@@ -252,7 +252,7 @@ E2E_WS_SECRET = "ws-secret"
 	}
 	name := uniqueName("e2e-wsuser")
 	cleanup(t, name)
-	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name)
+	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--trust", "--name", name)
 
 	r := devaipod(t, nil, "exec", name, "--", "sh", "-c",
 		`id -un; echo "$HOME $E2E_WS_SECRET"; cat by-postcreate.txt; echo dev >> by-agent.txt && echo dev > by-exec.txt && cat by-agent.txt`)

@@ -106,7 +106,11 @@ post -o /dev/null -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
 // podman inspect, and in the workspace; and that every call is audited.
 func TestE2EGatorAndPullRequest(t *testing.T) {
 	e2e(t)
-	forge := startFakeForge(t, fixtureRepo(t))
+	fixture := fixtureRepo(t)
+	forge := startFakeForge(t, fixture)
+	// The checkout the forge serves is trusted: its pull request is not.
+	mustDevaipod(t, nil, "trust", fixture)
+	t.Cleanup(func() { devaipod(t, nil, "trust", "--revoke", fixture) })
 	cfg := standInConfig(t, `[trusted.env.vars]
 GH_TOKEN = "`+e2eGatorToken+`"
 [network]
@@ -126,10 +130,13 @@ api_url = "`+strings.Replace(forge.api.URL, "127.0.0.1", "10.0.2.2", 1)+`/"
 	if !strings.HasPrefix(name, "repo-pr7-") {
 		t.Errorf("pod name %q, want repo-pr7-…", name)
 	}
+	if !strings.Contains(up.stderr, "the repository is not trusted") || !strings.Contains(up.stderr, "[trusted.env] (GH_TOKEN)") || !strings.Contains(up.stderr, "up --trust") {
+		t.Errorf("up of a pull request does not say it is untrusted, what it withheld and how to trust it:\n%s", up)
+	}
 
-	t.Run("the workspace has the pull request's head and the token", func(t *testing.T) {
-		r := devaipod(t, nil, "exec", name, "--", "sh", "-c", "git rev-parse HEAD; git rev-parse --abbrev-ref HEAD; git remote get-url upstream; printenv GH_TOKEN")
-		want := forge.head + "\npr-7\n" + forge.git.URL + "/owner/repo.git\n" + e2eGatorToken
+	t.Run("the workspace has the pull request's head, and not the token: a pull request is untrusted", func(t *testing.T) {
+		r := devaipod(t, nil, "exec", name, "--", "sh", "-c", "git rev-parse HEAD; git rev-parse --abbrev-ref HEAD; git remote get-url upstream; printenv GH_TOKEN || echo no-token")
+		want := forge.head + "\npr-7\n" + forge.git.URL + "/owner/repo.git\nno-token"
 		if strings.TrimSpace(r.stdout) != want {
 			t.Errorf("workspace:\n%s\nwant:\n%s", r.stdout, want)
 		}
@@ -220,7 +227,7 @@ api_url = "`+strings.Replace(forge.api.URL, "127.0.0.1", "10.0.2.2", 1)+`/"
 			t.Fatalf("verify -o json: %v\n%s", err, v)
 		}
 		for _, row := range rep.Rows {
-			if (row.ID == "trusted-env" || row.ID == "trusted-env-files") && row.Result != "PASS" {
+			if (row.ID == "trusted-env" || row.ID == "trusted-env-files" || row.ID == "untrusted-workspace") && row.Result != "PASS" {
 				t.Errorf("verify %s: %s %s", row.ID, row.Result, row.Detail)
 			}
 		}

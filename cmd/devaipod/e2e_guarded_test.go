@@ -24,7 +24,7 @@ func TestE2EUpRefusesAnAgentHoldingATrustedValue(t *testing.T) {
 
 	name := uniqueName("e2e-guarded")
 	cleanup(t, name)
-	r := devaipod(t, []string{"E2E_GH_TOKEN=" + value, "CI_TOKEN=" + value}, "--config", cfg, "up", repo, "--name", name)
+	r := devaipod(t, []string{"E2E_GH_TOKEN=" + value, "CI_TOKEN=" + value}, "--config", cfg, "up", repo, "--trust", "--name", name)
 	if r.code == 0 || !strings.Contains(r.stderr, "the agent's variable CI_TOKEN would hold the value of trusted variable E2E_GH_TOKEN") {
 		t.Errorf("up of a pod whose agent would hold a trusted value: %s", r)
 	}
@@ -37,7 +37,7 @@ func TestE2EUpRefusesAnAgentHoldingATrustedValue(t *testing.T) {
 
 	control := uniqueName("e2e-guarded")
 	cleanup(t, control)
-	mustDevaipod(t, []string{"E2E_GH_TOKEN=" + value, "CI_TOKEN=a-value-of-its-own"}, "--config", cfg, "up", repo, "--name", control)
+	mustDevaipod(t, []string{"E2E_GH_TOKEN=" + value, "CI_TOKEN=a-value-of-its-own"}, "--config", cfg, "up", repo, "--trust", "--name", control)
 	got := mustDevaipod(t, nil, "exec", control, "-c", "agent", "--", "printenv", "CI_TOKEN")
 	if strings.TrimSpace(got.stdout) != "a-value-of-its-own" {
 		t.Errorf("the control's agent has CI_TOKEN=%q", got.stdout)

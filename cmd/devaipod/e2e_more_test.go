@@ -153,7 +153,7 @@ func TestE2EDryRun(t *testing.T) {
 	e2e(t)
 	name := uniqueName("e2e-dry")
 	r := mustDevaipod(t, []string{"E2E_DRY_SECRET=do-not-print", "ANTHROPIC_API_KEY=sk-do-not-print"}, "--config",
-		standInConfig(t, "[trusted.env]\nallowlist = [\"E2E_DRY_SECRET\"]\n"), "up", fixtureRepo(t), "--name", name, "--dry-run", "-o", "json")
+		standInConfig(t, "[trusted.env]\nallowlist = [\"E2E_DRY_SECRET\"]\n"), "up", fixtureRepo(t), "--trust", "--name", name, "--dry-run", "-o", "json")
 	var plan struct {
 		Pod        struct{ Name string }
 		Containers []struct {

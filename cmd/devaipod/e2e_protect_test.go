@@ -58,7 +58,7 @@ containers = ["workspace", "agent"]
 `)
 	name := uniqueName("e2e-protect")
 	cleanup(t, name)
-	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name)
+	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--trust", "--name", name)
 	dir := "/workspaces/fixture"
 	inAgent := func(script string) result {
 		return devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", "cd "+dir+" && "+script)
@@ -274,7 +274,7 @@ func TestE2EVerify(t *testing.T) {
 	cfg := standInConfig(t, "[trusted.env.vars]\nE2E_VERIFY_TOKEN = \"ghp_e2eVerifyValue777\"\n")
 	name := uniqueName("e2e-verify")
 	cleanup(t, name)
-	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", name)
+	mustDevaipod(t, nil, "--config", cfg, "up", repo, "--trust", "--name", name)
 
 	type report struct {
 		Rows           []struct{ ID, Attack, Expected, Result, Detail string }

@@ -192,7 +192,7 @@ allowlist = ["E2E_TRUSTED_TOKEN"]
 	name := uniqueName("e2e")
 	cleanup(t, name)
 
-	up := mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", name)
+	up := mustDevaipod(t, env, "--config", cfg, "up", repo, "--trust", "--name", name)
 	if !strings.Contains(up.stdout, "is ready") || !strings.Contains(up.stdout, "rootless") {
 		t.Errorf("up output does not report a ready rootless pod:\n%s", up)
 	}
@@ -402,7 +402,7 @@ func TestE2EUpFailuresLeaveNothing(t *testing.T) {
 		{"agent never ready", []string{"--timeout", "3s"}, standInConfig(t, ""), "did not become ready"},
 		// Fails creating the workspace container, after the pod, the
 		// volumes and a secret exist.
-		{"container create fails", nil, standInConfig(t, "[trusted.env]\nsecrets = [\"X=e2e-no-such-secret\"]\n[trusted.env.vars]\nY = \"y\"\n"), "create container"},
+		{"container create fails", []string{"--trust"}, standInConfig(t, "[trusted.env]\nsecrets = [\"X=e2e-no-such-secret\"]\n[trusted.env.vars]\nY = \"y\"\n"), "create container"},
 	}
 	// The never-ready agent exits at once.
 	never := filepath.Join(t.TempDir(), "never.toml")

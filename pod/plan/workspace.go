@@ -132,13 +132,10 @@ func workspaceGitConfig(workdir string) map[string]string {
 }
 
 // TrustedValues are the values [trusted.env] takes from the configuration
-// and from host (not those of podman secrets, which devaipod never reads).
-func TrustedValues(cfg *config.Config, host map[string]string) []string {
-	var values []string
-	for _, v := range collectEnv(cfg.Trusted.Env.Allowlist, cfg.Trusted.Env.Vars, host) {
-		if v != "" {
-			values = append(values, v)
-		}
-	}
+// and from host, by name (not those of podman secrets, which devaipod
+// never reads).
+func TrustedValues(cfg *config.Config, host map[string]string) map[string]string {
+	values := collectEnv(cfg.Trusted.Env.Allowlist, cfg.Trusted.Env.Vars, host)
+	maps.DeleteFunc(values, func(_, v string) bool { return v == "" })
 	return values
 }
