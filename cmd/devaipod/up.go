@@ -204,7 +204,8 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 		out := map[string]any{
 			"name": pl.Name, "pod": pl.Pod.Name, "workdir": pl.Workdir,
 			"agent_url": pl.AgentURL, "commit": res.Source.Commit, "seconds": time.Since(start).Seconds(),
-			"credentials": pl.Credentials, "existing": false, "claimed": res.Claimed}
+			"credentials": pl.Credentials, "existing": false, "claimed": res.Claimed,
+			"trust": res.Trust, "withheld": pl.Withheld}
 		if f.timings {
 			out["timings"] = steps.list
 		}
