@@ -135,6 +135,8 @@ type creation struct {
 	steps []Step
 	// built are the images a step builds (not pulled or looked up).
 	built map[string]bool
+	// images are the images up makes sure of.
+	images *imageSet
 }
 
 // Create turns a request into a pod: it resolves and clones the source,
@@ -207,7 +209,8 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 	go func() { cloned <- src.Checkout(cloneCtx, tree) }()
 
 	images := &imageSet{eng: eng, policy: req.Pull, configs: map[string]plan.ImageConfig{},
-		pulled: map[string]bool{}, log: c.progress, warn: c.warn, out: c.out}
+		pulled: map[string]bool{}, anonymous: map[string]bool{}, log: c.progress, warn: c.warn, out: c.out}
+	c.images = images
 	looked := make(chan error, 1)
 	hostInfo := func() (plan.HostInfo, error) { return plan.HostInfo{}, nil }
 	offline := req.DryRun || req.Apply != nil // nothing of this host's podman
@@ -253,7 +256,7 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 			}
 			return &Result{Plan: pl, Source: src}, req.Apply(ctx, pl, tree)
 		}
-		steps := append(c.steps, imageSteps(pl, req.Pull, c.built)...)
+		steps := append(c.steps, imageSteps(pl, req.Pull, c.built, images.anonymous)...)
 		steps = append(steps, upSteps(pl, src.Commit, req.ReadyTimeout)...)
 		return &Result{Plan: pl, Source: src, Steps: steps}, nil
 	}

@@ -36,6 +36,9 @@ type BuildSpec struct {
 	Args       map[string]string
 	Target     string
 	Tag        string
+	// NoPull builds with pulls off: a missing base image is an error (an
+	// untrusted repository's, which up pulled without logins first).
+	NoPull bool
 }
 
 // PullError says an image could not be pulled from its registry.
@@ -63,6 +66,9 @@ type imageSet struct {
 	pending []string
 	checked map[string]bool // images whose version was checked
 	out     io.Writer       // podman's pull progress
+	// anonymous are the images pulled with no registry login: an
+	// untrusted repository named them.
+	anonymous map[string]bool
 }
 
 // record keeps an image's config, after checking that a helper image is
@@ -146,7 +152,7 @@ func (s *imageSet) flush() {
 
 func (s *imageSet) pull(ctx context.Context, img string) error {
 	s.log("pulling " + img + "...")
-	if err := s.eng.PullImage(ctx, img, s.out); err != nil {
+	if err := s.eng.PullImage(ctx, img, s.anonymous[img], s.out); err != nil {
 		return &PullError{Image: img, Err: err}
 	}
 	s.pulled[img] = true

@@ -234,6 +234,16 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 		}
 	}
 
+	if in.Untrusted {
+		// The images the repository names are pulled without the
+		// person's registry logins.
+		if dc.Image != "" {
+			c.images.anonymous[dc.Image] = true
+		}
+		if a := dc.Devaipod.Agent; a != nil && a.Image != "" {
+			c.images.anonymous[a.Image] = true
+		}
+	}
 	project := cmp.Or(src.Project, "project")
 	if len(dc.Features) > 0 {
 		return c.buildWithFeatures(ctx, eng, in, tree, rel, project)
@@ -249,6 +259,9 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 	if req.Image != "" {
 		return nil // --image replaces the devcontainer's
 	}
+	if err := c.anonymousBases(ctx, eng, in); err != nil {
+		return err
+	}
 	dockerfile, _ := filepath.Rel(tree, dc.Build.Dockerfile)
 	c.step(StepBuild, "build the workspace's image %s from the devcontainer's %s with podman", tag, dockerfile)
 	c.built[tag] = true
@@ -256,7 +269,8 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 		return nil
 	}
 	c.progress("building the devcontainer's image " + tag + "...")
-	spec := BuildSpec{Dockerfile: dc.Build.Dockerfile, Context: dc.Build.Context, Args: dc.Build.Args, Target: dc.Build.Target, Tag: tag}
+	spec := BuildSpec{Dockerfile: dc.Build.Dockerfile, Context: dc.Build.Context, Args: dc.Build.Args, Target: dc.Build.Target, Tag: tag,
+		NoPull: in.Untrusted}
 	_, err = eng.BuildImage(ctx, spec, c.out)
 	return err
 }
@@ -287,6 +301,9 @@ func (c *creation) buildWithFeatures(ctx context.Context, eng Engine, in *plan.P
 	in.DevcontainerImage = tag
 	if c.req.Image != "" {
 		return nil // --image replaces the devcontainer's
+	}
+	if err := c.anonymousBases(ctx, eng, in); err != nil {
+		return err
 	}
 	c.step(StepFeatures, "build the workspace's image %s with the devcontainer's features (%s): the devcontainer CLI (%s build --workspace-folder CLONE --config %s --image-name %s --docker-path podman) builds it with podman's CLI",
 		tag, strings.Join(slices.Sorted(maps.Keys(in.Devcontainer.Features)), ", "), cli, rel, tag)
@@ -386,4 +403,39 @@ func untrustedBuildEnv(host map[string]string) (env []string, remove func(), err
 		}
 	}
 	return append(env, "DOCKER_CONFIG="+dir, "REGISTRY_AUTH_FILE="+authFile), remove, nil
+}
+
+// anonymousBases makes sure, for an untrusted repository, of the images
+// its build starts from (its image, its Dockerfile's bases), pulling those
+// that are missing without the person's registry logins, before the build
+// could pull them with the logins (eng is nil for a dry run).
+func (c *creation) anonymousBases(ctx context.Context, eng Engine, in *plan.PlanInput) error {
+	dc := in.Devcontainer
+	if !in.Untrusted {
+		return nil
+	}
+	bases := []string{dc.Image}
+	if dc.Build != nil {
+		var err error
+		if bases, err = dockerfileBases(dc.Build.Dockerfile, dc.Build.Args); err != nil {
+			return fmt.Errorf("read the devcontainer's Dockerfile: %w", err)
+		}
+	}
+	for _, b := range bases {
+		if b == "" || !Pullable(b) {
+			continue
+		}
+		c.images.anonymous[b] = true
+		how := "pulled without your registry logins when it is not on this host (the repository is not trusted)"
+		if c.req.Pull == PullNever {
+			how = "it must be on this host (--pull never)"
+		}
+		c.step(StepImage, "make sure of the build's base image %s: %s", b, how)
+		if eng != nil {
+			if _, err := c.images.ensure(ctx, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -62,7 +62,7 @@ func cloneStep(src *source.Source) string {
 
 // imageSteps describes how up makes sure of the plan's images (see
 // imageSet.ensure); built are the images an earlier step builds.
-func imageSteps(pl *plan.Plan, policy string, built map[string]bool) []Step {
+func imageSteps(pl *plan.Plan, policy string, built, anonymous map[string]bool) []Step {
 	var steps []Step
 	for _, img := range pl.Images() {
 		if built[img] {
@@ -78,6 +78,9 @@ func imageSteps(pl *plan.Plan, policy string, built map[string]bool) []Step {
 			what = "use " + img + ", which must be on this host (--pull never)"
 		default:
 			what = "pull " + img + " if it is not on this host"
+		}
+		if anonymous[img] && Pullable(img) && policy != PullNever {
+			what += ", without your registry logins (the repository is not trusted)"
 		}
 		steps = append(steps, Step{Kind: StepImage, What: what})
 	}

@@ -4,11 +4,14 @@ import (
 	"encoding/pem"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -19,7 +22,13 @@ import (
 // address only (removed at the end), and returns that address.
 func testRegistry(t *testing.T) string {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	return startRegistry(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+}
+
+// startRegistry serves h as testRegistry serves its registry.
+func startRegistry(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	host := srv.Listener.Addr().String()
@@ -106,5 +115,124 @@ func TestE2EPullImage(t *testing.T) {
 	}
 	if r := devaipod(t, nil, "exec", name, "--", "sh", "-c", "cat README.md"); strings.TrimSpace(r.stdout) != "fixture" {
 		t.Errorf("exec in the pulled image's workspace: %s", r)
+	}
+}
+
+// tokenRegistry is a registry that, as public registries do, lets anyone
+// pull with a token from its token endpoint, and records how each token
+// was asked for: anonymously, or with a login (Basic).
+type tokenRegistry struct {
+	inner http.Handler
+	mu    sync.Mutex
+	asked []string // "anonymous" or the login's user name
+}
+
+func (reg *tokenRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/token" {
+		who := "anonymous"
+		if user, _, ok := r.BasicAuth(); ok {
+			who = user
+		}
+		reg.mu.Lock()
+		reg.asked = append(reg.asked, who)
+		reg.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"token":"e2e","access_token":"e2e"}`)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer e2e" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="https://`+r.Host+`/token",service="e2e"`)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	reg.inner.ServeHTTP(w, r)
+}
+
+// logins returns who asked for tokens since the last call.
+func (reg *tokenRegistry) logins() []string {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	asked := reg.asked
+	reg.asked = nil
+	return asked
+}
+
+// TestE2EUntrustedPullIsAnonymous: an untrusted repository's image, and
+// its Dockerfile's base image, come from a registry you are logged in to.
+// up pulls them without your login (the registry sees only anonymous
+// token requests); trusted, the same up pulls with it (so the test can
+// tell).
+func TestE2EUntrustedPullIsAnonymous(t *testing.T) {
+	e2e(t)
+	reg := &tokenRegistry{inner: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	host := startRegistry(t, reg)
+	// Logged in as podman login does it, for this registry only: podman
+	// and its service use the login from now on.
+	podmanCLI(t, "login", "-u", "e2e-user", "-p", "e2e-password", host)
+	t.Cleanup(func() { exec.Command("podman", "logout", host).Run() })
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatalf("busybox (static) is needed for a small image: %v", err)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", busybox, filepath.Join(dir, "busybox")).CombinedOutput(); err != nil {
+		t.Fatalf("cp busybox: %v %s", err, out)
+	}
+	os.WriteFile(filepath.Join(dir, "Containerfile"), []byte("FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n"), 0o644)
+	image := host + "/e2e/private:1"
+	podmanCLI(t, "build", "-q", "-t", image, dir)
+	podmanCLI(t, "push", "-q", image)
+	podmanCLI(t, "rmi", image)
+	if got := reg.logins(); !slices.Contains(got, "e2e-user") {
+		t.Fatalf("the login and push did not log in (%v): the registry cannot tell logins", got)
+	}
+	rmi := func() {
+		for _, ref := range []string{image, "localhost/devaipod-build-fixture"} {
+			if out, err := exec.Command("podman", "images", "-q", "--filter", "reference="+ref).Output(); err == nil {
+				for _, id := range strings.Fields(string(out)) {
+					exec.Command("podman", "rmi", "-f", id).Run()
+				}
+			}
+		}
+	}
+	t.Cleanup(rmi)
+
+	repo := fixtureRepo(t)
+	commitFiles(t, repo, map[string]string{
+		".devcontainer/devcontainer.json":       `{"image": "` + image + `"}`,
+		".devcontainer/build/devcontainer.json": `{"build": {"dockerfile": "Dockerfile"}}`,
+		".devcontainer/build/Dockerfile":        "ARG BASE=" + host + "/e2e/private\nFROM ${BASE}:1\nRUN echo built > /built\n",
+	})
+	cfg := standInConfig(t, "")
+	for _, tt := range []struct {
+		name, devcontainer string
+		trust              bool
+		want               string
+	}{
+		{"untrusted image", ".devcontainer/devcontainer.json", false, "anonymous"},
+		{"untrusted Dockerfile base", ".devcontainer/build/devcontainer.json", false, "anonymous"},
+		{"trusted image", ".devcontainer/devcontainer.json", true, "e2e-user"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rmi()
+			reg.logins()
+			name := uniqueName("e2e-anon")
+			cleanup(t, name)
+			args := []string{"--config", cfg, "up", repo, "--name", name, "--devcontainer", tt.devcontainer}
+			if tt.trust {
+				args = append(args, "--trust")
+			}
+			up := mustDevaipod(t, nil, args...)
+			got := reg.logins()
+			if len(got) == 0 || slices.ContainsFunc(got, func(who string) bool { return who != tt.want }) {
+				t.Errorf("the registry was asked for tokens by %v; want %s only\n%s", got, tt.want, up)
+			}
+			if !tt.trust && !strings.Contains(up.stderr, "without registry logins (the repository is not trusted)") {
+				t.Errorf("up does not say it pulled without logins:\n%s", up)
+			}
+			if r := devaipod(t, nil, "exec", name, "--", "cat", "README.md"); strings.TrimSpace(r.stdout) != "fixture" {
+				t.Errorf("exec in the pulled image's workspace: %s", r)
+			}
+		})
 	}
 }

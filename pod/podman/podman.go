@@ -312,7 +312,13 @@ func mapCreateErr(err error) error {
 
 // PullImage pulls ref from its registry (with the client's registry
 // credentials, as podman --remote does), streaming podman's progress to out.
-func (p *Podman) PullImage(ctx context.Context, ref string, out io.Writer) error {
+func (p *Podman) PullImage(ctx context.Context, ref string, anonymous bool, out io.Writer) error {
+	if anonymous {
+		if err := p.pullAnonymous(ctx, ref, out); err != nil {
+			return fmt.Errorf("pull %s: %w", ref, err)
+		}
+		return nil
+	}
 	opts := new(images.PullOptions).WithPolicy(pod.PullAlways).WithProgressWriter(out)
 	if _, err := images.Pull(p.withConn(ctx), ref, opts); err != nil {
 		return fmt.Errorf("pull %s: %w", ref, mapErr(err))
@@ -336,6 +342,9 @@ func (p *Podman) BuildImage(ctx context.Context, b pod.BuildSpec, out io.Writer)
 		PullPolicy:       buildahDefine.PullIfMissing,
 		Labels:           []string{plan.LabelVersion + "=" + plan.Version},
 	}}
+	if b.NoPull {
+		opts.PullPolicy = buildahDefine.PullNever
+	}
 	report, err := images.Build(p.withConn(ctx), []string{b.Dockerfile}, opts)
 	if err != nil {
 		return "", fmt.Errorf("build %s: %w", b.Tag, mapErr(err))
