@@ -15,12 +15,15 @@ import (
 
 // Summary describes one devaipod pod for list and status.
 type Summary struct {
-	Name       string             `json:"name"`
-	Pod        string             `json:"pod"`
-	State      string             `json:"state"`
-	Repo       string             `json:"repo,omitempty"`
-	Commit     string             `json:"commit,omitempty"`
-	Task       string             `json:"task,omitempty"`
+	Name   string `json:"name"`
+	Pod    string `json:"pod"`
+	State  string `json:"state"`
+	Repo   string `json:"repo,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	Task   string `json:"task,omitempty"`
+	// Untrusted: the repository was not trusted, and its pod holds nothing
+	// of the person's (plan.LabelUntrusted).
+	Untrusted  bool               `json:"untrusted,omitempty"`
 	Created    time.Time          `json:"created"`
 	Containers []ContainerSummary `json:"containers"`
 	Volumes    []string           `json:"volumes"`
@@ -106,6 +109,7 @@ func summarise(objs []Object, marks bool) []Summary {
 		}
 		s := newSummary(o, o.Name, cmp.Or(removal[o.Pod], o.State))
 		s.Task, s.Created = o.Labels[plan.LabelTask], o.Created
+		s.Untrusted = o.Labels[plan.LabelUntrusted] == "true"
 		if o.Labels[plan.LabelPool] != "" {
 			s.Pool = PoolIdle
 		}

@@ -95,6 +95,10 @@ target = "/person"
 		t.Errorf("the secrets' folder is not empty:\n%s", r.stdout)
 	}
 
+	if r := mustDevaipod(t, nil, "status", untrusted); !strings.Contains(r.stdout, "not trusted: its workspace has nothing of yours") {
+		t.Errorf("status does not say the repository is not trusted:\n%s", r)
+	}
+
 	// verify: the row passes, the whole battery too; then a value put in
 	// the workspace (as the repository would, were it given one) fails it.
 	v := devaipod(t, nil, "--config", cfg, "verify", untrusted, "-o", "json")
@@ -105,6 +109,22 @@ target = "/person"
 	v = devaipod(t, nil, "--config", cfg, "verify", untrusted, "-o", "json")
 	if rows := verifyRows(t, v.stdout); v.code != 1 || rows["untrusted-workspace"] != "FAIL" || !strings.Contains(v.stdout, "/tmp/planted") || strings.Contains(v.stdout, secret) {
 		t.Errorf("verify with a trusted value planted in the workspace: exit %d, untrusted-workspace %s\n%s", v.code, rows["untrusted-workspace"], v)
+	}
+
+	// On a terminal, up asks; yes trusts it for this up, and remembers
+	// nothing.
+	asked := uniqueName("e2e-asked")
+	cleanup(t, asked)
+	term := exec.Command("script", "-qec", strings.Join([]string{os.Getenv("DEVAIPOD_BIN"), "--config", cfg, "up", repo, "--name", asked}, " "), "/dev/null")
+	term.Stdin, term.Env = strings.NewReader("y\n"), append(os.Environ(), env...)
+	out, err := term.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "is not trusted. Its devcontainer's lifecycle commands") ||
+		!strings.Contains(string(out), "Trust it? [y]es for this up, [a]lways (devaipod trust), [N]o:") ||
+		!strings.Contains(string(out), "the repository is trusted for this up (you said so)") || !strings.Contains(string(out), secret) {
+		t.Errorf("up on a terminal, answered y: %v\n%s", err, out)
+	}
+	if r := mustDevaipod(t, nil, "trust", "--list"); strings.Contains(r.stdout, "fixture") {
+		t.Errorf("yes for one up was remembered:\n%s", r)
 	}
 
 	// Trusted, the same repository gets what it gets today.

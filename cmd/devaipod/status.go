@@ -34,7 +34,11 @@ func printStatus(cmd *cobra.Command, g *globalFlags, eng pod.Engine, short strin
 	fmt.Fprintf(w, "Pod:      %s (%s)\n", s.Name, s.Pod)
 	fmt.Fprintf(w, "State:    %s\n", s.State)
 	if s.Repo != "" {
-		fmt.Fprintf(w, "Repo:     %s\n", s.Repo)
+		trust := "trusted: its workspace has your trusted values"
+		if s.Untrusted {
+			trust = "not trusted: its workspace has nothing of yours"
+		}
+		fmt.Fprintf(w, "Repo:     %s (%s)\n", s.Repo, trust)
 	}
 	if s.Commit != "" {
 		fmt.Fprintf(w, "Commit:   %s\n", s.Commit)
