@@ -237,7 +237,7 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 	if in.Untrusted {
 		// The images the repository names are pulled without the
 		// person's registry logins.
-		if dc.Image != "" {
+		if dc.Image != "" && req.Image == "" {
 			c.images.anonymous[dc.Image] = true
 		}
 		if a := dc.Devaipod.Agent; a != nil && a.Image != "" {

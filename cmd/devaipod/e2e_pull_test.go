@@ -61,18 +61,14 @@ func podmanCLI(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// TestE2EPullImage ups a pod on an image that is only in a registry (one
-// the test runs): --pull never refuses with what to do, a name the registry
-// does not have fails with podman's reason and leaves nothing, and the
-// default (--pull missing) pulls it, showing podman's progress.
-func TestE2EPullImage(t *testing.T) {
-	e2e(t)
-	host := testRegistry(t)
+// pushBusybox builds a small image (busybox) as image, pushes it to its
+// registry and removes it here (and again at the end, once pulled).
+func pushBusybox(t *testing.T, image string) {
+	t.Helper()
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
 		t.Fatalf("busybox (static) is needed for a small image: %v", err)
 	}
-	// A small image, pushed to the registry and removed here.
 	dir := t.TempDir()
 	if out, err := exec.Command("cp", busybox, filepath.Join(dir, "busybox")).CombinedOutput(); err != nil {
 		t.Fatalf("cp busybox: %v %s", err, out)
@@ -81,11 +77,33 @@ func TestE2EPullImage(t *testing.T) {
 		[]byte("FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	image := host + "/e2e/busybox:1"
-	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", image).Run() })
+	t.Cleanup(func() { removeImages(image) })
 	podmanCLI(t, "build", "-q", "-t", image, dir)
 	podmanCLI(t, "push", "-q", image)
 	podmanCLI(t, "rmi", image)
+}
+
+// removeImages removes every image whose name matches one of refs
+// (podman's reference filter: a name, or a repository for all its tags).
+func removeImages(refs ...string) {
+	for _, ref := range refs {
+		if out, err := exec.Command("podman", "images", "-q", "--filter", "reference="+ref).Output(); err == nil {
+			for _, id := range strings.Fields(string(out)) {
+				exec.Command("podman", "rmi", "-f", id).Run()
+			}
+		}
+	}
+}
+
+// TestE2EPullImage ups a pod on an image that is only in a registry (one
+// the test runs): --pull never refuses with what to do, a name the registry
+// does not have fails with podman's reason and leaves nothing, and the
+// default (--pull missing) pulls it, showing podman's progress.
+func TestE2EPullImage(t *testing.T) {
+	e2e(t)
+	host := testRegistry(t)
+	image := host + "/e2e/busybox:1"
+	pushBusybox(t, image)
 
 	repo := fixtureRepo(t)
 	cfg := standInConfig(t, "")
@@ -170,31 +188,12 @@ func TestE2EUntrustedPullIsAnonymous(t *testing.T) {
 	// and its service use the login from now on.
 	podmanCLI(t, "login", "-u", "e2e-user", "-p", "e2e-password", host)
 	t.Cleanup(func() { exec.Command("podman", "logout", host).Run() })
-	busybox, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Fatalf("busybox (static) is needed for a small image: %v", err)
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("cp", busybox, filepath.Join(dir, "busybox")).CombinedOutput(); err != nil {
-		t.Fatalf("cp busybox: %v %s", err, out)
-	}
-	os.WriteFile(filepath.Join(dir, "Containerfile"), []byte("FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n"), 0o644)
 	image := host + "/e2e/private:1"
-	podmanCLI(t, "build", "-q", "-t", image, dir)
-	podmanCLI(t, "push", "-q", image)
-	podmanCLI(t, "rmi", image)
+	pushBusybox(t, image)
 	if got := reg.logins(); !slices.Contains(got, "e2e-user") {
 		t.Fatalf("the login and push did not log in (%v): the registry cannot tell logins", got)
 	}
-	rmi := func() {
-		for _, ref := range []string{image, "localhost/devaipod-build-fixture"} {
-			if out, err := exec.Command("podman", "images", "-q", "--filter", "reference="+ref).Output(); err == nil {
-				for _, id := range strings.Fields(string(out)) {
-					exec.Command("podman", "rmi", "-f", id).Run()
-				}
-			}
-		}
-	}
+	rmi := func() { removeImages(image, "localhost/devaipod-build-fixture") }
 	t.Cleanup(rmi)
 
 	repo := fixtureRepo(t)

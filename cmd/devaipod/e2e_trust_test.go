@@ -58,13 +58,7 @@ source = "`+personal+`"
 target = "/person"
 `)
 	env := []string{"E2E_HOST_VAR=" + hostVar, "AWS_SECRET_ACCESS_KEY=" + cloudKey, "DEVAIPOD_DEVCONTAINER_CLI=" + cli}
-	t.Cleanup(func() {
-		if out, err := exec.Command("podman", "images", "-q", "--filter", "reference=localhost/devaipod-build-fixture").Output(); err == nil {
-			for _, id := range strings.Fields(string(out)) {
-				exec.Command("podman", "rmi", "-f", id).Run()
-			}
-		}
-	})
+	t.Cleanup(func() { removeImages("localhost/devaipod-build-fixture") })
 	leaks := func(s string) []string {
 		var found []string
 		for _, v := range []string{secret, hostVar, cloudKey, "private\n"} {

@@ -189,9 +189,9 @@ func (b *builder) build() (*Plan, error) {
 		gator = &g
 		b.connectGator(&agent)
 		if b.in.Untrusted { // the gator's token is made for it alone
-			for _, s := range trustedSecrets {
-				if slices.Contains(slices.Collect(maps.Values(g.SecretEnv)), s.Name) {
-					p.Secrets = append(p.Secrets, s)
+			for _, name := range g.SecretEnv {
+				if i := slices.IndexFunc(trustedSecrets, func(s SecretSpec) bool { return s.Name == name }); i >= 0 {
+					p.Secrets = append(p.Secrets, trustedSecrets[i])
 				}
 			}
 		}
