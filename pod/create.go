@@ -62,10 +62,10 @@ type Request struct {
 	Trusted  *TrustStore
 	Trust    bool
 	AskTrust func(TrustQuestion) (TrustAnswer, error)
-	// Trusting hears, once the plan is known and before anything runs,
-	// what was decided about the repository and, when it is untrusted,
-	// what its pod was not given (plan.Plan.Withheld); nil drops it.
-	Trusting func(t Trust, withheld []string)
+	// Trusting hears what was decided about the repository, before
+	// anything of it runs (what an untrusted one's pod is not given comes
+	// with the plan's warnings); nil drops it.
+	Trusting func(Trust)
 	// Pull is the pull policy (PullMissing when empty).
 	Pull string
 	// ReadyTimeout bounds the wait for the agent's server.
@@ -179,6 +179,9 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 	if err != nil {
 		return nil, err
 	}
+	if req.Trusting != nil {
+		req.Trusting(trust)
+	}
 	defer func() {
 		if res != nil {
 			res.Trust = trust
@@ -249,7 +252,6 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 		if err != nil {
 			return nil, err
 		}
-		c.announce(trust, pl)
 		if req.Apply != nil && !req.DryRun {
 			for _, w := range pl.Warnings {
 				c.warn(w)
@@ -273,9 +275,6 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 			return nil, err
 		}
 		if res, err := c.usePool(ctx, eng, in, key); res != nil || err != nil {
-			if res != nil && res.Plan != nil {
-				c.announce(trust, res.Plan)
-			}
 			return res, err
 		}
 	}
@@ -286,7 +285,6 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 	if err != nil {
 		return nil, err
 	}
-	c.announce(trust, pl)
 	for _, img := range pl.Images() {
 		if _, err := images.ensure(ctx, img); err != nil {
 			return nil, err
@@ -304,13 +302,6 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 		return nil, err
 	}
 	return &Result{Plan: pl, Source: src, PoolKey: key}, nil
-}
-
-// announce tells the request what was decided about the repository.
-func (c *creation) announce(t Trust, pl *plan.Plan) {
-	if c.req.Trusting != nil {
-		c.req.Trusting(t, pl.Withheld)
-	}
 }
 
 // claimReadyTimeout bounds the wait for a claimed pool pod's agent, which

@@ -14,23 +14,36 @@ import (
 // with pulls off. A base image this reading misses makes the build fail,
 // naming it, rather than pulled with the logins.
 
-// dockerfileBases are the images a Dockerfile's FROM lines (and COPY
-// --from) name, with the
-// ARGs declared before the first FROM (their defaults, or args) put in;
-// earlier stages, scratch and names still holding a variable are left out.
-func dockerfileBases(path string, args map[string]string) ([]string, error) {
+// dockerfileBases are the images a Dockerfile takes from outside (FROM,
+// COPY --from, RUN --mount=from=), with the ARGs declared before the
+// first FROM (their defaults, or args) put in; earlier stages and scratch
+// are left out. unknown are those it cannot tell: a name still holding a
+// variable.
+func dockerfileBases(path string, args map[string]string) (bases, unknown []string, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return parseDockerfileBases(data, args), nil
+	bases, unknown = parseDockerfileBases(data, args)
+	return bases, unknown, nil
 }
 
-func parseDockerfileBases(data []byte, args map[string]string) []string {
+func parseDockerfileBases(data []byte, args map[string]string) (bases, unknown []string) {
 	global := map[string]string{}
 	stages := map[string]bool{}
-	var bases []string
 	seenFrom := false
+	// image takes a name from outside the build: a stage's name or index
+	// is not.
+	image := func(ref string) {
+		ref = expandArgs(ref, global)
+		switch {
+		case ref == "" || strings.EqualFold(ref, "scratch") || stages[strings.ToLower(ref)] || strings.Trim(ref, "0123456789") == "":
+		case strings.Contains(ref, "$"):
+			unknown = append(unknown, ref)
+		default:
+			bases = append(bases, ref)
+		}
+	}
 	for _, line := range dockerfileInstructions(data) {
 		fields := strings.Fields(line)
 		if len(fields) == 0 {
@@ -46,7 +59,7 @@ func parseDockerfileBases(data []byte, args map[string]string) []string {
 				if a, ok := args[k]; ok {
 					global[k] = a
 				} else if hasDefault {
-					global[k] = strings.Trim(v, `"'`)
+					global[k] = expandArgs(strings.Trim(v, `"'`), global)
 				}
 			}
 		case "FROM":
@@ -58,41 +71,51 @@ func parseDockerfileBases(data []byte, args map[string]string) []string {
 			if len(rest) == 0 {
 				continue
 			}
-			image := expandArgs(rest[0], global)
-			if image != "" && !strings.EqualFold(image, "scratch") && !stages[strings.ToLower(image)] && !strings.Contains(image, "$") {
-				bases = append(bases, image)
-			}
+			image(rest[0])
 			if len(rest) >= 3 && strings.EqualFold(rest[1], "AS") {
 				stages[strings.ToLower(rest[2])] = true
 			}
-		case "COPY":
-			// COPY --from=IMAGE copies from an image too (a stage's name or
-			// index otherwise).
+		case "COPY", "RUN":
 			for _, f := range fields[1:] {
-				from, ok := strings.CutPrefix(f, "--from=")
-				if !ok || stages[strings.ToLower(from)] || strings.Trim(from, "0123456789") == "" || strings.Contains(from, "$") {
-					continue
+				if from, ok := strings.CutPrefix(f, "--from="); ok {
+					image(from)
 				}
-				bases = append(bases, from)
+				if mount, ok := strings.CutPrefix(f, "--mount="); ok {
+					for _, opt := range strings.Split(mount, ",") {
+						if from, ok := strings.CutPrefix(opt, "from="); ok {
+							image(from)
+						}
+					}
+				}
 			}
 		}
 	}
-	return bases
+	return bases, unknown
 }
 
-var argRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::[-+]([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
+var argRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
 
-// expandArgs puts the ARG values into s ($X, ${X}, ${X:-default}); a name
-// without a value stays as written.
+// expandArgs puts the ARG values into s as the Dockerfile's shell-like
+// expansion does ($X, ${X}, ${X:-default}, ${X:+alternative}); a name
+// without a value and without a default stays as written.
 func expandArgs(s string, vars map[string]string) string {
 	return argRef.ReplaceAllStringFunc(s, func(m string) string {
 		sub := argRef.FindStringSubmatch(m)
-		name := sub[1] + sub[3]
-		if v, ok := vars[name]; ok && v != "" {
-			return v
+		v, set := vars[sub[1]+sub[4]]
+		set = set && v != ""
+		switch sub[2] {
+		case "-":
+			if !set {
+				return sub[3]
+			}
+		case "+":
+			if set {
+				return sub[3]
+			}
+			return ""
 		}
-		if strings.HasPrefix(m, "${") && strings.Contains(m, ":-") {
-			return sub[2]
+		if set {
+			return v
 		}
 		return m
 	})

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -10,6 +11,10 @@ func TestParseDockerfileBases(t *testing.T) {
 ARG BASE=registry.example.test/team/base
 ARG TAG="1.2"
 ARG UNSET
+ARG CHAIN=$BASE-chained
+ARG DECOY=docker.io/x/decoy
+FROM ${DECOY:+registry.example.test/priv:1}
+FROM ${CHAIN}:3
 FROM --platform=$BUILDPLATFORM ${BASE}:${TAG} AS build
 ARG TAG=ignored-after-from
 RUN make
@@ -19,25 +24,39 @@ FROM tools AS final
 FROM scratch
 FROM registry.example.test/x:${UNSET}
 FROM ${NOPE:-debian:12}
+ARG LATE=not-global
+FROM ${TAG:+registry.example.test/alt}:${TAG}
 FROM \
   busybox:1
 COPY --from=alpine:3 / /
 COPY --from=build /x /y
 COPY --from=0 /x /y
+RUN --mount=type=bind,from=registry.example.test/tools:1,target=/t make
+RUN --mount=type=cache,target=/c make
 `
-	got := parseDockerfileBases([]byte(dockerfile), map[string]string{"TAG": "2.0"})
-	want := []string{"registry.example.test/team/base:2.0", "golang:1.23", "debian:12", "busybox:1", "alpine:3"}
+	got, unknown := parseDockerfileBases([]byte(dockerfile), map[string]string{"TAG": "2.0"})
+	want := []string{"registry.example.test/priv:1", "registry.example.test/team/base-chained:3", "registry.example.test/team/base:2.0", "golang:1.23",
+		"debian:12", "registry.example.test/alt:2.0", "busybox:1", "alpine:3", "registry.example.test/tools:1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("bases = %q; want %q", got, want)
+	}
+	if want := []string{"registry.example.test/x:${UNSET}"}; !slices.Equal(unknown, want) {
+		t.Errorf("unknown = %q; want %q", unknown, want)
 	}
 }
 
 func FuzzParseDockerfileBases(f *testing.F) {
 	f.Add([]byte("ARG A=b\nFROM ${A}:1 AS x\nFROM x\n"), "A", "c")
 	f.Fuzz(func(t *testing.T, data []byte, k, v string) {
-		for _, b := range parseDockerfileBases(data, map[string]string{k: v}) {
-			if b == "" {
-				t.Fatalf("an empty base from %q", data)
+		bases, unknown := parseDockerfileBases(data, map[string]string{k: v})
+		for _, b := range bases {
+			if b == "" || strings.Contains(b, "$") {
+				t.Fatalf("base %q from %q", b, data)
+			}
+		}
+		for _, u := range unknown {
+			if !strings.Contains(u, "$") {
+				t.Fatalf("unknown %q from %q holds no variable", u, data)
 			}
 		}
 	})

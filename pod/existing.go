@@ -52,6 +52,8 @@ type Existing struct {
 	Credentials []string `json:"credentials,omitempty"`
 	// NotRunning are the containers of a degraded pod that do not run.
 	NotRunning []string `json:"not_running,omitempty"`
+	// Untrusted: its repository was not trusted when it was made.
+	Untrusted bool `json:"untrusted,omitempty"`
 }
 
 // Source describes what the pod was made from, for people.
@@ -206,7 +208,7 @@ func findExisting(ctx context.Context, eng Engine, short string, src *source.Sou
 	}
 	ex := &Existing{Name: short, Pod: o.Name, State: o.State, Repo: repo, PR: pr,
 		Commit: o.Labels[plan.LabelCommit], Workdir: podWorkdir(o), AgentURL: o.Labels[plan.LabelAgentURL],
-		Credentials: podCredentials(o)}
+		Credentials: podCredentials(o), Untrusted: o.Labels[plan.LabelUntrusted] == "true"}
 	switch o.State {
 	case "running":
 		ex.Action = ActionNone
@@ -299,7 +301,7 @@ func (c *creation) noteIgnored(ex *Existing, src *source.Source) {
 		{"--image", r.Image != ""}, {"--ref", r.Ref != ""}, {"--allow", len(r.Allow) > 0},
 		{"--gator", len(r.Gator) > 0}, {"--workspace-access", r.WorkspaceAccess != ""},
 		{"--devcontainer", r.Devcontainer != ""}, {"--allow-host-commands", r.AllowHostCommands},
-		{"--no-verify", r.NoVerify}, {"--pull", r.Pull != "" && r.Pull != PullMissing},
+		{"--no-verify", r.NoVerify}, {"--pull", r.Pull != "" && r.Pull != PullMissing}, {"--trust", r.Trust},
 	} {
 		if f.set {
 			flags = append(flags, f.name)

@@ -113,6 +113,11 @@ func (s *imageSet) lookUp(ctx context.Context, images ...string) error {
 // so: always (once per up), or when it is missing.
 func (s *imageSet) ensure(ctx context.Context, img string) (plan.ImageConfig, error) {
 	defer s.flush()
+	if s.anonymous[img] && !s.pulled[img] {
+		if err := s.ensureAnonymous(ctx, img); err != nil {
+			return plan.ImageConfig{}, err
+		}
+	}
 	always := s.policy == PullAlways && Pullable(img) && !s.pulled[img]
 	if c, ok := s.configs[img]; ok && !always {
 		return c, nil
@@ -138,6 +143,24 @@ func (s *imageSet) ensure(ctx context.Context, img string) (plan.ImageConfig, er
 		return c, err
 	}
 	return c, nil
+}
+
+// ensureAnonymous makes sure that an image an untrusted repository named
+// is what its registry gives anyone, and nothing of this host's: devaipod's
+// own default image, or pulled without registry logins (the engine loads
+// it only when the image here differs). An image built or imported here,
+// or pulled with the person's logins, may hold what they put in.
+func (s *imageSet) ensureAnonymous(ctx context.Context, img string) error {
+	switch {
+	case img == config.DefaultImage:
+		return nil
+	case !Pullable(img):
+		return fmt.Errorf("the repository is not trusted, and it names %s, an image of this host (built or imported here, not pulled), which may hold what a build of yours put in: trust the repository, or pass --image", img)
+	case s.policy == PullNever:
+		return fmt.Errorf("the repository is not trusted, and --pull is never: devaipod cannot check that %s on this host is what its registry gives anyone, all an untrusted repository may have: trust the repository, or drop --pull never", img)
+	}
+	delete(s.configs, img) // what was looked up before may change
+	return s.pull(ctx, img)
 }
 
 // flush passes on the pending warnings.

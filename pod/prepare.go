@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -302,6 +303,11 @@ func (c *creation) buildWithFeatures(ctx context.Context, eng Engine, in *plan.P
 	if c.req.Image != "" {
 		return nil // --image replaces the devcontainer's
 	}
+	if in.Untrusted && (hostVariableRef.Match(data) || slices.Contains(in.Devcontainer.Unsupported, "build.options")) {
+		// The CLI reads the file as written: it would put the host's
+		// variables in itself, and pass build.options to podman build.
+		return fmt.Errorf("%s: the repository is not trusted, and its features are built by the devcontainer CLI from the file as written, which would substitute its ${localEnv:...} from your environment and pass its build.options to podman build: trust the repository, or build the image yourself and pass --image", rel)
+	}
 	if err := c.anonymousBases(ctx, eng, in); err != nil {
 		return err
 	}
@@ -405,6 +411,10 @@ func untrustedBuildEnv(host map[string]string) (env []string, remove func(), err
 	return append(env, "DOCKER_CONFIG="+dir, "REGISTRY_AUTH_FILE="+authFile), remove, nil
 }
 
+// hostVariableRef finds a reference to a host variable in a
+// devcontainer.json as written.
+var hostVariableRef = regexp.MustCompile(`\$\{(localEnv|env):`)
+
 // anonymousBases makes sure, for an untrusted repository, of the images
 // its build starts from (its image, its Dockerfile's bases), pulling those
 // that are missing without the person's registry logins, before the build
@@ -416,13 +426,17 @@ func (c *creation) anonymousBases(ctx context.Context, eng Engine, in *plan.Plan
 	}
 	bases := []string{dc.Image}
 	if dc.Build != nil {
+		var unknown []string
 		var err error
-		if bases, err = dockerfileBases(dc.Build.Dockerfile, dc.Build.Args); err != nil {
+		if bases, unknown, err = dockerfileBases(dc.Build.Dockerfile, dc.Build.Args); err != nil {
 			return fmt.Errorf("read the devcontainer's Dockerfile: %w", err)
+		}
+		if len(unknown) > 0 {
+			return fmt.Errorf("the repository is not trusted, and its Dockerfile names images devaipod cannot tell before the build (%s), which the build could then take from this host or pull with your registry logins: trust the repository, or build the image yourself and pass --image", strings.Join(unknown, ", "))
 		}
 	}
 	for _, b := range bases {
-		if b == "" || !Pullable(b) {
+		if b == "" {
 			continue
 		}
 		c.images.anonymous[b] = true

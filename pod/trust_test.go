@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,8 +67,7 @@ func TestCreateDecidesTrust(t *testing.T) {
 		t.Helper()
 		req.Source, req.Config, req.Trusted, req.HostEnv = repo, cfg, store, host
 		var heard Trust
-		var withheld []string
-		req.Trusting = func(tr Trust, w []string) { heard, withheld = tr, w }
+		req.Trusting = func(tr Trust) { heard = tr }
 		res, _, err := dryRun(t, req)
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +75,14 @@ func TestCreateDecidesTrust(t *testing.T) {
 		if res.Trust != heard {
 			t.Errorf("Result.Trust %+v differs from what Trusting heard %+v", res.Trust, heard)
 		}
-		return res, heard, withheld
+		warnings := res.Plan.Warnings // a dry run prints them with the plan
+		said := slices.ContainsFunc(warnings, func(w string) bool {
+			return strings.HasPrefix(w, "the repository is not trusted: its pod is not given")
+		})
+		if said != (len(res.Plan.Withheld) > 0) {
+			t.Errorf("withheld %q, warnings %q: a warning names what was withheld, and only then", res.Plan.Withheld, warnings)
+		}
+		return res, heard, res.Plan.Withheld
 	}
 	res, tr, withheld := up(Request{})
 	ws := res.Plan.Workspace()
@@ -177,6 +184,33 @@ func TestUntrustedBuildEnv(t *testing.T) {
 	for _, not := range []string{"AWS_SECRET_ACCESS_KEY", "HTTPS_PROXY"} {
 		if strings.Contains(joined, not) {
 			t.Errorf("env has %s:\n%s", not, joined)
+		}
+	}
+}
+
+// TestUntrustedFeaturesAsWritten: the devcontainer CLI reads the file as
+// written, so an untrusted repository's features build is refused when
+// the file names a host variable or build.options, and goes ahead when
+// trusted.
+func TestUntrustedFeaturesAsWritten(t *testing.T) {
+	cli := filepath.Join(t.TempDir(), "devcontainer")
+	if err := os.WriteFile(cli, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repo := repoWith(t, map[string]string{
+		".devcontainer/options/devcontainer.json": `{"build": {"dockerfile": "Dockerfile", "options": ["-v", "/home:/h"]}, "features": {"x": {}}}`,
+		".devcontainer/options/Dockerfile":        "FROM localhost/devaipod-default:latest\n",
+		".devcontainer/env/devcontainer.json":     `{"image": "localhost/devaipod-default:latest", "features": {"x": {}}, "containerEnv": {"A": "${env:HOME}"}}`,
+		".devcontainer/plain/devcontainer.json":   `{"image": "localhost/devaipod-default:latest", "features": {"x": {}}}`,
+	})
+	for _, dc := range []string{"options", "env", "plain"} {
+		for _, trusted := range []bool{false, true} {
+			_, _, err := dryRun(t, Request{Source: repo, Trust: trusted, Devcontainer: ".devcontainer/" + dc + "/devcontainer.json",
+				HostEnv: map[string]string{"DEVAIPOD_DEVCONTAINER_CLI": cli}})
+			refused := err != nil && strings.Contains(err.Error(), "from the file as written")
+			if want := !trusted && dc != "plain"; refused != want || (err != nil && !refused) {
+				t.Errorf("%s, trusted %v: %v; want refused %v", dc, trusted, err, want)
+			}
 		}
 	}
 }

@@ -137,8 +137,9 @@ func TestE2EPullImage(t *testing.T) {
 }
 
 // tokenRegistry is a registry that, as public registries do, lets anyone
-// pull with a token from its token endpoint, and records how each token
-// was asked for: anonymously, or with a login (Basic).
+// pull with a token from its token endpoint, but its repositories named
+// private-* only with a login; it records how each token was asked for:
+// anonymously, or with a login (Basic).
 type tokenRegistry struct {
 	inner http.Handler
 	mu    sync.Mutex
@@ -154,6 +155,10 @@ func (reg *tokenRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reg.mu.Lock()
 		reg.asked = append(reg.asked, who)
 		reg.mu.Unlock()
+		if who == "anonymous" && strings.Contains(r.URL.Query().Get("scope"), "/private-") {
+			http.Error(w, "log in to pull this", http.StatusUnauthorized)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"token":"e2e","access_token":"e2e"}`)
 		return
@@ -179,7 +184,8 @@ func (reg *tokenRegistry) logins() []string {
 // its Dockerfile's base image, come from a registry you are logged in to.
 // up pulls them without your login (the registry sees only anonymous
 // token requests); trusted, the same up pulls with it (so the test can
-// tell).
+// tell). An image only your login gets is not given to an untrusted
+// repository, even once it is on this host, nor is an image built here.
 func TestE2EUntrustedPullIsAnonymous(t *testing.T) {
 	e2e(t)
 	reg := &tokenRegistry{inner: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
@@ -188,19 +194,23 @@ func TestE2EUntrustedPullIsAnonymous(t *testing.T) {
 	// and its service use the login from now on.
 	podmanCLI(t, "login", "-u", "e2e-user", "-p", "e2e-password", host)
 	t.Cleanup(func() { exec.Command("podman", "logout", host).Run() })
-	image := host + "/e2e/private:1"
+	image := host + "/e2e/public:1"
 	pushBusybox(t, image)
+	private := host + "/e2e/private-team:1"
+	pushBusybox(t, private)
 	if got := reg.logins(); !slices.Contains(got, "e2e-user") {
 		t.Fatalf("the login and push did not log in (%v): the registry cannot tell logins", got)
 	}
-	rmi := func() { removeImages(image, "localhost/devaipod-build-fixture") }
+	rmi := func() { removeImages(image, private, "localhost/devaipod-build-fixture") }
 	t.Cleanup(rmi)
 
 	repo := fixtureRepo(t)
 	commitFiles(t, repo, map[string]string{
-		".devcontainer/devcontainer.json":       `{"image": "` + image + `"}`,
-		".devcontainer/build/devcontainer.json": `{"build": {"dockerfile": "Dockerfile"}}`,
-		".devcontainer/build/Dockerfile":        "ARG BASE=" + host + "/e2e/private\nFROM ${BASE}:1\nRUN echo built > /built\n",
+		".devcontainer/devcontainer.json":         `{"image": "` + image + `"}`,
+		".devcontainer/build/devcontainer.json":   `{"build": {"dockerfile": "Dockerfile"}}`,
+		".devcontainer/build/Dockerfile":          "ARG BASE=" + host + "/e2e/public\nFROM ${BASE}:1\nRUN echo built > /built\n",
+		".devcontainer/private/devcontainer.json": `{"image": "` + private + `"}`,
+		".devcontainer/local/devcontainer.json":   `{"image": "localhost/devaipod-helper:latest"}`,
 	})
 	cfg := standInConfig(t, "")
 	for _, tt := range []struct {
@@ -234,4 +244,21 @@ func TestE2EUntrustedPullIsAnonymous(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("an image only your login gets, and one built here, are refused", func(t *testing.T) {
+		trusted := uniqueName("e2e-anon")
+		cleanup(t, trusted)
+		mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", trusted, "--devcontainer", ".devcontainer/private/devcontainer.json", "--trust")
+		podmanCLI(t, "image", "exists", private) // on this host now, pulled with your login
+		for _, tt := range []struct{ devcontainer, want string }{
+			{".devcontainer/private/devcontainer.json", "log in to pull this"},
+			{".devcontainer/local/devcontainer.json", "an image of this host"},
+		} {
+			name := uniqueName("e2e-anon")
+			r := devaipod(t, nil, "--config", cfg, "up", repo, "--name", name, "--devcontainer", tt.devcontainer)
+			if r.code == 0 || !strings.Contains(r.stderr, tt.want) || len(labelled(t, name)) > 0 {
+				t.Errorf("an untrusted repository naming %s: %s\nwant a refusal saying %q, nothing left", tt.devcontainer, r, tt.want)
+			}
+		}
+	})
 }

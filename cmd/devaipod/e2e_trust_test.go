@@ -34,16 +34,23 @@ func TestE2EUntrustedRepository(t *testing.T) {
 	}
 	// Everything the repository's code finds goes to stdout (up's
 	// output) and into loot.txt in the working tree, which the agent reads.
-	dump := `{ id -u; cat /run/devaipod/secrets/* 2>/dev/null; echo; env; cat /hostdir/private.txt /person/private.txt 2>&1; cat /cli-env; } | tee /workspaces/fixture/loot.txt; (sleep 600 &)`
+	dump := `{ id -u; cat /run/devaipod/secrets/* 2>/dev/null; echo; env; cat /hostdir/private.txt /person/private.txt 2>&1; } | tee /workspaces/fixture/loot.txt; (sleep 600 &)`
 	commitFiles(t, repo, map[string]string{
 		".devcontainer/devcontainer.json": `{
   "image": "localhost/devaipod-default:latest",
-  "features": {"ghcr.io/devcontainers/features/go:1": {}},
   "containerEnv": {"FROM_HOST": "${localEnv:E2E_HOST_VAR}", "CLOUD": "${localEnv:AWS_SECRET_ACCESS_KEY:unset}"},
   "mounts": ["source=` + hostDir + `,target=/hostdir,type=bind"],
   "postCreateCommand": ` + jsonString(dump) + `
 }
-`})
+`,
+		// Features are built by the devcontainer CLI, from the file as
+		// written: it keeps what its environment holds in the image.
+		".devcontainer/features/devcontainer.json": `{"image": "localhost/devaipod-default:latest",
+  "features": {"ghcr.io/devcontainers/features/go:1": {}}, "postCreateCommand": "cp /cli-env /workspaces/fixture/cli-env.txt"}`,
+		// ...which would put the host's variables in by itself.
+		".devcontainer/features-env/devcontainer.json": `{"image": "localhost/devaipod-default:latest",
+  "features": {"ghcr.io/devcontainers/features/go:1": {}}, "containerEnv": {"H": "${localEnv:HOME}"}}`,
+	})
 	// A stand-in for the devcontainer CLI (see TestE2EDevcontainer) that
 	// keeps its own environment in the image it builds.
 	cli := filepath.Join(t.TempDir(), "devcontainer")
@@ -72,7 +79,7 @@ target = "/person"
 	untrusted := uniqueName("e2e-untrusted")
 	cleanup(t, untrusted)
 	up := mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", untrusted)
-	for _, want := range []string{"the repository is not trusted", "[trusted.env] (MY_TOKEN)", "[[mounts]] (1)", "${localEnv} of AWS_SECRET_ACCESS_KEY, E2E_HOST_VAR",
+	for _, want := range []string{"the repository is not trusted", "its pod is not given [trusted.env] (MY_TOKEN)", "[[mounts]] (1)", "${localEnv} of AWS_SECRET_ACCESS_KEY, E2E_HOST_VAR",
 		"the devcontainer's host bind mounts (1)", "devaipod trust " + repo} {
 		if !strings.Contains(up.stderr, want) {
 			t.Errorf("up of an untrusted repository does not say %q:\n%s", want, up)
@@ -82,11 +89,28 @@ target = "/person"
 		t.Errorf("up's output (the repository's commands') holds %v:\n%s", found, up)
 	}
 	r := mustDevaipod(t, nil, "exec", untrusted, "--", "sh", "-c", "cat loot.txt; echo secrets:; ls /run/devaipod/secrets 2>/dev/null; echo mounts:; ls /hostdir /person 2>&1; true")
-	if found := leaks(r.stdout); len(found) > 0 || !strings.Contains(r.stdout, "DOCKER_CONFIG=") || !strings.Contains(r.stdout, "FROM_HOST=\n") {
+	// A variable set on the host reads as if unset: its default, else "".
+	if found := leaks(r.stdout); len(found) > 0 || !strings.Contains(r.stdout, "FROM_HOST=\n") || !strings.Contains(r.stdout, "CLOUD=unset\n") {
 		t.Errorf("the untrusted repository's workspace holds %v (or the probe did not run):\n%s", found, r)
 	}
 	if !strings.Contains(r.stdout, "secrets:\nmounts:") { // the stand-in agent has no password
 		t.Errorf("the secrets' folder is not empty:\n%s", r.stdout)
+	}
+
+	// The features build: the CLI gets none of the host's variables nor
+	// its registry logins; a file it would put them in by itself is
+	// refused, leaving nothing.
+	features := uniqueName("e2e-untrusted-f")
+	cleanup(t, features)
+	mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", features, "--devcontainer", ".devcontainer/features/devcontainer.json")
+	r = mustDevaipod(t, nil, "exec", features, "--", "cat", "cli-env.txt")
+	if found := leaks(r.stdout); len(found) > 0 || !strings.Contains(r.stdout, "DOCKER_CONFIG=") || !strings.Contains(r.stdout, "REGISTRY_AUTH_FILE=") {
+		t.Errorf("the devcontainer CLI's environment holds %v, or not the empty logins:\n%s", found, r)
+	}
+	refused := uniqueName("e2e-untrusted-r")
+	r = devaipod(t, env, "--config", cfg, "up", repo, "--name", refused, "--devcontainer", ".devcontainer/features-env/devcontainer.json")
+	if r.code == 0 || !strings.Contains(r.stderr, "from the file as written") || len(labelled(t, refused)) > 0 {
+		t.Errorf("an untrusted features build that names host variables: %s", r)
 	}
 
 	if r := mustDevaipod(t, nil, "status", untrusted); !strings.Contains(r.stdout, "not trusted: its workspace has nothing of yours") {
@@ -140,7 +164,7 @@ target = "/person"
 		t.Errorf("the trusted repository's postCreateCommand did not get the trusted value:\n%s", up)
 	}
 	r = mustDevaipod(t, nil, "exec", trusted, "--", "cat", "loot.txt")
-	for _, want := range []string{secret, "FROM_HOST=" + hostVar, "CLOUD=" + cloudKey, "E2E_HOST_VAR=" + hostVar, "private\nprivate\n"} {
+	for _, want := range []string{secret, "FROM_HOST=" + hostVar, "CLOUD=" + cloudKey, "private\nprivate\n"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the trusted repository's workspace lacks %q:\n%s", want, r)
 		}

@@ -265,14 +265,14 @@ func (f *upFlags) request(cmd *cobra.Command, g *globalFlags, cfg *config.Config
 		ReadyTimeout: f.timeout,
 		Config:       cfg, ConfigFile: cmp.Or(g.config, config.DefaultConfigPath()), HostEnv: hostEnv(), Grants: pod.DefaultGrants(),
 		Trusted: pod.DefaultTrustStore(), Trust: f.trust,
-		Trusting: func(t pod.Trust, withheld []string) { sayTrust(cmd, g, t, withheld, input) },
+		Trusting: func(t pod.Trust) { sayTrust(cmd, g, t, input) },
 		Warn:     func(s string) { g.warnf(cmd, "%s", s) },
 		Output:   output}, output
 }
 
 // sayTrust says in one line whether the repository is trusted: since when,
-// or what its pod was not given and how to trust it.
-func sayTrust(cmd *cobra.Command, g *globalFlags, t pod.Trust, withheld []string, input string) {
+// or how to trust it (the plan's warnings say what was withheld).
+func sayTrust(cmd *cobra.Command, g *globalFlags, t pod.Trust, input string) {
 	if t.Trusted {
 		how := "for this up (--trust)"
 		switch t.How {
@@ -284,15 +284,11 @@ func sayTrust(cmd *cobra.Command, g *globalFlags, t pod.Trust, withheld []string
 		g.infof(cmd, "the repository is trusted %s: its workspace gets your trusted values", how)
 		return
 	}
-	what := "your trusted values, host paths and host variables (none are configured or named now)"
-	if len(withheld) > 0 {
-		what = strings.Join(withheld, "; ")
-	}
 	fix := "trust it with `devaipod trust " + shellQuote(input) + "` (or up --trust)"
 	if !t.Rememberable {
 		fix = "trust it for one up with up --trust (the code of a URL or a pull request is never remembered as trusted)"
 	}
-	g.warnf(cmd, "the repository is not trusted: its devcontainer's commands, image and features run without %s; %s", what, fix)
+	g.warnf(cmd, "the repository is not trusted: its devcontainer's commands, image and features run without your trusted values, host paths, host variables and registry logins; %s", fix)
 }
 
 // shellQuote quotes s for a shell when it needs it.
@@ -372,7 +368,9 @@ func reportExisting(cmd *cobra.Command, g *globalFlags, dryRun bool, ex *pod.Exi
 		return writeJSON(out, map[string]any{
 			"name": ex.Name, "pod": ex.Pod, "workdir": ex.Workdir,
 			"agent_url": ex.AgentURL, "commit": ex.Commit, "seconds": time.Since(start).Seconds(),
-			"credentials": creds, "existing": true, "claimed": false, "state": ex.State, "action": ex.Action, "repo": ex.Repo})
+			"credentials": creds, "existing": true, "claimed": false, "state": ex.State, "action": ex.Action, "repo": ex.Repo,
+			// As the pod was made: what it withheld is not kept.
+			"trust": pod.Trust{Trusted: !ex.Untrusted}, "withheld": []string{}})
 	}
 	if ex.Action == pod.ActionStart {
 		fmt.Fprintf(out, "Pod %s was not running (%s): started it (from %s, %.1fs).\n", ex.Name, ex.State, ex.Source(), time.Since(start).Seconds())

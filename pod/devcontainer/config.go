@@ -74,8 +74,9 @@ type Config struct {
 	// Warnings are things that parse but may not do what the author meant,
 	// each a full sentence naming the key.
 	Warnings []string `json:"warnings,omitempty"`
-	// WithheldEnv are the host variables that ${localEnv:...} named and
-	// Substitute made empty (Vars.WithholdLocalEnv), sorted.
+	// WithheldEnv are the host variables that ${localEnv:...} named, set
+	// on the host, that Substitute did not put in (Vars.WithholdLocalEnv),
+	// sorted.
 	WithheldEnv []string `json:"withheldEnv,omitempty"`
 
 	// lines maps keys ("mounts[0].target") to their line in File, so that

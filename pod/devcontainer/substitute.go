@@ -33,9 +33,10 @@ type Vars struct {
 	// DevcontainerID replaces ${devcontainerId}; "" leaves it as written.
 	// See DevcontainerID.
 	DevcontainerID string
-	// WithholdLocalEnv makes ${localEnv:NAME} empty, default or not, for a
-	// name LocalEnv sets: the repository is not trusted with the host's
-	// variables. Config.WithheldEnv names them.
+	// WithholdLocalEnv makes ${localEnv:NAME} what it is when NAME is
+	// unset (its default, else ""), whatever LocalEnv holds: the
+	// repository is not trusted with the host's variables, nor with which
+	// are set. Config.WithheldEnv names those set.
 	WithholdLocalEnv bool
 }
 
@@ -127,9 +128,13 @@ func (c *Config) Substitute(v Vars) error {
 			if k&agentSide != 0 {
 				return match, nil
 			}
-			if _, set := v.LocalEnv[argOr(args)]; set && v.WithholdLocalEnv {
-				withheld[args[0]] = true
-				return "", nil
+			if v.WithholdLocalEnv {
+				// As if nothing were set, so that what the repository
+				// gets tells nothing of the host either.
+				if _, set := v.LocalEnv[argOr(args)]; set {
+					withheld[args[0]] = true
+				}
+				return lookup(nil, match, args)
 			}
 			return lookup(v.LocalEnv, match, args)
 		case "localWorkspaceFolder":

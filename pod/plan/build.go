@@ -283,6 +283,9 @@ func (b *builder) build() (*Plan, error) {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("the repository's submodules (%s) are not copied: fetch them in the workspace with `git submodule update --init`", strings.Join(sm, ", ")))
 	}
 	p.Warnings = append(p.Warnings, b.warnings...)
+	if len(p.Withheld) > 0 {
+		p.Warnings = append(p.Warnings, "the repository is not trusted: its pod is not given "+strings.Join(p.Withheld, "; "))
+	}
 	if b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() && (cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable()) {
 		p.Warnings = append(p.Warnings, "resource limits (memory, cpus, pids) are not enforced on this host: "+
 			"rootless podman on cgroup v1 ignores them (the /tmp size limit still holds)")

@@ -38,6 +38,16 @@ func (b *builder) withhold() []string {
 		}
 		// A copy: the caller's config is not changed.
 		c := *dc
+		// The host's devices are the person's: privileged (every device
+		// the user can open) and --device.
+		if c.Privileged || b.in.RunArgs.Privileged {
+			withheld = append(withheld, "privileged (every host device you can open)")
+			c.Privileged, b.in.RunArgs.Privileged = false, false
+		}
+		if d := b.in.RunArgs.Devices; len(d) > 0 {
+			withheld = append(withheld, "host devices ("+strings.Join(d, ", ")+")")
+			b.in.RunArgs.Devices = nil
+		}
 		if names := c.Devaipod.EnvAllowlist; len(names) > 0 {
 			withheld = append(withheld, "host variables its customizations.devaipod.envAllowlist names ("+strings.Join(names, ", ")+")")
 			c.Devaipod.EnvAllowlist = nil

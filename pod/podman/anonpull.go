@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/containers/podman/v5/pkg/bindings/images"
 	"github.com/distribution/reference"
@@ -54,6 +55,16 @@ func (p *Podman) pullAnonymous(ctx context.Context, ref string, out io.Writer) e
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))
 	if err != nil {
 		return err
+	}
+	// The image here, if it is the same (its id is its config's digest),
+	// is what the registry gives anyone: the layers are not fetched.
+	config, err := img.ConfigName()
+	if err != nil {
+		return err
+	}
+	if here, err := images.GetImage(p.withConn(ctx), tagged.String(), nil); err == nil && strings.TrimPrefix(here.ID, "sha256:") == config.Hex {
+		fmt.Fprintf(out, "%s on this host is what its registry gives anyone\n", tagged)
+		return nil
 	}
 	// The image as a docker-archive, streamed into podman's load.
 	r, w := io.Pipe()
