@@ -489,6 +489,9 @@ func TestUntrustedGetsNothingOfThePersons(t *testing.T) {
 			if g := p.Container(RoleGator); g != nil && g.SecretEnv["GH_TOKEN"] == "" {
 				t.Errorf("the gator lost its token: %v", g.SecretEnv)
 			}
+			if ws := p.Workspace(); ws.Privileged || len(ws.Devices) > 0 {
+				t.Errorf("the workspace gets the host's devices: privileged %v, devices %v", ws.Privileged, ws.Devices)
+			}
 			if slices.Contains(p.Allow, "proxy.golang.example") {
 				t.Errorf("the repository's allowedDomains were applied: %v", p.Allow)
 			}
