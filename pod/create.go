@@ -212,7 +212,8 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 	go func() { cloned <- src.Checkout(cloneCtx, tree) }()
 
 	images := &imageSet{eng: eng, policy: req.Pull, configs: map[string]plan.ImageConfig{},
-		pulled: map[string]bool{}, anonymous: map[string]bool{}, log: c.progress, warn: c.warn, out: c.out}
+		pulled: map[string]bool{}, anonymous: map[string]bool{}, privateRegistries: cfg.Workspace.PrivateRegistries,
+		log: c.progress, warn: c.warn, out: c.out}
 	c.images = images
 	looked := make(chan error, 1)
 	hostInfo := func() (plan.HostInfo, error) { return plan.HostInfo{}, nil }

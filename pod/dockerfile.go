@@ -29,13 +29,20 @@ func dockerfileBases(path string, args map[string]string) (bases, unknown []stri
 }
 
 func parseDockerfileBases(data []byte, args map[string]string) (bases, unknown []string) {
-	global := map[string]string{}
+	if escapeDirective.Match(data) {
+		// Lines continue at another character: what is an instruction
+		// is not what this reading takes for one.
+		return nil, []string{"(its # escape= directive)"}
+	}
+	// The ARGs before the first FROM are FROM's; a stage sees those it
+	// declares again, and its own.
+	global, stage := map[string]string{}, map[string]string{}
 	stages := map[string]bool{}
 	seenFrom := false
 	// image takes a name from outside the build: a stage's name or index
 	// is not.
-	image := func(ref string) {
-		ref = expandArgs(ref, global)
+	image := func(ref string, vars map[string]string) {
+		ref = expandArgs(ref, vars)
 		switch {
 		case ref == "" || strings.EqualFold(ref, "scratch") || stages[strings.ToLower(ref)] || strings.Trim(ref, "0123456789") == "":
 		case strings.Contains(ref, "$"):
@@ -51,17 +58,24 @@ func parseDockerfileBases(data []byte, args map[string]string) (bases, unknown [
 		}
 		switch strings.ToUpper(fields[0]) {
 		case "ARG":
+			vars := global
 			if seenFrom {
-				continue
+				vars = stage
 			}
 			for _, decl := range fields[1:] {
 				k, v, hasDefault := strings.Cut(decl, "=")
-				if a, ok := args[k]; ok {
-					global[k] = a
-				} else if hasDefault {
-					global[k] = expandArgs(strings.Trim(v, `"'`), global)
+				g, isGlobal := global[k]
+				switch a, ok := args[k]; {
+				case ok:
+					vars[k] = a
+				case hasDefault:
+					vars[k] = expandArgs(strings.Trim(v, `"'`), vars)
+				case seenFrom && isGlobal:
+					vars[k] = g
 				}
 			}
+		case "ONBUILD":
+			unknown = append(unknown, "(an ONBUILD instruction)")
 		case "FROM":
 			seenFrom = true
 			rest := fields[1:]
@@ -71,19 +85,20 @@ func parseDockerfileBases(data []byte, args map[string]string) (bases, unknown [
 			if len(rest) == 0 {
 				continue
 			}
-			image(rest[0])
+			image(rest[0], global)
+			stage = map[string]string{}
 			if len(rest) >= 3 && strings.EqualFold(rest[1], "AS") {
 				stages[strings.ToLower(rest[2])] = true
 			}
 		case "COPY", "RUN":
 			for _, f := range fields[1:] {
 				if from, ok := strings.CutPrefix(f, "--from="); ok {
-					image(from)
+					image(from, stage)
 				}
 				if mount, ok := strings.CutPrefix(f, "--mount="); ok {
 					for _, opt := range strings.Split(mount, ",") {
 						if from, ok := strings.CutPrefix(opt, "from="); ok {
-							image(from)
+							image(from, stage)
 						}
 					}
 				}
@@ -92,6 +107,10 @@ func parseDockerfileBases(data []byte, args map[string]string) (bases, unknown [
 	}
 	return bases, unknown
 }
+
+// escapeDirective is the parser directive that changes the escape
+// character: a comment before the first instruction.
+var escapeDirective = regexp.MustCompile(`(?im)\A(\s*#[^\n]*\n)*\s*#\s*escape\s*=`)
 
 var argRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
 

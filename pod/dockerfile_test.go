@@ -33,15 +33,32 @@ COPY --from=build /x /y
 COPY --from=0 /x /y
 RUN --mount=type=bind,from=registry.example.test/tools:1,target=/t make
 RUN --mount=type=cache,target=/c make
+FROM busybox:1 AS shadow
+ARG BASE=registry.example.test/stage-only:1
+COPY --from=$BASE /x /y
+ARG TAG
+COPY --from=registry.example.test/team/base:${TAG} /x /y
 `
 	got, unknown := parseDockerfileBases([]byte(dockerfile), map[string]string{"TAG": "2.0"})
 	want := []string{"registry.example.test/priv:1", "registry.example.test/team/base-chained:3", "registry.example.test/team/base:2.0", "golang:1.23",
-		"debian:12", "registry.example.test/alt:2.0", "busybox:1", "alpine:3", "registry.example.test/tools:1"}
+		"debian:12", "registry.example.test/alt:2.0", "busybox:1", "alpine:3", "registry.example.test/tools:1",
+		"busybox:1", "registry.example.test/stage-only:1", "registry.example.test/team/base:2.0"}
 	if !slices.Equal(got, want) {
 		t.Errorf("bases = %q; want %q", got, want)
 	}
 	if want := []string{"registry.example.test/x:${UNSET}"}; !slices.Equal(unknown, want) {
 		t.Errorf("unknown = %q; want %q", unknown, want)
+	}
+}
+
+func TestParseDockerfileBasesRefuses(t *testing.T) {
+	for _, dockerfile := range []string{
+		"# syntax=docker/dockerfile:1\n# escape=`\nFROM busybox\nRUN echo `\nFROM localhost/secret:1\n",
+		"FROM busybox AS a\nONBUILD COPY --from=localhost/secret:1 / /\nFROM a\n",
+	} {
+		if _, unknown := parseDockerfileBases([]byte(dockerfile), nil); len(unknown) == 0 {
+			t.Errorf("%q: nothing unknown", dockerfile)
+		}
 	}
 }
 

@@ -27,9 +27,7 @@ type Engine interface {
 	// ErrNotFound if it is absent.
 	ImageConfig(ctx context.Context, image string) (plan.ImageConfig, error)
 	// PullImage pulls an image from its registry; out hears the progress.
-	// Anonymous pulls it with no registry login at all (an untrusted
-	// repository's image).
-	PullImage(ctx context.Context, ref string, anonymous bool, out io.Writer) error
+	PullImage(ctx context.Context, ref string, o PullOptions, out io.Writer) error
 	// BuildImage builds an image from a Dockerfile and returns its id.
 	BuildImage(ctx context.Context, b BuildSpec, out io.Writer) (string, error)
 	// Info says what podman knows about the host.

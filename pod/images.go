@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/distribution/reference"
+
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/plan"
 )
@@ -41,6 +43,15 @@ type BuildSpec struct {
 	NoPull bool
 }
 
+// PullOptions say how to pull an image.
+type PullOptions struct {
+	// Anonymous pulls it with no registry login at all, from a registry
+	// on a public address or one of PrivateRegistries (an untrusted
+	// repository's image: see imageSet.ensureAnonymous).
+	Anonymous         bool
+	PrivateRegistries []string
+}
+
 // PullError says an image could not be pulled from its registry.
 type PullError struct {
 	Image string
@@ -67,8 +78,11 @@ type imageSet struct {
 	checked map[string]bool // images whose version was checked
 	out     io.Writer       // podman's pull progress
 	// anonymous are the images pulled with no registry login: an
-	// untrusted repository named them.
-	anonymous map[string]bool
+	// untrusted repository named them; privateRegistries the registries
+	// on private addresses they may come from ([workspace]
+	// private_registries).
+	anonymous         map[string]bool
+	privateRegistries []string
 }
 
 // record keeps an image's config, after checking that a helper image is
@@ -160,7 +174,30 @@ func (s *imageSet) ensureAnonymous(ctx context.Context, img string) error {
 		return fmt.Errorf("the repository is not trusted, and --pull is never: devaipod cannot check that %s on this host is what its registry gives anyone, all an untrusted repository may have: trust the repository, or drop --pull never", img)
 	}
 	delete(s.configs, img) // what was looked up before may change
-	return s.pull(ctx, img)
+	if err := s.pull(ctx, img); err != nil {
+		return err
+	}
+	// Podman finds a short name among this host's images first
+	// (localhost/NAME, its search registries): it must find the one just
+	// checked, which is the name in full.
+	full, err := reference.ParseNormalizedNamed(img)
+	if err != nil {
+		return fmt.Errorf("%s: %w", img, err)
+	}
+	if name := reference.TagNameOnly(full).String(); name != img {
+		here, err := s.eng.ImageConfig(ctx, img)
+		if err != nil {
+			return fmt.Errorf("%s: %w", img, err)
+		}
+		checked, err := s.eng.ImageConfig(ctx, name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if here.ID != checked.ID {
+			return fmt.Errorf("the repository is not trusted, and it names %s, which podman finds on this host as another image than %s, the one its registry gives anyone: name it in full, or trust the repository", img, name)
+		}
+	}
+	return nil
 }
 
 // flush passes on the pending warnings.
@@ -175,7 +212,8 @@ func (s *imageSet) flush() {
 
 func (s *imageSet) pull(ctx context.Context, img string) error {
 	s.log("pulling " + img + "...")
-	if err := s.eng.PullImage(ctx, img, s.anonymous[img], s.out); err != nil {
+	o := PullOptions{Anonymous: s.anonymous[img], PrivateRegistries: s.privateRegistries}
+	if err := s.eng.PullImage(ctx, img, o, s.out); err != nil {
 		return &PullError{Image: img, Err: err}
 	}
 	s.pulled[img] = true

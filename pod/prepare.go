@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -297,16 +296,21 @@ func (c *creation) buildWithFeatures(ctx context.Context, eng Engine, in *plan.P
 	if err != nil {
 		return err
 	}
-	tag := fmt.Sprintf("localhost/devaipod-build-%s:features-%x", strings.ToLower(project), sha256.Sum256(data))
+	// An untrusted repository's build has a tag of its own: it never
+	// replaces, nor is taken for, what a trusted build of the same file made.
+	hashed := data
+	if in.Untrusted {
+		hashed = append(slices.Clone(data), "\x00untrusted"...)
+	}
+	tag := fmt.Sprintf("localhost/devaipod-build-%s:features-%x", strings.ToLower(project), sha256.Sum256(hashed))
 	tag = tag[:strings.LastIndex(tag, ":")+len(":features-")+12]
 	in.DevcontainerImage = tag
 	if c.req.Image != "" {
 		return nil // --image replaces the devcontainer's
 	}
-	if in.Untrusted && (hostVariableRef.Match(data) || slices.Contains(in.Devcontainer.Unsupported, "build.options")) {
-		// The CLI reads the file as written: it would put the host's
-		// variables in itself, and pass build.options to podman build.
-		return fmt.Errorf("%s: the repository is not trusted, and its features are built by the devcontainer CLI from the file as written, which would substitute its ${localEnv:...} from your environment and pass its build.options to podman build: trust the repository, or build the image yourself and pass --image", rel)
+	if in.Untrusted && slices.Contains(in.Devcontainer.Unsupported, "build.options") {
+		// The CLI passes them to podman build as they are.
+		return fmt.Errorf("%s: the repository is not trusted, and its features are built by the devcontainer CLI, which would pass its build.options to podman build: trust the repository, or build the image yourself and pass --image", rel)
 	}
 	if err := c.anonymousBases(ctx, eng, in); err != nil {
 		return err
@@ -321,20 +325,26 @@ func (c *creation) buildWithFeatures(ctx context.Context, eng Engine, in *plan.P
 		return err
 	}
 	c.progress(fmt.Sprintf("building the devcontainer's image %s with its features (%s)...", tag, cli))
-	build := exec.CommandContext(ctx, cli, "build", "--workspace-folder", tree, "--config", in.Devcontainer.File,
-		"--image-name", tag, "--docker-path", "podman")
-	build.Stdout, build.Stderr = c.out, c.out
+	file := in.Devcontainer.File
+	var env []string
 	if in.Untrusted {
-		// The CLI substitutes ${localEnv:...} from its own environment,
-		// and reads registry logins: an untrusted repository's build
-		// gets neither.
-		env, remove, err := untrustedBuildEnv(in.HostEnv)
-		if err != nil {
+		// The CLI reads the file as written and substitutes
+		// ${localEnv:...} from its own environment, and reads registry
+		// logins: it gets a copy without host variables, beside the file
+		// (relative paths stay), and an environment of its own.
+		if file, err = untrustedCopy(file, data); err != nil {
+			return err
+		}
+		defer os.Remove(file)
+		var remove func()
+		if env, remove, err = untrustedBuildEnv(in.HostEnv); err != nil {
 			return err
 		}
 		defer remove()
-		build.Env = env
 	}
+	build := exec.CommandContext(ctx, cli, "build", "--workspace-folder", tree, "--config", file,
+		"--image-name", tag, "--docker-path", "podman")
+	build.Stdout, build.Stderr, build.Env = c.out, c.out, env
 	build.WaitDelay = hostOutputDelay
 	if err := build.Run(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
 		return fmt.Errorf("devcontainer build: %w", err)
@@ -411,9 +421,19 @@ func untrustedBuildEnv(host map[string]string) (env []string, remove func(), err
 	return append(env, "DOCKER_CONFIG="+dir, "REGISTRY_AUTH_FILE="+authFile), remove, nil
 }
 
-// hostVariableRef finds a reference to a host variable in a
-// devcontainer.json as written.
-var hostVariableRef = regexp.MustCompile(`\$\{(localEnv|env):`)
+// untrustedCopy writes, beside file, its data without host variables
+// (devcontainer.WithoutHostVariables), and returns the copy's path.
+func untrustedCopy(file string, data []byte) (string, error) {
+	clean, err := devcontainer.WithoutHostVariables(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	copyPath := filepath.Join(filepath.Dir(file), ".devaipod-untrusted-"+filepath.Base(file))
+	if err := os.WriteFile(copyPath, clean, 0o600); err != nil {
+		return "", err
+	}
+	return copyPath, nil
+}
 
 // anonymousBases makes sure, for an untrusted repository, of the images
 // its build starts from (its image, its Dockerfile's bases), pulling those

@@ -212,7 +212,7 @@ func TestE2EUntrustedPullIsAnonymous(t *testing.T) {
 		".devcontainer/private/devcontainer.json": `{"image": "` + private + `"}`,
 		".devcontainer/local/devcontainer.json":   `{"image": "localhost/devaipod-helper:latest"}`,
 	})
-	cfg := standInConfig(t, "")
+	cfg := standInConfig(t, "[workspace]\nprivate_registries = [\""+host+"\"]\n")
 	for _, tt := range []struct {
 		name, devcontainer string
 		trust              bool
@@ -250,12 +250,15 @@ func TestE2EUntrustedPullIsAnonymous(t *testing.T) {
 		cleanup(t, trusted)
 		mustDevaipod(t, nil, "--config", cfg, "up", repo, "--name", trusted, "--devcontainer", ".devcontainer/private/devcontainer.json", "--trust")
 		podmanCLI(t, "image", "exists", private) // on this host now, pulled with your login
-		for _, tt := range []struct{ devcontainer, want string }{
-			{".devcontainer/private/devcontainer.json", "log in to pull this"},
-			{".devcontainer/local/devcontainer.json", "an image of this host"},
+		for _, tt := range []struct{ cfg, devcontainer, want string }{
+			{cfg, ".devcontainer/private/devcontainer.json", "log in to pull this"},
+			{cfg, ".devcontainer/local/devcontainer.json", "an image of this host"},
+			// A registry on this host or a private network gives its
+			// images to whoever asks from here: not named, refused.
+			{standInConfig(t, ""), ".devcontainer/devcontainer.json", "a loopback or private address"},
 		} {
 			name := uniqueName("e2e-anon")
-			r := devaipod(t, nil, "--config", cfg, "up", repo, "--name", name, "--devcontainer", tt.devcontainer)
+			r := devaipod(t, nil, "--config", tt.cfg, "up", repo, "--name", name, "--devcontainer", tt.devcontainer)
 			if r.code == 0 || !strings.Contains(r.stderr, tt.want) || len(labelled(t, name)) > 0 {
 				t.Errorf("an untrusted repository naming %s: %s\nwant a refusal saying %q, nothing left", tt.devcontainer, r, tt.want)
 			}

@@ -43,20 +43,24 @@ func TestE2EUntrustedRepository(t *testing.T) {
   "postCreateCommand": ` + jsonString(dump) + `
 }
 `,
-		// Features are built by the devcontainer CLI, from the file as
-		// written: it keeps what its environment holds in the image.
+		// Features are built by the devcontainer CLI, which reads the file
+		// as written and puts in its own environment's variables (one
+		// reference hidden behind a JSON escape).
 		".devcontainer/features/devcontainer.json": `{"image": "localhost/devaipod-default:latest",
-  "features": {"ghcr.io/devcontainers/features/go:1": {}}, "postCreateCommand": "cp /cli-env /workspaces/fixture/cli-env.txt"}`,
-		// ...which would put the host's variables in by itself.
-		".devcontainer/features-env/devcontainer.json": `{"image": "localhost/devaipod-default:latest",
-  "features": {"ghcr.io/devcontainers/features/go:1": {}}, "containerEnv": {"H": "${localEnv:HOME}"}}`,
+  "features": {"ghcr.io/devcontainers/features/go:1": {}}, "postCreateCommand": "cp /cli-env /workspaces/fixture/cli-env.txt",
+  "containerEnv": {"H": "${localEnv:E2E_HOST_VAR}", "ESC": "\u0024{localEnv:AWS_SECRET_ACCESS_KEY:none}"}}`,
+		// ...and passes build.options to podman build as they are.
+		".devcontainer/features-options/devcontainer.json": `{"build": {"dockerfile": "Dockerfile", "options": ["-v", "/:/host"]},
+  "features": {"ghcr.io/devcontainers/features/go:1": {}}}`,
+		".devcontainer/features-options/Dockerfile": "FROM localhost/devaipod-default:latest\n",
 	})
 	// A stand-in for the devcontainer CLI (see TestE2EDevcontainer) that
-	// keeps its own environment in the image it builds.
+	// keeps its own environment and the file it is given in the image it
+	// builds.
 	cli := filepath.Join(t.TempDir(), "devcontainer")
 	os.WriteFile(cli, []byte(`#!/bin/sh
-while [ $# -gt 0 ]; do case $1 in --image-name) tag=$2; shift;; esac; shift; done
-d=$(mktemp -d) && env > "$d/cli-env" && printf 'FROM localhost/devaipod-default:latest\nCOPY cli-env /cli-env\n' | podman build -q -t "$tag" -f - "$d" >/dev/null; s=$?; rm -rf "$d"; exit $s
+while [ $# -gt 0 ]; do case $1 in --image-name) tag=$2; shift;; --config) cfg=$2; shift;; esac; shift; done
+d=$(mktemp -d) && { env; cat "$cfg"; } > "$d/cli-env" && printf 'FROM localhost/devaipod-default:latest\nCOPY cli-env /cli-env\n' | podman build -q -t "$tag" -f - "$d" >/dev/null; s=$?; rm -rf "$d"; exit $s
 `), 0o755)
 	cfg := standInConfig(t, `[trusted.env.vars]
 MY_TOKEN = "`+secret+`"
@@ -98,19 +102,20 @@ target = "/person"
 	}
 
 	// The features build: the CLI gets none of the host's variables nor
-	// its registry logins; a file it would put them in by itself is
-	// refused, leaving nothing.
+	// its registry logins, in its environment or in the file it reads; a
+	// file with build.options is refused, leaving nothing.
 	features := uniqueName("e2e-untrusted-f")
 	cleanup(t, features)
 	mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", features, "--devcontainer", ".devcontainer/features/devcontainer.json")
 	r = mustDevaipod(t, nil, "exec", features, "--", "cat", "cli-env.txt")
-	if found := leaks(r.stdout); len(found) > 0 || !strings.Contains(r.stdout, "DOCKER_CONFIG=") || !strings.Contains(r.stdout, "REGISTRY_AUTH_FILE=") {
-		t.Errorf("the devcontainer CLI's environment holds %v, or not the empty logins:\n%s", found, r)
+	if found := leaks(r.stdout); len(found) > 0 || !strings.Contains(r.stdout, "DOCKER_CONFIG=") || !strings.Contains(r.stdout, "REGISTRY_AUTH_FILE=") ||
+		strings.Contains(r.stdout, "localEnv") || !strings.Contains(r.stdout, `"ESC": "none"`) {
+		t.Errorf("the devcontainer CLI's environment or file holds %v or a host variable, or not the empty logins:\n%s", found, r)
 	}
 	refused := uniqueName("e2e-untrusted-r")
-	r = devaipod(t, env, "--config", cfg, "up", repo, "--name", refused, "--devcontainer", ".devcontainer/features-env/devcontainer.json")
-	if r.code == 0 || !strings.Contains(r.stderr, "from the file as written") || len(labelled(t, refused)) > 0 {
-		t.Errorf("an untrusted features build that names host variables: %s", r)
+	r = devaipod(t, env, "--config", cfg, "up", repo, "--name", refused, "--devcontainer", ".devcontainer/features-options/devcontainer.json")
+	if r.code == 0 || !strings.Contains(r.stderr, "would pass its build.options to podman build") || len(labelled(t, refused)) > 0 {
+		t.Errorf("an untrusted features build with build.options: %s", r)
 	}
 
 	if r := mustDevaipod(t, nil, "status", untrusted); !strings.Contains(r.stdout, "not trusted: its workspace has nothing of yours") {

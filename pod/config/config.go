@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -232,6 +233,10 @@ type AgentConfig struct {
 // WorkspaceConfig configures the workspace container.
 type WorkspaceConfig struct {
 	Image string `toml:"image"`
+	// PrivateRegistries are registries (HOST[:PORT], as an image names
+	// them) on loopback or private addresses that an untrusted
+	// repository's images may come from; others are refused there.
+	PrivateRegistries []string `toml:"private_registries"`
 	// Limits caps the workspace like [agent.limits] caps the agent; none
 	// by default (a devcontainer's runArgs may set them too).
 	Limits Limits `toml:"limits"`
@@ -573,6 +578,11 @@ func (c *Config) validate() error {
 			if err := ValidateImage(img.ref); err != nil {
 				return bad(img.key, "%v", err)
 			}
+		}
+	}
+	for _, r := range c.Workspace.PrivateRegistries {
+		if u, err := url.Parse("//" + r); r == "" || err != nil || u.Host != r || strings.ContainsAny(r, "/@") {
+			return bad("workspace.private_registries", "%q is not a registry: give HOST or HOST:PORT, as an image's name starts", r)
 		}
 	}
 	switch c.Network.Mode {

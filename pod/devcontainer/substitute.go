@@ -1,7 +1,9 @@
 package devcontainer
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/big"
@@ -11,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/tailscale/hujson"
 )
 
 // Vars are the values of the spec's ${...} variables.
@@ -464,4 +468,55 @@ func jsString(b *strings.Builder, s string) {
 		}
 	}
 	b.WriteByte('"')
+}
+
+// WithoutHostVariables is a devcontainer.json (JSONC) as standard JSON
+// with every ${localEnv:NAME} and ${env:NAME}, in every string, keys
+// included, made what it is when NAME is unset (its default, else ""): for
+// a tool that reads the file as written and puts the host's variables in
+// itself (the devcontainer CLI), when the repository is not trusted with
+// them. Decoding first turns JSON escapes (\u0024{...}) into what they
+// stand for, so none hides from it.
+func WithoutHostVariables(data []byte) ([]byte, error) {
+	std, err := hujson.Standardize(bytes.TrimPrefix(data, []byte("\ufeff")))
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(std))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	unset := func(s string) string {
+		out, _ := expand(s, func(m, name string, args []string) (string, error) {
+			if name != "localEnv" && name != "env" {
+				return m, nil
+			}
+			if len(args) > 1 {
+				return args[1], nil
+			}
+			return "", nil
+		})
+		return out
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch v := v.(type) {
+		case string:
+			return unset(v)
+		case []any:
+			for i := range v {
+				v[i] = walk(v[i])
+			}
+		case map[string]any:
+			out := make(map[string]any, len(v))
+			for k, e := range v {
+				out[unset(k)] = walk(e)
+			}
+			return out
+		}
+		return v
+	}
+	return json.MarshalIndent(walk(doc), "", "  ")
 }

@@ -1,6 +1,7 @@
 package devcontainer
 
 import (
+	"encoding/json"
 	"errors"
 	"regexp"
 	"slices"
@@ -315,5 +316,33 @@ func TestDevcontainerID(t *testing.T) {
 	}
 	if !regexp.MustCompile(`^[0-9a-v]{52}$`).MatchString(DevcontainerID(map[string]string{"x": "y"})) {
 		t.Error("id is not 52 base-32 digits")
+	}
+}
+
+func TestWithoutHostVariables(t *testing.T) {
+	in := []byte("\ufeff" + `{
+  // a comment
+  "build": {"context": "\u0024{localEnv:HOME:..}", "args": {"A": "x-${env:USER}-y", "${localEnv:K}": "v"}},
+  "features": {"f": {"n": 1.50}},
+  "keep": "${containerEnv:PATH} ${localWorkspaceFolder}",
+}
+`)
+	out, err := WithoutHostVariables(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	build := got["build"].(map[string]any)
+	if build["context"] != ".." || build["args"].(map[string]any)["A"] != "x--y" || build["args"].(map[string]any)[""] != "v" {
+		t.Errorf("host variables left, or defaults lost:\n%s", out)
+	}
+	if got["keep"] != "${containerEnv:PATH} ${localWorkspaceFolder}" || !strings.Contains(string(out), "1.50") {
+		t.Errorf("other variables or numbers changed:\n%s", out)
+	}
+	if strings.Contains(string(out), "localEnv") || strings.Contains(string(out), "${env") {
+		t.Errorf("a host variable is left:\n%s", out)
 	}
 }

@@ -43,7 +43,7 @@ func (c *Client) ImageConfig(context.Context, string) (plan.ImageConfig, error) 
 }
 
 // PullImage implements pod.Engine: the nodes pull.
-func (c *Client) PullImage(context.Context, string, bool, io.Writer) error {
+func (c *Client) PullImage(context.Context, string, pod.PullOptions, io.Writer) error {
 	return podmanOnly("pulling an image")
 }
 

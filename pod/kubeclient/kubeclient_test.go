@@ -505,7 +505,7 @@ func TestDeleteKeepsPolicyWhilePodsRemain(t *testing.T) {
 func TestNotSupported(t *testing.T) {
 	_, c := newFake(t)
 	ctx := context.Background()
-	for _, err := range []error{c.StartPod(ctx, "x"), c.StopPod(ctx, "x", 1), c.PullImage(ctx, "x", false, nil),
+	for _, err := range []error{c.StartPod(ctx, "x"), c.StopPod(ctx, "x", 1), c.PullImage(ctx, "x", pod.PullOptions{}, nil),
 		c.CreatePod(ctx, plan.PodSpec{}), c.CreateContainer(ctx, "x", plan.ContainerSpec{})} {
 		var ne *NotSupportedError
 		if !errors.As(err, &ne) || ne.Hint == "" || !errors.Is(err, errors.ErrUnsupported) {

@@ -364,6 +364,8 @@ type PlanInput struct {
 
 // ImageConfig is what an image sets for the containers made from it.
 type ImageConfig struct {
+	// ID is podman's id of the image (its config's digest).
+	ID   string
 	Env  []string // NAME=value
 	User string   // USER, "" when unset
 	// Labels are the image's labels (devaipod's helper image carries its

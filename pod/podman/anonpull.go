@@ -8,10 +8,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/containers/podman/v5/pkg/bindings/images"
 	"github.com/distribution/reference"
@@ -32,8 +38,11 @@ import (
 // podman's storage under its name.
 
 // pullAnonymous fetches ref from its registry without credentials and
-// loads it into podman's storage as ref.
-func (p *Podman) pullAnonymous(ctx context.Context, ref string, out io.Writer) error {
+// loads it into podman's storage as ref. A registry on a loopback, private
+// or link-local address is refused unless it is one of private (by
+// HOST[:PORT] as ref names it): without logins, it would still get what
+// this host's network position gives.
+func (p *Podman) pullAnonymous(ctx context.Context, ref string, private []string, out io.Writer) error {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		return fmt.Errorf("%q: %w", ref, err)
@@ -46,7 +55,8 @@ func (p *Podman) pullAnonymous(ctx context.Context, ref string, out io.Writer) e
 	if err != nil {
 		return fmt.Errorf("%q: %w", ref, err)
 	}
-	transport, err := registryTransport(reference.Domain(named))
+	domain := reference.Domain(named)
+	transport, err := registryTransport(ctx, domain, slices.Contains(private, domain))
 	if err != nil {
 		return err
 	}
@@ -55,6 +65,15 @@ func (p *Podman) pullAnonymous(ctx context.Context, ref string, out io.Writer) e
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))
 	if err != nil {
 		return err
+	}
+	// ONBUILD triggers would run in a build FROM it: steps devaipod does
+	// not read, which may take other images.
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	if len(cf.Config.OnBuild) > 0 {
+		return fmt.Errorf("%s has ONBUILD triggers, which an untrusted repository's build may not run: trust the repository, or build the image yourself", tagged)
 	}
 	// The image here, if it is the same (its id is its config's digest),
 	// is what the registry gives anyone: the layers are not fetched.
@@ -88,9 +107,43 @@ func (p *Podman) pullAnonymous(ctx context.Context, ref string, out io.Writer) e
 
 // registryTransport is an HTTPS transport that trusts, for a registry host,
 // the certificate authorities podman trusts for it: the system's and those
-// of its certs.d folders (a registry's TLS settings, no credentials).
-func registryTransport(host string) (http.RoundTripper, error) {
+// of its certs.d folders (a registry's TLS settings, no credentials). It
+// dials public addresses only, unless private.
+func registryTransport(ctx context.Context, host string, private bool) (http.RoundTripper, error) {
 	t := remote.DefaultTransport.(*http.Transport).Clone()
+	refuse := func(ip netip.Addr) error {
+		if ip = ip.Unmap(); ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() {
+			return fmt.Errorf("the registry %s is at %s, a loopback or private address, from which an untrusted repository's images come only when [workspace] private_registries names it", host, ip)
+		}
+		return nil
+	}
+	switch proxy, err := t.Proxy(&http.Request{URL: &url.URL{Scheme: "https", Host: host}}); {
+	case private:
+	case err == nil && proxy != nil:
+		// The proxy resolves the name: it is resolved here first.
+		name := host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			name = h
+		}
+		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", name)
+		if err != nil {
+			return nil, err
+		}
+		for _, ip := range ips {
+			if err := refuse(ip); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		dialer := &net.Dialer{Timeout: 30 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return err
+			}
+			return refuse(ap.Addr())
+		}}
+		t.DialContext = dialer.DialContext
+	}
 	pool, err := x509.SystemCertPool()
 	if err != nil {
 		pool = x509.NewCertPool()

@@ -55,7 +55,7 @@ func (p *Podman) ImageConfig(ctx context.Context, image string) (plan.ImageConfi
 	if err != nil {
 		return plan.ImageConfig{}, mapErr(err)
 	}
-	c := plan.ImageConfig{Labels: img.Labels}
+	c := plan.ImageConfig{ID: img.ID, Labels: img.Labels}
 	if img.Config != nil {
 		c.Env, c.User = img.Config.Env, img.Config.User
 		if c.Labels == nil {
@@ -312,9 +312,9 @@ func mapCreateErr(err error) error {
 
 // PullImage pulls ref from its registry (with the client's registry
 // credentials, as podman --remote does), streaming podman's progress to out.
-func (p *Podman) PullImage(ctx context.Context, ref string, anonymous bool, out io.Writer) error {
-	if anonymous {
-		if err := p.pullAnonymous(ctx, ref, out); err != nil {
+func (p *Podman) PullImage(ctx context.Context, ref string, o pod.PullOptions, out io.Writer) error {
+	if o.Anonymous {
+		if err := p.pullAnonymous(ctx, ref, o.PrivateRegistries, out); err != nil {
 			return fmt.Errorf("pull %s: %w", ref, err)
 		}
 		return nil
