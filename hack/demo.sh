@@ -31,7 +31,9 @@ hack/as-test-user sh -c '
 
 devaipod=(hack/as-test-user "$repo_root/bin/devaipod")
 "${devaipod[@]}" delete "$name" >/dev/null 2>&1 || true
-"${devaipod[@]}" up "$work/hello" --name "$name" --quiet
+# The example is devaipod's own, so trusted: its workspace gets your
+# [trusted.env] (an untrusted repository's gets none: devaipod trust --help).
+"${devaipod[@]}" up "$work/hello" --name "$name" --quiet --trust
 
 if [ "$(id -u)" = 0 ]; then
 	prefix="hack/as-test-user bin/devaipod"
