@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"os/exec"
 	"os/user"
 	"slices"
@@ -398,17 +399,55 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 }
 
 // runNotify runs [approvals] notify for a new request, its placeholders
-// filled in (with printable text: the agent wrote some of it).
+// filled in (see notifyCommand).
 func runNotify(ctx context.Context, argv []string, r *pod.Pending) {
 	if len(argv) == 0 {
 		return
 	}
-	repl := strings.NewReplacer("{pod}", r.Pod, "{kind}", r.Kind, "{what}", safetext.Printable(r.What), "{id}", r.ID)
-	args := make([]string, len(argv))
-	for i, a := range argv {
-		args[i] = repl.Replace(a)
-	}
+	args, env := notifyCommand(argv, r)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	exec.CommandContext(ctx, args[0], args[1:]...).Run()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Run()
+}
+
+// notifyShells are the shells whose -c script notifyCommand never puts
+// text into.
+var notifyShells = []string{"sh", "bash", "dash", "zsh", "ksh", "ash", "fish"}
+
+// notifyCommand is [approvals] notify for a request. The agent wrote
+// some of the text ({what}, made printable), so it never becomes shell
+// syntax: the command runs without a shell, a placeholder in a word is
+// replaced inside that one argument, and in the script of a shell's -c
+// (sh -c 'notify-send "{what}"') a placeholder becomes a reference to a
+// variable that holds the text ("$DEVAIPOD_WHAT"), which the shell does not
+// parse again. The first word cannot hold one (config refuses it).
+func notifyCommand(argv []string, r *pod.Pending) (args, env []string) {
+	values := [][2]string{{"pod", r.Pod}, {"kind", r.Kind}, {"what", safetext.Printable(r.What)}, {"id", r.ID}}
+	var plain, shell []string
+	for _, v := range values {
+		plain = append(plain, "{"+v[0]+"}", v[1])
+		shell = append(shell, "{"+v[0]+"}", `${DEVAIPOD_`+strings.ToUpper(v[0])+`}`)
+		env = append(env, "DEVAIPOD_"+strings.ToUpper(v[0])+"="+v[1])
+	}
+	inPlace, byVariable := strings.NewReplacer(plain...), strings.NewReplacer(shell...)
+	// The script: the word after a shell's -c (sh -c, env sh -c, busybox
+	// sh -c).
+	script := -1
+	for i := 0; i+2 < len(argv); i++ {
+		if slices.Contains(notifyShells, filepath.Base(argv[i])) && argv[i+1] == "-c" {
+			script = i + 2
+			break
+		}
+	}
+	args = make([]string, len(argv))
+	for i, a := range argv {
+		if i == script {
+			args[i] = byVariable.Replace(a)
+		} else {
+			args[i] = inPlace.Replace(a)
+		}
+	}
+	return args, env
 }

@@ -611,6 +611,9 @@ func (c *Config) validate() error {
 	if len(c.Approvals.Notify) > 0 && c.Approvals.Notify[0] == "" {
 		return bad("approvals.notify", "the command's first word is empty")
 	}
+	if len(c.Approvals.Notify) > 0 && strings.Contains(c.Approvals.Notify[0], "{") {
+		return bad("approvals.notify", "%q: the command's first word cannot hold a placeholder (the agent writes what it is replaced with)", c.Approvals.Notify[0])
+	}
 	for _, f := range c.Network.UpstreamCA {
 		if !filepath.IsAbs(f) {
 			return bad("network.upstream_ca", "%q: use an absolute path to a PEM file", f)

@@ -60,6 +60,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unknown table", "[agnet]\nimage = \"x\"\n", 1, "agnet", "unknown key"},
 		{"unknown nested", "[trusted.env]\nallowlist = []\nsecret = []\n", 3, "trusted.env.secret", "unknown key"},
 		{"private registry with a path", "[workspace]\nimage = \"x\"\nprivate_registries = [\"10.0.0.5:5000/team\"]\n", 3, "workspace.private_registries", "is not a registry"},
+		{"notify program from a placeholder", "[approvals]\nnotify = [\"{what}\"]\n", 2, "approvals.notify", "cannot hold a placeholder"},
 		{"syntax", "[agent]\nimage = \n", 2, "", "expected value"},
 		{"wrong type", "[agent]\nport = \"x\"\n", 2, "agent.port", "must be a whole number, not a string"},
 		{"list for a string", "[agent.limits]\nmemory = 4\n", 2, "agent.limits.memory", "must be a string, in quotes, not a whole number"},
