@@ -16,7 +16,7 @@ import (
 // it), so neither gets the person's host paths or host variables that the
 // repository or the person's config names; the trusted values are left
 // out by build (the gator still gets its token: it runs none of the
-// repository's code), and ${localEnv:...} was substituted empty before
+// repository's code), and ${localEnv:...} was substituted as if unset
 // (the devcontainer's WithheldEnv).
 func (b *builder) withhold() []string {
 	var withheld []string
