@@ -170,7 +170,7 @@ demo:
 # fuzz runs every fuzz target for FUZZTIME each (go test -fuzz takes one
 # target at a time).
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./pod/config:FuzzParseConfig ./pod:FuzzParseDockerfileBases ./pod/plan:FuzzNormalizeName ./pod/source:FuzzResolveURL ./pod/source:FuzzParsePRURL ./pod/source:FuzzCheckBundle ./internal/gitpack:FuzzPatch ./internal/gitpack:FuzzReadEntry ./gator:FuzzObjectReader ./proxy:FuzzKeepRecord ./proxy:FuzzPlainRequest ./proxy:FuzzPlainResponse ./proxy:FuzzAnswerMask ./pod/devcontainer:FuzzParse ./cmd/devaipod-helper:FuzzParseBridge ./proxy/rule:FuzzParseRule ./proxy/rule:FuzzMatch ./gator/policy:FuzzParseScope ./internal/endpoint:FuzzParse ./internal/size:FuzzParse
+FUZZ_TARGETS := ./pod/config:FuzzParseConfig ./cmd/devaipod-helper:FuzzGitConfig ./pod:FuzzParseDockerfileBases ./pod/plan:FuzzNormalizeName ./pod/source:FuzzResolveURL ./pod/source:FuzzParsePRURL ./pod/source:FuzzCheckBundle ./internal/gitpack:FuzzPatch ./internal/gitpack:FuzzReadEntry ./gator:FuzzObjectReader ./proxy:FuzzKeepRecord ./proxy:FuzzPlainRequest ./proxy:FuzzPlainResponse ./proxy:FuzzAnswerMask ./pod/devcontainer:FuzzParse ./cmd/devaipod-helper:FuzzParseBridge ./proxy/rule:FuzzParseRule ./proxy/rule:FuzzMatch ./gator/policy:FuzzParseScope ./internal/endpoint:FuzzParse ./internal/size:FuzzParse
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $$t for $(FUZZTIME)"; \

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -116,14 +115,52 @@ func inspectGit(repo string) []string {
 
 // riskyConfig are the configuration keys (lower-case section.key, or
 // section.*.key for subsections) that make git run a program, read other
-// files as configuration, or work on another tree.
+// files as configuration or credentials, or work on another tree
+// (shared/notes/git-trust.md's section 2).
 var riskyConfig = []string{
 	"core.fsmonitor", "core.hookspath", "core.worktree", "core.sshcommand", "core.pager", "core.editor",
 	"core.askpass", "core.gitproxy", "core.alternaterefscommand", "sequence.editor", "diff.external",
 	"include.path", "includeif.*.path", "filter.*.clean", "filter.*.smudge", "filter.*.process",
-	"diff.*.textconv", "diff.*.command", "merge.*.driver", "credential.helper", "gpg.program",
-	"gpg.ssh.program", "gpg.x509.program", "extensions.worktreeconfig", "extensions.partialclone",
-	"remote.*.uploadpack", "remote.*.receivepack", "uploadpack.packobjectshook",
+	"diff.*.textconv", "diff.*.command", "merge.*.driver", "credential.helper", "credential.*.helper",
+	"gpg.program", "gpg.ssh.program", "gpg.x509.program", "gpg.ssh.defaultkeycommand",
+	"extensions.worktreeconfig", "extensions.partialclone", "remote.*.uploadpack", "remote.*.receivepack",
+	"remote.*.vcs", "uploadpack.packobjectshook", "hook.*.command", "mergetool.*.cmd", "difftool.*.cmd",
+	"interactive.difffilter", "sendemail.*cmd", "sendemail.*.*cmd", "pager.*", "http.cookiefile",
+	"http.*.cookiefile", "http.sslcert", "http.*.sslcert", "http.sslkey", "http.*.sslkey",
+	"http.sslcainfo", "http.*.sslcainfo", "http.sslcapath", "http.*.sslcapath", "http.proxy", "http.*.proxy",
+}
+
+// riskyValue says whether an entry that no key of riskyConfig names is
+// risky by its value: a URL that runs a command (ext::), the protocol
+// that runs it allowed, a submodule's or alias's command (!).
+func riskyValue(e gitConfigEntry) bool {
+	v := strings.ToLower(strings.TrimSpace(e.Value))
+	switch {
+	case e.Section == "remote" && (e.Key == "url" || e.Key == "pushurl"):
+		return strings.HasPrefix(v, "ext::")
+	case e.Section == "url" && (e.Key == "insteadof" || e.Key == "pushinsteadof"):
+		return strings.HasPrefix(strings.ToLower(e.Subsection), "ext::")
+	case e.Section == "protocol" && e.Key == "allow":
+		return v == "always"
+	case e.Section == "submodule" && e.Key == "update", e.Section == "alias":
+		return strings.HasPrefix(v, "!")
+	}
+	return false
+}
+
+// harmless says whether a risky key's value turns what it does off:
+// core.fsmonitor=false, pager.CMD=false (or true: git's own pager).
+func harmless(e gitConfigEntry, key string) bool {
+	if key != "core.fsmonitor" && e.Section != "pager" {
+		return false
+	}
+	switch strings.ToLower(strings.TrimSpace(e.Value)) {
+	case "false", "no", "off", "0", "":
+		return !e.NoValue
+	case "true", "yes", "on", "1":
+		return e.Section == "pager"
+	}
+	return false
 }
 
 // inspectGitConfig reports the risky keys that the git config file at file
@@ -171,37 +208,27 @@ func inspectConfigText(data []byte, err error, name string, add func(string, ...
 		add("%s: %s", name, errText(err))
 		return
 	}
-	section := ""
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") {
-			head, rest, _ := strings.Cut(strings.TrimPrefix(line, "["), "]")
-			// [section], [section "subsection"] or the older
-			// [section.subsection]: subsections match as "*".
-			name, _, hasSub := strings.Cut(strings.TrimSpace(head), " ")
-			section = strings.ToLower(name)
-			if base, _, dotted := strings.Cut(section, "."); hasSub || dotted {
-				section = base + ".*"
-			}
-			line = strings.TrimSpace(rest) // a key may follow on the same line
-		}
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		key, value, _ := strings.Cut(line, "=")
-		key = section + "." + strings.ToLower(strings.TrimSpace(key))
-		value = strings.ToLower(strings.TrimSpace(value))
-		for _, risky := range riskyConfig {
-			if ok, _ := path.Match(risky, key); ok && !(key == "core.fsmonitor" && value == "false") {
-				add("%s sets %s", name, key)
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		// A line too long to scan: what follows it is unread, and git
-		// reads it.
+	// Read as git reads it (parseGitConfig): what git would not read,
+	// git refuses, and what it reads is judged as it is.
+	entries, err := parseGitConfig(data)
+	if err != nil {
 		add("%s: %s", name, errText(err))
+		return
+	}
+	for _, e := range entries {
+		key := e.Section + "." + e.Key
+		if e.HasSubsection {
+			key = e.Section + ".*." + e.Key
+		}
+		risky := riskyValue(e)
+		for _, r := range riskyConfig {
+			if ok, _ := path.Match(r, key); ok && !harmless(e, key) {
+				risky = true
+			}
+		}
+		if risky {
+			add("%s sets %s", name, key)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,7 +67,7 @@ func TestInspectGit(t *testing.T) {
 	// A config git reads whole, with a line longer than a scan takes
 	// before the key: the key is not missed.
 	os.WriteFile(filepath.Join(sub, ".git", "config"), []byte("[core]\n\t# "+strings.Repeat("x", 100<<10)+"\n\tsshCommand = /tmp/trap\n"), 0o644)
-	if got := strings.Join(inspectGit(repo), "\n"); !strings.Contains(got, "sub/.git/config (a gitlink of the index): ") {
+	if got := strings.Join(inspectGit(repo), "\n"); !strings.Contains(got, "sub/.git/config (a gitlink of the index) sets core.sshcommand") {
 		t.Errorf("a config with a long line:\n%s", got)
 	}
 	// A FIFO in its place: reported, nothing waits for a writer.
@@ -151,4 +152,36 @@ func TestVerifyMaskedGit(t *testing.T) {
 	wantResult(t, "absent", res, detail, verifyPass, "none of 1 masked blobs in 1 pack(s)")
 	res, detail = check()
 	wantResult(t, "nothing masked", res, detail, verifyNA)
+}
+
+// TestInspectConfigAsGitReadsIt: the forms of config that git reads and
+// an earlier line-by-line reading missed, each making git run a program.
+func TestInspectConfigAsGitReadsIt(t *testing.T) {
+	for text, want := range map[string]string{
+		"\xef\xbb\xbf[core]\n\thooksPath = /tmp/h\n":                        "sets core.hookspath",
+		"\xef\xbb\xbf[core]\n\tfsmonitor = /tmp/f\n":                        "sets core.fsmonitor",
+		"[remote \"x\"]\n\turl = ext::sh -c touch% /tmp/p\n":                "sets remote.*.url",
+		"[protocol \"ext\"]\n\tallow = always\n":                            "sets protocol.*.allow",
+		"[pager]\n\tlog = \"sh -c id\"\n":                                   "sets pager.log",
+		"[credential \"https://example.test\"]\n\thelper = !touch /tmp/p\n": "sets credential.*.helper",
+		"[core]\n\tpager = a\\\n b\n":                                       "sets core.pager",
+		"[core] sshCommand = x\n":                                           "sets core.sshcommand",
+		"[url \"ext::sh -c id\"]\n\tinsteadOf = https://\n":                 "sets url.*.insteadof",
+		"[hook \"x\"]\n\tcommand = id\n\tevent = pre-commit\n":              "sets hook.*.command",
+		"[a]\n\tk = \"unterminated\n":                                       "git refuses this configuration",
+	} {
+		var got []string
+		inspectConfigText([]byte(text), nil, "cfg", func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) })
+		if !strings.Contains(strings.Join(got, "\n"), want) {
+			t.Errorf("%q: %q; want %q", text, got, want)
+		}
+	}
+	for _, text := range []string{"[core]\n\tfsmonitor = false\n", "[pager]\n\tlog = false\n\tdiff = true\n", "[protocol \"file\"]\n\tallow = user\n",
+		"[remote \"origin\"]\n\turl = https://git.example.test/o/r\n"} {
+		var got []string
+		inspectConfigText([]byte(text), nil, "cfg", func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) })
+		if len(got) > 0 {
+			t.Errorf("%q: %q; want nothing", text, got)
+		}
+	}
 }

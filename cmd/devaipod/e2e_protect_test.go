@@ -195,6 +195,22 @@ containers = ["workspace", "agent"]
 		if r := inWorkspace("rm .git/commondir && git config --unset core.hooksPath"); r.code != 0 {
 			t.Fatalf("%s", r)
 		}
+		// Forms git reads that a line-by-line reading missed: a
+		// byte-order mark before [core], an ext:: remote with its
+		// protocol allowed, a pager, a credential helper for a URL.
+		if r := inWorkspace(`cp .git/config /tmp/config.orig && { printf '\357\273\277[core]\n\thooksPath = /tmp/h\n'; cat /tmp/config.orig; ` +
+			`printf '[remote "x"]\n\turl = ext::sh -c id\n[protocol "ext"]\n\tallow = always\n[pager]\n\tlog = sh -c id\n[credential "https://git.example.test"]\n\thelper = !id\n'; } > /tmp/config.new && cat /tmp/config.new > .git/config && git config --get core.hookspath`); r.code != 0 || strings.TrimSpace(r.stdout) != "/tmp/h" {
+			t.Fatalf("git does not read the planted config: %s", r)
+		}
+		got, r = rows()
+		for _, want := range []string{"core.hookspath", "remote.*.url", "protocol.*.allow", "pager.log", "credential.*.helper"} {
+			if r.code != 1 || !strings.Contains(got["trusted-git"], want) {
+				t.Errorf("verify of a .git/config in a form git reads: exit %d, trusted-git %q; want %s named", r.code, got["trusted-git"], want)
+			}
+		}
+		if r := inWorkspace("cat /tmp/config.orig > .git/config"); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
 	})
 	t.Run("masked files are unreadable to the agent, in the tree and in git", func(t *testing.T) {
 		if r := inAgent("cat .env deploy/server.pem | wc -c"); strings.TrimSpace(r.stdout) != "0" {
