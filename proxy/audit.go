@@ -53,6 +53,7 @@ const (
 	ReasonAskFailed      = "ask-failed"      // the approver failed: the request could not be asked about (503)
 	ReasonPathForbidden  = "path-forbidden"  // a host path that is or is under one of Options.ForbiddenPaths: never asked about
 	ReasonNoApprovals    = "no-approvals"    // a host path asked of a proxy without an Approver: nobody to ask (404)
+	ReasonEncodedAnswer  = "encoded-answer"  // a bound host's answer compressed although identity was asked for: refused (502), its values could not be masked
 )
 
 // Record is one line of the audit log: JSON, one object per line, written

@@ -758,6 +758,13 @@ func (ic *interception) relayResponse(x *exchange, req *http.Request, resp *http
 	ic.mask.maskHeader(resp.Header)
 	hasBody := req.Method != http.MethodHead && resp.StatusCode != http.StatusNoContent &&
 		resp.StatusCode != http.StatusNotModified && resp.ContentLength != 0
+	if ic.mask != nil && hasBody {
+		if enc, ok := compressed(resp.Header[hdrContentEncoding]); ok {
+			resp.Body.Close()
+			down, clientOK = ic.refuseEncoded(x, enc, keep)
+			return down, clientOK, false
+		}
+	}
 	// A body of unknown length goes chunked to an HTTP/1.1 client, up to
 	// the close to an HTTP/1.0 one.
 	chunked := hasBody && resp.ContentLength < 0 && req.ProtoAtLeast(1, 1)

@@ -3,9 +3,11 @@ package proxy
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -17,12 +19,13 @@ import (
 // value appears in an answer from the host it is bound to, as it is or in
 // base64 (at each of the three byte offsets, whatever precedes it), the
 // client gets as many '*' instead: in the status line, the headers and the
-// trailer always, in the body when it is uncompressed text (textBody,
-// identityCoding).
+// trailer always, in the body when it is text (textBody). A body the host
+// compressed although every intercepted request asks for identity
+// (identityOnly) cannot be searched: it is refused (refuseEncoded).
 // The mask has the value's length, so Content-Length and chunk sizes stay
-// true. What it cannot catch is in docs/credentials.md: compressed or
-// binary bodies, other encodings, values shorter than maskMinLen, and the
-// bytes of an upgraded (101) connection.
+// true. What it cannot catch is in docs/credentials.md: binary bodies,
+// other encodings, values shorter than maskMinLen, and the bytes of an
+// upgraded (101) connection.
 
 // maskMinLen is the shortest value looked for in answers: a shorter one
 // would mask text by chance.
@@ -312,6 +315,32 @@ func maskedHeaderBody(h http.Header) bool {
 		}
 	}
 	return true
+}
+
+// compressed returns the first Content-Encoding of values that is not
+// identity.
+func compressed(values []string) (string, bool) {
+	for _, v := range values {
+		if !identityCoding(v) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// refuseEncoded answers the client in place of an answer of a bound host
+// whose body is compressed (encoding) although identity was asked for: a
+// value in it could not be masked. The answer is left unread, its
+// connection not used again.
+func (ic *interception) refuseEncoded(x *exchange, encoding string, keep bool) (down int64, clientOK bool) {
+	rule := x.rule
+	x.refuse(http.StatusBadGateway, ReasonEncodedAnswer, fmt.Sprintf("it came with Content-Encoding %q although the proxy asked for identity, and a credential's value in it could not be masked", strings.TrimSpace(encoding)))
+	x.allow, x.rule = true, rule // the request went, by its rule; its answer did not
+	msg := ic.s.message(x)
+	h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}, "Cache-Control": {"no-store"}, "X-Devaipod-Proxy": {x.reason}}
+	ic.writeHead(x.status, h, strconv.Itoa(len(msg)), !keep)
+	ic.bw.WriteString(msg)
+	return int64(len(msg)), ic.bw.Flush() == nil && keep
 }
 
 // identityCoding reports whether a Content-Encoding leaves the body as it

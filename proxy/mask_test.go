@@ -267,7 +267,8 @@ func BenchmarkAnswerMask(b *testing.B) {
 // back (in the reason phrase, a header, a body of known length, one split
 // over chunks, the trailer, Basic auth's base64) gets it to the client
 // masked, through the plain subset and through net/http alike, and the
-// audit says so; a binary or compressed body passes as it is.
+// audit says so; a binary body passes as it is; a compressed one (the
+// host ignored Accept-Encoding: identity) is refused, 502, and audited.
 func TestAnswersMasked(t *testing.T) {
 	t.Parallel()
 	stars := strings.Repeat("*", len(apiKeyValue))
@@ -277,21 +278,25 @@ func TestAnswersMasked(t *testing.T) {
 		name, answer string
 		masked       bool   // the client gets no value
 		body         string // the body the client gets, if masked
+		refused      bool   // the answer is refused
 	}{
 		{"reason, header and body", "HTTP/1.1 200 OK " + apiKeyValue + "\r\nX-Echo: Bearer " + apiKeyValue +
 			"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(apiKeyValue)+10) + "\r\n\r\n{\"key\":\"" + apiKeyValue + "\"}",
-			true, "{\"key\":\"" + stars + "\"}"},
+			true, "{\"key\":\"" + stars + "\"}", false},
 		{"split over chunks, and in the trailer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n" +
 			strconv.FormatInt(int64(half+4), 16) + "\r\nkey " + apiKeyValue[:half] + "\r\n" +
 			strconv.FormatInt(int64(len(apiKeyValue)-half), 16) + "\r\n" + apiKeyValue[half:] + "\r\n0\r\nX-Sum: " + apiKeyValue + "\r\n\r\n",
-			true, "key " + stars},
+			true, "key " + stars, false},
 		{"Basic auth's base64, chunked", "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n" +
 			strconv.FormatInt(int64(len(basic)+6), 16) + "\r\nBasic " + basic + "\r\n0\r\n\r\n",
-			true, ""},
+			true, "", false},
 		{"a binary body", "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " + strconv.Itoa(len(apiKeyValue)) + "\r\n\r\n" + apiKeyValue,
-			false, ""},
+			false, "", false},
 		{"a compressed body", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: " + strconv.Itoa(len(apiKeyValue)) + "\r\n\r\n" + apiKeyValue,
-			false, ""},
+			true, "", true},
+		{"a compressed binary body, chunked", "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Encoding: br\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			strconv.FormatInt(int64(len(apiKeyValue)), 16) + "\r\n" + apiKeyValue + "\r\n0\r\n\r\n",
+			true, "", true},
 	}
 	for _, parsedOnly := range []bool{false, true} {
 		st := startIntercepting(t, Options{parsedHeadsOnly: parsedOnly})
@@ -316,14 +321,22 @@ func TestAnswersMasked(t *testing.T) {
 			if tc.body != "" && body != tc.body {
 				t.Errorf("parsed only %v, %s: body %q, want %q", parsedOnly, tc.name, body, tc.body)
 			}
+			if refused := resp.StatusCode == http.StatusBadGateway && strings.Contains(body, "was refused") && resp.Header.Get("X-Devaipod-Proxy") == ReasonEncodedAnswer; refused != tc.refused {
+				t.Errorf("parsed only %v, %s: %s %q; refused %v, want %v", parsedOnly, tc.name, resp.Status, body, refused, tc.refused)
+			}
 			seen := st.seen.all()
 			if got := seen[len(seen)-1].Header.Get("Accept-Encoding"); got != "identity" {
 				t.Errorf("parsed only %v: the upstream was asked for Accept-Encoding %q", parsedOnly, got)
 			}
 			rec := st.p.audit.waitRecord(t, "for "+path, func(r Record) bool {
-				return r.Method == http.MethodGet && r.Status == resp.StatusCode && r.BytesDown == int64(len(body))
+				// The proxy's own answer counts no byte from upstream.
+				return r.Method == http.MethodGet && r.Status == resp.StatusCode && (r.BytesDown == int64(len(body)) || tc.refused && r.BytesDown == 0)
 			})
-			if want := []string(nil); tc.masked {
+			if tc.refused {
+				if rec.Reason != ReasonEncodedAnswer || rec.Decision != DecisionAllow {
+					t.Errorf("parsed only %v, %s: audited %s %q", parsedOnly, tc.name, rec.Decision, rec.Reason)
+				}
+			} else if want := []string(nil); tc.masked {
 				want = []string{apiKeyName}
 				if !slices.Equal(rec.Masked, want) {
 					t.Errorf("parsed only %v, %s: the audit says masked %v", parsedOnly, tc.name, rec.Masked)

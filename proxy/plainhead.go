@@ -473,6 +473,14 @@ func (ic *interception) readPlainAnswer(uc *upstreamConn, method string) *plainR
 // relayResponse returns.
 func (ic *interception) relayPlainResponse(x *exchange, pr *plainResponse, uc *upstreamConn, keep bool) (down int64, clientOK, upstreamOK bool) {
 	x.status = pr.status
+	if ic.mask != nil && pr.length != 0 {
+		for _, f := range pr.fields {
+			if f.k == hdrContentEncoding && !identityCoding(string(f.value)) {
+				down, clientOK = ic.refuseEncoded(x, string(f.value), keep)
+				return down, clientOK, false
+			}
+		}
+	}
 	chunked := pr.length < 0
 	bw := ic.bw
 	line, _, _ := cutLine(pr.head)

@@ -223,6 +223,8 @@ func (s *Server) message(x *exchange) string {
 			pod, s.opts.MaxAsks, target)
 	case ReasonAskFailed, ReasonAskCanceled:
 		return fmt.Sprintf("devaipod proxy: %s refused, nothing was sent: %s.\n", target, x.detail)
+	case ReasonEncodedAnswer:
+		return fmt.Sprintf("devaipod proxy: the answer of %s was refused: %s.\n", target, x.detail)
 	case ReasonShutdown:
 		return fmt.Sprintf("devaipod proxy: the proxy of pod %s is stopping; %s refused, nothing was sent.\n", pod, target)
 	default:

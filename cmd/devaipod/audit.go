@@ -71,8 +71,12 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 			return
 		}
 		why := r.Rule
-		if r.Decision == "deny" {
+		switch {
+		case r.Decision == "deny":
 			why = r.Reason
+		case r.Reason != "":
+			// Allowed, but it did not end normally: say how.
+			why = strings.TrimPrefix(why+"; "+r.Reason, "; ")
 		}
 		if r.Event == proxy.EventDropped {
 			r.Method, r.Host, why = "-", "-", droppedText(r.Reason, r.Count, r.Since)

@@ -94,10 +94,11 @@ func startCredentialUpstream(t *testing.T, ca *testCA, names ...string) *credent
 		u.mu.Lock()
 		u.seen = append(u.seen, strings.Join([]string{r.Host, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), r.Method}, " "))
 		u.mu.Unlock()
-		if r.URL.Path == "/echo" {
+		if r.URL.Path == "/echo" || r.URL.Path == "/echo-gzip" {
 			// What a debug endpoint, or an error that quotes the
 			// request, hands back: the credentials it got, in a header
-			// and in the body, gzipped when the client asks for it.
+			// and in the body, gzipped when the client asks for it
+			// (/echo-gzip: always, whatever it is asked for).
 			seen := r.Header.Get("Authorization") + " " + r.Header.Get("X-Api-Key")
 			u.mu.Lock()
 			u.echoEncodings = append(u.echoEncodings, r.Header.Get("Accept-Encoding"))
@@ -105,7 +106,7 @@ func startCredentialUpstream(t *testing.T, ca *testCA, names ...string) *credent
 			w.Header().Set("X-Seen", seen)
 			w.Header().Set("Content-Type", "application/json")
 			body, _ := json.Marshal(map[string]string{"seen": seen})
-			if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") || r.URL.Path == "/echo-gzip" {
 				w.Header().Set("Content-Encoding", "gzip")
 				zw := gzip.NewWriter(w)
 				zw.Write(body)
@@ -313,9 +314,16 @@ printf '%s\n' "$out" | grep -o 'Basic [A-Za-z0-9+/=*]*' | cut -c7- | while read 
 		if len(encodings) != 2 || encodings[0] != "identity" || encodings[1] != "identity" {
 			t.Errorf("the echo server was asked for Accept-Encoding %q; want identity, for the answers to be searched", encodings)
 		}
+		// A host that compresses its echo although it was asked not to:
+		// the proxy cannot search it, and refuses it.
+		r = agent(`curl -sS --compressed -D - -H "X-Api-Key: $MY_API_TOKEN" https://api.cred.test:` + p + `/echo-gzip`)
+		if strings.Contains(r.stdout, token) || !strings.Contains(r.stdout, "502") || !strings.Contains(r.stdout, "was refused") {
+			t.Errorf("a compressed echo of a bound host:\n%s", r)
+		}
 		audit := mustDevaipod(t, nil, "audit", name)
-		if !strings.Contains(audit.stdout, "answer masked: MY_API_TOKEN") || !strings.Contains(audit.stdout, "answer masked: REG_PASSWORD") {
-			t.Errorf("devaipod audit does not say what was masked:\n%s", audit.stdout)
+		if !strings.Contains(audit.stdout, "answer masked: MY_API_TOKEN") || !strings.Contains(audit.stdout, "answer masked: REG_PASSWORD") ||
+			!strings.Contains(audit.stdout, "encoded-answer") {
+			t.Errorf("devaipod audit does not say what was masked, or refused:\n%s", audit.stdout)
 		}
 	})
 	t.Run("server-sent events stream through the interception", func(t *testing.T) {
