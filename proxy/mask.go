@@ -336,11 +336,10 @@ func (ic *interception) refuseEncoded(x *exchange, encoding string, keep bool) (
 	rule := x.rule
 	x.refuse(http.StatusBadGateway, ReasonEncodedAnswer, fmt.Sprintf("it came with Content-Encoding %q although the proxy asked for identity, and a credential's value in it could not be masked", strings.TrimSpace(encoding)))
 	x.allow, x.rule = true, rule // the request went, by its rule; its answer did not
-	msg := ic.s.message(x)
-	h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}, "Cache-Control": {"no-store"}, "X-Devaipod-Proxy": {x.reason}}
-	ic.writeHead(x.status, h, strconv.Itoa(len(msg)), !keep)
-	ic.bw.WriteString(msg)
-	return int64(len(msg)), ic.bw.Flush() == nil && keep
+	resp := ic.s.refusal(nil, x)
+	ic.writeHead(resp.StatusCode, resp.Header, strconv.FormatInt(resp.ContentLength, 10), !keep)
+	n, _ := io.Copy(ic.bw, resp.Body)
+	return n, ic.bw.Flush() == nil && keep
 }
 
 // identityCoding reports whether a Content-Encoding leaves the body as it
