@@ -119,11 +119,11 @@ const ForRepo = "repo"
 // Decide approves or rejects the pending request d.ID, wherever it waits.
 // With d.For == ForRepo the approval holds for the pod's life and is
 // kept, in grants, for every pod up makes of the same repository. An
-// approved path request is shared first (Share, with forbidden; writable
+// approved path request is shared first (Share, with share; writable
 // only with d.RW, whatever the agent asked); when it cannot be, the
 // request is rejected with the reason. It returns the
 // request decided.
-func Decide(ctx context.Context, eng Engine, grants *Grants, d approval.Decision, forbidden []string) (Pending, error) {
+func Decide(ctx context.Context, eng Engine, grants *Grants, d approval.Decision, share ShareOptions) (Pending, error) {
 	pending, err := Approvals(ctx, eng, "")
 	i := slices.IndexFunc(pending, func(p Pending) bool { return p.ID == d.ID })
 	if i < 0 {
@@ -145,7 +145,8 @@ func Decide(ctx context.Context, eng Engine, grants *Grants, d approval.Decision
 		if forRepo {
 			return p, fmt.Errorf("%s: a path is shared with one pod: approve it once", d.ID)
 		}
-		if _, shareErr = Share(ctx, eng, p.Pod, p.Rule, d.RW, forbidden); shareErr != nil {
+		share.RW = d.RW
+		if _, shareErr = Share(ctx, eng, p.Pod, p.Rule, share); shareErr != nil {
 			d.Approve, d.For, d.Reason = false, "", "it cannot be shared: "+shareErr.Error()
 		}
 	}

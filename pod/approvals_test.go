@@ -91,7 +91,7 @@ func TestApprovalsAndDecide(t *testing.T) {
 		t.Errorf("asked the agent's container: %q", e.execs)
 	}
 	g := &Grants{Path: filepath.Join(t.TempDir(), "grants.json")}
-	if _, err := Decide(context.Background(), e, g, approval.Decision{ID: "net-0a1b2c3d", Approve: true, For: ForRepo, By: "me@host"}, nil); err != nil {
+	if _, err := Decide(context.Background(), e, g, approval.Decision{ID: "net-0a1b2c3d", Approve: true, For: ForRepo, By: "me@host"}, ShareOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	last := strings.Join(e.execs[len(e.execs)-1], " ")
@@ -101,7 +101,7 @@ func TestApprovalsAndDecide(t *testing.T) {
 	if list, _ := g.List(); len(list) != 1 || list[0].Rule != "pkg.example.test:443" || list[0].Repo != "github.com/octo/app" {
 		t.Errorf("grants %+v", list)
 	}
-	if _, err := Decide(context.Background(), e, g, approval.Decision{ID: "net-ffffffff"}, nil); !errors.Is(err, approval.ErrNotPending) {
+	if _, err := Decide(context.Background(), e, g, approval.Decision{ID: "net-ffffffff"}, ShareOptions{}); !errors.Is(err, approval.ErrNotPending) {
 		t.Errorf("Decide of no request: %v", err)
 	}
 }

@@ -26,6 +26,22 @@ const (
 // ErrShareTooLarge says a path holds more than Share copies.
 var ErrShareTooLarge = errors.New("too large to share")
 
+// ShareOptions say how Share copies a host path.
+type ShareOptions struct {
+	// RW lets the agent change its copy.
+	RW bool
+	// Forbidden are host paths no share may be, be under or hold (see
+	// ForbiddenMounts).
+	Forbidden []string
+	// Mask are [agent] mask's patterns: a file whose name matches one is
+	// left out, as the pod's own tree hides it from the agent.
+	Mask []string
+	// Git shares the git directories (.git) the path holds, left out
+	// otherwise: a history holds what the working tree no longer shows
+	// (a masked file at any commit), a config the remotes' tokens.
+	Git bool
+}
+
 // Shared is a host path shared with a pod's agent.
 type Shared struct {
 	Path string `json:"path"` // as asked
@@ -36,6 +52,13 @@ type Shared struct {
 	RW       bool   `json:"rw"`
 	Files    int    `json:"files"`
 	Bytes    int64  `json:"bytes"`
+	// Masked and GitDirs count what was left out: files [agent] mask
+	// names, and git directories (ShareOptions.Git).
+	Masked  int `json:"masked"`
+	GitDirs int `json:"git_dirs"`
+
+	mask []string
+	git  bool
 }
 
 // Share copies the host path p (a file or a folder, symlinks resolved
@@ -46,7 +69,7 @@ type Shared struct {
 // one of forbidden, or that a [[mounts]] rule blocks (credential stores),
 // is refused with a *MountError. Symlinks inside p are copied as symlinks:
 // in the agent they point into its own container, never to the host.
-func Share(ctx context.Context, eng Engine, short, p string, rw bool, forbidden []string) (Shared, error) {
+func Share(ctx context.Context, eng Engine, short, p string, o ShareOptions) (Shared, error) {
 	if _, err := RunningPod(ctx, eng, short, plan.RoleAgent); err != nil {
 		return Shared{}, err
 	}
@@ -54,11 +77,14 @@ func Share(ctx context.Context, eng Engine, short, p string, rw bool, forbidden 
 	if err != nil {
 		return Shared{}, err
 	}
-	mounts, err := ResolveMounts([]config.MountConfig{{Source: abs, Target: "/"}}, forbidden)
+	mounts, err := ResolveMounts([]config.MountConfig{{Source: abs, Target: "/"}}, o.Forbidden)
 	if err != nil {
 		return Shared{}, err
 	}
-	sh := Shared{Path: abs, Resolved: mounts[0].Source, At: plan.HostShareDir + abs, RW: rw}
+	sh := Shared{Path: abs, Resolved: mounts[0].Source, At: plan.HostShareDir + abs, RW: o.RW, mask: o.Mask, git: o.Git}
+	if masked(o.Mask, filepath.Base(sh.Resolved)) {
+		return Shared{}, fmt.Errorf("share %s: %s is a file the pod masks ([agent] mask): it is not shared", p, sh.Resolved)
+	}
 	// A first walk finds what would fail the copy (too much, a file that
 	// cannot be read) before anything reaches the pod: a copy cut off
 	// half-way would stay in the agent's /host.
@@ -135,6 +161,18 @@ func walkShare(sh *Shared, each func(hdr *tar.Header, f *os.File) error) error {
 		if err != nil {
 			return err
 		}
+		switch {
+		case p == sh.Resolved:
+		case d.Name() == ".git" && !sh.git:
+			sh.GitDirs++
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		case !d.IsDir() && masked(sh.mask, d.Name()):
+			sh.Masked++
+			return nil
+		}
 		hdr := &tar.Header{Name: rel(p), Uid: uid, Gid: uid, ModTime: info.ModTime()}
 		mode := int64(info.Mode().Perm())&^0o222 | writable
 		switch {
@@ -166,6 +204,17 @@ func walkShare(sh *Shared, each func(hdr *tar.Header, f *os.File) error) error {
 		defer f.Close()
 		return each(hdr, f)
 	})
+}
+
+// masked says whether a file of this name matches one of the mask
+// patterns, as the pod's tree is masked.
+func masked(patterns []string, name string) bool {
+	for _, m := range patterns {
+		if ok, _ := path.Match(m, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // rel is a host path's name in the share's tar stream.

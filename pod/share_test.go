@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/devaipod/devaipod/pod/plan"
@@ -89,11 +90,52 @@ func TestShareTooLargeSendsNothing(t *testing.T) {
 		o.State = "running"
 		f.objects[k] = o
 	}
-	_, err = Share(context.Background(), f, "s", dir, false, nil)
+	_, err = Share(context.Background(), f, "s", dir, ShareOptions{})
 	if !errors.Is(err, ErrShareTooLarge) {
 		t.Fatalf("share of more than the bound: %v", err)
 	}
 	if f.copied != 0 || slices.Contains(f.calls, "copy") {
 		t.Errorf("%d bytes went into the pod before the refusal", f.copied)
+	}
+}
+
+// TestTarShareLeavesOut: a share keeps the pod's masks and leaves git
+// directories out unless asked; a masked file alone is refused.
+func TestTarShareLeavesOut(t *testing.T) {
+	data := t.TempDir()
+	for name, content := range map[string]string{".env": "SECRET=1", "keys/id_ed25519": "key", "src/main.go": "package main",
+		".git/config": "[core]", "sub/.git/HEAD": "ref", "wt/.git": "gitdir: ../x"} {
+		os.MkdirAll(filepath.Join(data, filepath.Dir(name)), 0o755)
+		os.WriteFile(filepath.Join(data, name), []byte(content), 0o644)
+	}
+	mask := []string{".env", ".env.*", "*.pem", "*.key", "id_*"}
+	for _, git := range []bool{false, true} {
+		sh := &Shared{Path: data, Resolved: data, mask: mask, git: git}
+		var buf bytes.Buffer
+		if err := tarShare(&buf, sh); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		tr := tar.NewReader(&buf)
+		for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+			names = append(names, strings.TrimPrefix(h.Name, strings.TrimPrefix(data, "/")))
+		}
+		joined := strings.Join(names, " ")
+		if strings.Contains(joined, ".env") || strings.Contains(joined, "id_ed25519") || !strings.Contains(joined, "/src/main.go") || sh.Masked != 2 {
+			t.Errorf("git %v: masked files shared, or too much left out (%d masked): %s", git, sh.Masked, joined)
+		}
+		if hasGit := strings.Contains(joined, ".git"); hasGit != git || (!git && sh.GitDirs != 3) {
+			t.Errorf("git %v: %d git directories left out; shared: %s", git, sh.GitDirs, joined)
+		}
+	}
+	f := newFake()
+	f.add(KindPod, plan.PodName("s"), "s", map[string]string{plan.LabelPod: "s"})
+	f.add(KindContainer, plan.ContainerName("s", plan.RoleAgent), "s", map[string]string{plan.LabelPod: "s", plan.LabelRole: plan.RoleAgent})
+	for k, o := range f.objects {
+		o.State = "running"
+		f.objects[k] = o
+	}
+	if _, err := Share(context.Background(), f, "s", filepath.Join(data, ".env"), ShareOptions{Mask: mask}); err == nil || !strings.Contains(err.Error(), "credentials") && !strings.Contains(err.Error(), "masks") || f.copied != 0 {
+		t.Errorf("a masked file alone: %v (%d bytes copied)", err, f.copied)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/devaipod/devaipod/internal/approval"
 	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
+	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -179,7 +180,7 @@ func decider() string {
 
 func newApproveCommand(g *globalFlags) *cobra.Command {
 	var scope string
-	var rw bool
+	var rw, withGit bool
 	cmd := &cobra.Command{
 		Use:   "approve ID [--for once|pod|repo]",
 		Short: "Let a waiting request through",
@@ -190,7 +191,9 @@ request's host and port, as devaipod allow does; a gator tool on that
 repository). --for repo does the same and keeps the approval for every pod up
 makes of the same repository (devaipod approvals --granted, devaipod revoke).
 A path request is shared (as devaipod share) read-only, or as a copy the agent
-may change with --rw, whatever the agent asked for.`,
+may change with --rw, whatever the agent asked for; without the files your
+[agent] mask names and without the git directories it holds, unless
+--with-git.`,
 		Example: `  devaipod approve net-0a1b2c3d
   devaipod approve gator-4e5f6a7b --for pod`,
 		Args: positional("ID"),
@@ -200,14 +203,15 @@ may change with --rw, whatever the agent asked for.`,
 			default:
 				return fmt.Errorf("--for %q: use once, pod or repo", scope)
 			}
-			if rw && !strings.HasPrefix(args[0], approval.KindPath+"-") {
-				return fmt.Errorf("--rw is for path requests (path-...), not %s", args[0])
+			if (rw || withGit) && !strings.HasPrefix(args[0], approval.KindPath+"-") {
+				return fmt.Errorf("--rw and --with-git are for path requests (path-...), not %s", args[0])
 			}
-			return decide(cmd, g, approval.Decision{ID: args[0], Approve: true, For: scope, RW: rw, By: decider()})
+			return decide(cmd, g, approval.Decision{ID: args[0], Approve: true, For: scope, RW: rw, By: decider()}, withGit)
 		},
 	}
 	cmd.Flags().StringVar(&scope, "for", approval.ForOnce, "once, pod or repo")
 	cmd.Flags().BoolVar(&rw, "rw", false, "a path request: share a copy the agent may change (read-only otherwise)")
+	cmd.Flags().BoolVar(&withGit, "with-git", false, "a path request: share the git directories (.git) it holds too (left out otherwise)")
 	cmd.RegisterFlagCompletionFunc("for", cobra.FixedCompletions([]string{approval.ForOnce, approval.ForPod, pod.ForRepo}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -222,16 +226,20 @@ a gator call an error with it. The next request like it asks again.`,
 		Example: `  devaipod reject net-0a1b2c3d --reason "use the internal mirror"`,
 		Args:    positional("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return decide(cmd, g, approval.Decision{ID: args[0], Reason: reason, By: decider()})
+			return decide(cmd, g, approval.Decision{ID: args[0], Reason: reason, By: decider()}, false)
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the agent")
 	return cmd
 }
 
-func decide(cmd *cobra.Command, g *globalFlags, d approval.Decision) error {
+func decide(cmd *cobra.Command, g *globalFlags, d approval.Decision, withGit bool) error {
+	share, err := g.shareOptions(withGit)
+	if err != nil {
+		return err
+	}
 	return withEngine(cmd, g, func(p *podman.Podman) error {
-		req, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d, g.forbiddenMounts())
+		req, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d, share)
 		if err != nil {
 			return err
 		}
@@ -300,6 +308,7 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 		return err
 	}
 	notify := cfg.Approvals.Notify
+	share := pod.ShareOptions{Forbidden: g.forbiddenMounts(), Mask: config.MaskPatterns(cfg)}
 	state, err := term.MakeRaw(int(in.Fd()))
 	if err != nil {
 		return err
@@ -385,7 +394,7 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 			default:
 				continue
 			}
-			if _, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d, g.forbiddenMounts()); err != nil {
+			if _, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d, share); err != nil {
 				say("%s\n", safetext.Printable(err.Error()))
 			} else if d.Approve {
 				say("approved (for %s)\n", d.For)

@@ -29,11 +29,19 @@ func TestE2EShare(t *testing.T) {
 	outside := filepath.Join(root, "outside-secret.txt")
 	os.WriteFile(outside, []byte("outside secret\n"), 0o644)
 	os.Symlink(outside, filepath.Join(data, "escape"))
+	// What the pod masks, and a git directory: left out of a share.
+	os.WriteFile(filepath.Join(data, ".env"), []byte("SHARED_SECRET=masked-in-the-pod\n"), 0o644)
+	os.MkdirAll(filepath.Join(data, ".git"), 0o755)
+	os.WriteFile(filepath.Join(data, ".git", "config"), []byte("[remote \"origin\"]\n\turl = https://user:token-in-git@git.example.test/r\n"), 0o644)
 
 	t.Run("shared read-only: readable, not writable, nothing around it", func(t *testing.T) {
 		r := mustDevaipod(t, nil, "share", name, data)
-		if !strings.Contains(r.stdout, "/host"+data) {
+		if !strings.Contains(r.stdout, "/host"+data) || !strings.Contains(r.stdout, "left out: 1 masked files, 1 git directories") {
 			t.Errorf("share output: %s", r.stdout)
+		}
+		if got := agent("cat /host" + data + "/.env /host" + data + "/.git/config 2>&1; ls -A /host" + data); strings.Contains(got.stdout, "masked-in-the-pod") ||
+			strings.Contains(got.stdout, "token-in-git") || strings.Contains(got.stdout, ".git\n") {
+			t.Errorf("the share holds what the pod masks, or a git directory: %s", got)
 		}
 		if got := agent("cat /host" + data + "/sub/notes.txt"); got.stdout != "shared notes\n" {
 			t.Errorf("the agent reads: %s", got)
@@ -49,6 +57,11 @@ func TestE2EShare(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(filepath.Join(data, "sub", "notes.txt")); string(b) != "shared notes\n" {
 			t.Errorf("the host file changed: %q", b)
+		}
+		// Asked for, the git directory comes; the masked file never.
+		mustDevaipod(t, nil, "share", name, data, "--with-git")
+		if got := agent("cat /host" + data + "/.git/config; cat /host" + data + "/.env 2>&1"); !strings.Contains(got.stdout, "token-in-git") || strings.Contains(got.stdout, "masked-in-the-pod") {
+			t.Errorf("share --with-git: %s", got)
 		}
 	})
 	t.Run("shared --rw: the agent changes its copy, not the host's", func(t *testing.T) {
