@@ -38,8 +38,10 @@ type Pending struct {
 	approval.Request
 	Container string `json:"container"`
 	Role      string `json:"role"` // proxy or gator
-	// Repo is the pod's repository (its io.devaipod.repo label).
-	Repo string `json:"repo,omitempty"`
+	// Repo is the pod's repository (its io.devaipod.repo label);
+	// SourceDir the checkout it was made from, for a local one.
+	Repo      string `json:"repo,omitempty"`
+	SourceDir string `json:"source_dir,omitempty"`
 }
 
 // Approvals lists the requests that wait for a decision in pod short's
@@ -49,10 +51,10 @@ func Approvals(ctx context.Context, eng Engine, short string) ([]Pending, error)
 	if err != nil {
 		return nil, err
 	}
-	repos := map[string]string{}
+	pods := map[string]Object{}
 	for _, o := range objs {
 		if o.Kind == KindPod {
-			repos[o.Pod] = o.Labels[plan.LabelRepo]
+			pods[o.Pod] = o
 		}
 	}
 	var (
@@ -77,7 +79,8 @@ func Approvals(ctx context.Context, eng Engine, short string) ([]Pending, error)
 				return
 			}
 			for _, r := range reqs {
-				all = append(all, Pending{Request: r, Container: o.Name, Role: o.Labels[plan.LabelRole], Repo: repos[o.Pod]})
+				pl := pods[o.Pod].Labels
+				all = append(all, Pending{Request: r, Container: o.Name, Role: o.Labels[plan.LabelRole], Repo: pl[plan.LabelRepo], SourceDir: pl[plan.LabelSourceDir]})
 			}
 		}()
 	}

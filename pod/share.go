@@ -73,6 +73,29 @@ func Share(ctx context.Context, eng Engine, short, p string, o ShareOptions) (Sh
 	if _, err := RunningPod(ctx, eng, short, plan.RoleAgent); err != nil {
 		return Shared{}, err
 	}
+	// A first walk finds what would fail the copy (too much, a file that
+	// cannot be read) before anything reaches the pod: a copy cut off
+	// half-way would stay in the agent's /host.
+	probe, err := DescribeShare(p, o)
+	if err != nil {
+		return Shared{}, err
+	}
+	sh := probe
+	sh.Files, sh.Bytes, sh.Masked, sh.GitDirs = 0, 0, 0, 0
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarShare(pw, &sh)) }()
+	err = eng.CopyInto(ctx, plan.ContainerName(short, plan.RoleAgent), plan.HostShareDir, pr)
+	pr.CloseWithError(err)
+	if err != nil {
+		return Shared{}, fmt.Errorf("share %s: %w", p, err)
+	}
+	return sh, nil
+}
+
+// DescribeShare is what Share would copy of the host path p, counted (the
+// files and bytes, what it leaves out), without copying anything: what
+// approvals shows of a path request. It fails where Share would.
+func DescribeShare(p string, o ShareOptions) (Shared, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return Shared{}, err
@@ -85,18 +108,7 @@ func Share(ctx context.Context, eng Engine, short, p string, o ShareOptions) (Sh
 	if masked(o.Mask, filepath.Base(sh.Resolved)) {
 		return Shared{}, fmt.Errorf("share %s: %s is a file the pod masks ([agent] mask): it is not shared", p, sh.Resolved)
 	}
-	// A first walk finds what would fail the copy (too much, a file that
-	// cannot be read) before anything reaches the pod: a copy cut off
-	// half-way would stay in the agent's /host.
-	probe := sh
-	if err := walkShare(&probe, func(*tar.Header, *os.File) error { return nil }); err != nil {
-		return Shared{}, fmt.Errorf("share %s: %w", p, err)
-	}
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarShare(pw, &sh)) }()
-	err = eng.CopyInto(ctx, plan.ContainerName(short, plan.RoleAgent), plan.HostShareDir, pr)
-	pr.CloseWithError(err)
-	if err != nil {
+	if err := walkShare(&sh, func(*tar.Header, *os.File) error { return nil }); err != nil {
 		return Shared{}, fmt.Errorf("share %s: %w", p, err)
 	}
 	return sh, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/podman"
+	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -82,7 +83,11 @@ characters escaped.
 					fmt.Fprintln(cmd.OutOrStdout(), "No request waits.")
 					return nil
 				}
-				printPending(cmd.OutOrStdout(), pending)
+				share, err := g.shareOptions(false)
+				if err != nil {
+					return err
+				}
+				printPending(cmd.OutOrStdout(), pending, share)
 				return nil
 			})
 		},
@@ -101,7 +106,7 @@ func jsonList[T any](s []T) []T {
 
 // printPending shows requests for a person: the agent's text made
 // printable.
-func printPending(w io.Writer, pending []pod.Pending) {
+func printPending(w io.Writer, pending []pod.Pending, share pod.ShareOptions) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPOD\tKIND\tWAITED\tWHAT")
 	for _, p := range pending {
@@ -113,8 +118,43 @@ func printPending(w io.Writer, pending []pod.Pending) {
 		if see := seePush(p); see != "" {
 			fmt.Fprintf(tw, "\t\t\t\t  %s\n", see)
 		}
+		for _, line := range pathFacts(p, share) {
+			fmt.Fprintf(tw, "\t\t\t\t  %s\n", line)
+		}
 	}
 	tw.Flush()
+}
+
+// pathFacts say what a path request would share, as approving it shares
+// it: what the path resolves to and holds, what is left out, and whether
+// it is, holds or lies in the pod's own source checkout.
+func pathFacts(p pod.Pending, share pod.ShareOptions) []string {
+	if p.Kind != approval.KindPath {
+		return nil
+	}
+	show := shownAs(p.Kind)
+	sh, err := pod.DescribeShare(p.Rule, share)
+	if err != nil {
+		return []string{"cannot be shared: " + show(err.Error())}
+	}
+	facts := []string{fmt.Sprintf("resolves to %s: %d files, %s; left out when shared: %d masked files, %d git directories (approve --with-git shares those)",
+		show(sh.Resolved), sh.Files, units.BytesSize(float64(sh.Bytes)), sh.Masked, sh.GitDirs)}
+	if p.SourceDir != "" {
+		source := p.SourceDir
+		if real, err := filepath.EvalSymlinks(source); err == nil {
+			source = real
+		}
+		within := func(dir, p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+		switch {
+		case sh.Resolved == source:
+			facts = append(facts, "it is this pod's own source checkout")
+		case within(sh.Resolved, source):
+			facts = append(facts, "it holds this pod's own source checkout, "+show(source))
+		case within(source, sh.Resolved):
+			facts = append(facts, "it lies in this pod's own source checkout, "+show(source))
+		}
+	}
+	return facts
 }
 
 // seePush is how to see what a push_branch request would push, or "".
@@ -362,6 +402,9 @@ func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short 
 			}
 			if see := seePush(*next); see != "" {
 				say("  %s\n", see)
+			}
+			for _, line := range pathFacts(*next, share) {
+				say("  %s\n", line)
 			}
 			// Again under a long text, which scrolls the head away.
 			say("%s  %s\n[a]pprove once, approve for the [p]od, [r]eject, [s]kip, [q]uit? ", next.ID, show(next.What))

@@ -17,7 +17,8 @@ func TestE2EShare(t *testing.T) {
 	e2e(t)
 	name := uniqueName("e2e-share")
 	cleanup(t, name)
-	mustDevaipod(t, nil, "--config", standInConfig(t, ""), "up", fixtureRepo(t), "--name", name)
+	repo := fixtureRepo(t)
+	mustDevaipod(t, nil, "--config", standInConfig(t, ""), "up", repo, "--name", name)
 	agent := func(script string) result {
 		return devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", script)
 	}
@@ -74,6 +75,39 @@ func TestE2EShare(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(filepath.Join(rwDir, "f")); string(b) != "v1\n" {
 			t.Errorf("the host file changed: %q", b)
+		}
+	})
+	t.Run("the agent asks for its own checkout: approvals says so, the share keeps its masks and leaves .git out", func(t *testing.T) {
+		os.WriteFile(filepath.Join(repo, ".env"), []byte("CHECKOUT_SECRET=never-shared\n"), 0o644)
+		if r := agent("(/opt/devaipod/devaipod-helper request-path --reason 'compare line endings' --json " + repo + " > /tmp/own.part 2>&1; mv /tmp/own.part /tmp/own.json) >/dev/null 2>&1 &"); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		var id string
+		for deadline := time.Now().Add(20 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			var list []struct{ ID, Kind, Rule string }
+			json.Unmarshal([]byte(mustDevaipod(t, nil, "approvals", name, "-o", "json").stdout), &list)
+			for _, p := range list {
+				if p.Kind == "path" && p.Rule == repo {
+					id = p.ID
+				}
+			}
+		}
+		if id == "" {
+			t.Fatal("the path request never waited for a decision")
+		}
+		if out := mustDevaipod(t, nil, "approvals", name).stdout; !strings.Contains(out, "it is this pod's own source checkout") ||
+			!strings.Contains(out, "left out when shared: 1 masked files, 1 git directories") {
+			t.Errorf("approvals does not say what the path is and holds:\n%s", out)
+		}
+		mustDevaipod(t, nil, "approve", id)
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if r := agent("cat /tmp/own.json 2>/dev/null"); r.stdout != "" {
+				break
+			}
+		}
+		if r := agent("cat /host" + repo + "/README.md; cat /host" + repo + "/.env 2>&1; ls -A /host" + repo); !strings.Contains(r.stdout, "fixture") ||
+			strings.Contains(r.stdout, "never-shared") || strings.Contains(r.stdout, ".git") {
+			t.Errorf("the agent's copy of its own checkout: %s", r)
 		}
 	})
 	t.Run("the agent asks for a path; a person approves it read-only", func(t *testing.T) {

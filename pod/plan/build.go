@@ -128,6 +128,9 @@ func (b *builder) build() (*Plan, error) {
 	if b.in.Task != "" {
 		podLabels[LabelTask] = TaskLabel(b.in.Task)
 	}
+	if src != nil && src.Local && src.Dir != "" {
+		podLabels[LabelSourceDir] = src.Dir
+	}
 	if b.in.Pool != "" {
 		podLabels[LabelPool] = b.in.Pool
 	}

@@ -53,6 +53,9 @@ const (
 	// trust (PlanInput.Untrusted): its workspace holds none of their
 	// trusted values, which devaipod verify checks.
 	LabelUntrusted = "io.devaipod.untrusted"
+	// LabelSourceDir is on the pod of a local checkout: its folder, so
+	// that a path request for it (or a folder holding it) says so.
+	LabelSourceDir = "io.devaipod.source-dir"
 )
 
 // The pod's volumes, by what they hold; a volume is named with ObjectName.
