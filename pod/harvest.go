@@ -90,8 +90,10 @@ cat "$t/work.bundle"
 // $4 the commit to show (empty: the agent's work, uncommitted included),
 // the pathspecs after them. It fetches the bundle into a throwaway
 // repository whose only tie to the trusted .git is borrowing its objects,
-// then diffs two commits, or shows each commit from the base to $4 with
-// its patch (no work tree, so no attributes or filters).
+// then diffs two commits (the base and HEAD's work, then the base and
+// every branch whose commits HEAD's work does not hold, each under its
+// name: what fetch brings, diff shows), or shows each commit from the base
+// to $4 with its patch (no work tree, so no attributes or filters).
 var diffScript = `set -e
 repo="$1" base="$2" what="$3" commit="$4"
 shift 4
@@ -101,7 +103,7 @@ cat > "$t/work.bundle"
 git init -q --bare --template= "$t/r"
 echo "$repo/.git/objects" > "$t/r/objects/info/alternates"
 g() { git --git-dir="$t/r" ` + strings.Join(source.TrustedGitOptions, " ") + ` "$@"; }
-g fetch -q ` + strings.Join(source.FetchOptions, " ") + ` "$t/work.bundle" "+` + worktreeRef + `:refs/work" >&2
+g fetch -q ` + strings.Join(source.FetchOptions, " ") + ` "$t/work.bundle" "+` + worktreeRef + `:refs/work" "+refs/heads/*:refs/branches/*" >&2
 if [ -n "$commit" ]; then
 	# The fetch took the bundle's whole pack: every commit of the
 	# agent's branches and of its HEAD's history is here.
@@ -112,10 +114,28 @@ if [ -n "$commit" ]; then
 	esac
 	exit
 fi
-case "$what" in
-stat) g diff --stat=200 --text --no-ext-diff --no-textconv --no-color --no-renames "$base" refs/work -- "$@" ;;
-*) g diff --text --no-ext-diff --no-textconv --no-color --no-renames "$base" refs/work -- "$@" ;;
-esac
+d() {
+	r=$1
+	shift
+	case "$what" in
+	stat) g diff --stat=200 --text --no-ext-diff --no-textconv --no-color --no-renames "$base" "$r" -- "$@" ;;
+	*) g diff --text --no-ext-diff --no-textconv --no-color --no-renames "$base" "$r" -- "$@" ;;
+	esac
+}
+d refs/work "$@"
+# Every branch fetch would bring, under its name: its changes, unless
+# HEAD's work holds its commits.
+g for-each-ref --format='%(refname)' refs/branches/ | while read -r ref; do
+	name=${ref#refs/branches/}
+	if [ "$(g rev-parse "$ref")" = "$(g rev-parse "$base^{commit}")" ]; then
+		printf '\n=== branch %s: no commit since up\n' "$name"
+	elif g merge-base --is-ancestor "$ref" refs/work; then
+		printf '\n=== branch %s: its commits are in the diff above\n' "$name"
+	else
+		printf '\n=== branch %s: not in the diff above (fetch brings it)\n' "$name"
+		d "$ref" "$@"
+	fi
+done
 `
 
 // workOf is what taking work needs of a running pod: the repository's

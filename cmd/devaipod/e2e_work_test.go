@@ -104,6 +104,25 @@ echo 'a new file' > new.txt
 			t.Errorf("diff --stat -- new.txt:\n%s", stat.stdout)
 		}
 	})
+	t.Run("diff shows every branch fetch would bring", func(t *testing.T) {
+		// A commit on a branch of its own, off the base, that HEAD's work
+		// does not hold (made with plumbing: the agent's hooks and
+		// filters planted above stay asleep).
+		evil := `b=$(printf 'evil code\n' | git hash-object -w --stdin) &&
+t=$( (git ls-tree HEAD~1; printf '100644 blob %s\tevil.txt\n' "$b") | git mktree --missing) &&
+c=$(git -c user.name=agent -c user.email=agent@e2e commit-tree "$t" -p HEAD~1 -m evil) && git -c core.hooksPath=/dev/null update-ref refs/heads/evil "$c"`
+		if r := agent(evil); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		r := mustDevaipod(t, nil, "diff", name)
+		if !strings.Contains(r.stdout, "=== branch evil: not in the diff above") || !strings.Contains(r.stdout, "+evil code") ||
+			!strings.Contains(r.stdout, "=== branch agent/work: its commits are in the diff above") {
+			t.Errorf("diff does not show the branch that HEAD's work does not hold:\n%s", r.stdout)
+		}
+		if stat := mustDevaipod(t, nil, "diff", name, "--stat"); !strings.Contains(stat.stdout, "evil.txt") {
+			t.Errorf("diff --stat does not count the branch:\n%s", stat.stdout)
+		}
+	})
 	t.Run("diff --commit shows that commit alone", func(t *testing.T) {
 		r := mustDevaipod(t, nil, "diff", name, "--commit", agentHead)
 		if !strings.Contains(r.stdout, "+the fix") || strings.Contains(r.stdout, "uncommitted edit") || strings.Contains(r.stdout, "a new file") {
