@@ -242,8 +242,8 @@ func (p *gitConfigParser) value() (string, error) {
 // isConfigSpace is git's isspace but for '\n' (git's own ctype: not \v
 // nor \f).
 func isConfigSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
-func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
-func isAlnum(c byte) bool { return isAlpha(c) || c >= '0' && c <= '9' }
+func isAlpha(c byte) bool       { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+func isAlnum(c byte) bool       { return isAlpha(c) || c >= '0' && c <= '9' }
 func lower(c byte) byte {
 	if c >= 'A' && c <= 'Z' {
 		return c + 'a' - 'A'
