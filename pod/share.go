@@ -14,6 +14,7 @@ import (
 
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/plan"
+	"github.com/devaipod/devaipod/pod/source"
 )
 
 // Bounds of what Share copies: a share is for the files a task needs, not
@@ -105,7 +106,7 @@ func DescribeShare(p string, o ShareOptions) (Shared, error) {
 		return Shared{}, err
 	}
 	sh := Shared{Path: abs, Resolved: mounts[0].Source, At: plan.HostShareDir + abs, RW: o.RW, mask: o.Mask, git: o.Git}
-	if masked(o.Mask, filepath.Base(sh.Resolved)) {
+	if source.MatchesMask(o.Mask, filepath.Base(sh.Resolved)) {
 		return Shared{}, fmt.Errorf("share %s: %s is a file the pod masks ([agent] mask): it is not shared", p, sh.Resolved)
 	}
 	if err := walkShare(&sh, func(*tar.Header, *os.File) error { return nil }); err != nil {
@@ -181,7 +182,7 @@ func walkShare(sh *Shared, each func(hdr *tar.Header, f *os.File) error) error {
 				return filepath.SkipDir
 			}
 			return nil
-		case !d.IsDir() && masked(sh.mask, d.Name()):
+		case !d.IsDir() && source.MatchesMask(sh.mask, d.Name()):
 			sh.Masked++
 			return nil
 		}
@@ -216,17 +217,6 @@ func walkShare(sh *Shared, each func(hdr *tar.Header, f *os.File) error) error {
 		defer f.Close()
 		return each(hdr, f)
 	})
-}
-
-// masked says whether a file of this name matches one of the mask
-// patterns, as the pod's tree is masked.
-func masked(patterns []string, name string) bool {
-	for _, m := range patterns {
-		if ok, _ := path.Match(m, name); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // rel is a host path's name in the share's tar stream.

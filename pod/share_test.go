@@ -83,13 +83,7 @@ func TestShareTooLargeSendsNothing(t *testing.T) {
 	}
 	big.Truncate(maxShareBytes) // sparse: costs no disk
 	big.Close()
-	f := newFake()
-	f.add(KindPod, plan.PodName("s"), "s", map[string]string{plan.LabelPod: "s"})
-	f.add(KindContainer, plan.ContainerName("s", plan.RoleAgent), "s", map[string]string{plan.LabelPod: "s", plan.LabelRole: plan.RoleAgent})
-	for k, o := range f.objects {
-		o.State = "running"
-		f.objects[k] = o
-	}
+	f := runningPodFake("s")
 	_, err = Share(context.Background(), f, "s", dir, ShareOptions{})
 	if !errors.Is(err, ErrShareTooLarge) {
 		t.Fatalf("share of more than the bound: %v", err)
@@ -128,14 +122,20 @@ func TestTarShareLeavesOut(t *testing.T) {
 			t.Errorf("git %v: %d git directories left out; shared: %s", git, sh.GitDirs, joined)
 		}
 	}
+	f := runningPodFake("s")
+	if _, err := Share(context.Background(), f, "s", filepath.Join(data, ".env"), ShareOptions{Mask: mask}); err == nil || !strings.Contains(err.Error(), "credentials") && !strings.Contains(err.Error(), "masks") || f.copied != 0 {
+		t.Errorf("a masked file alone: %v (%d bytes copied)", err, f.copied)
+	}
+}
+
+// runningPodFake is a fake engine with pod short and its agent running.
+func runningPodFake(short string) *fakeEngine {
 	f := newFake()
-	f.add(KindPod, plan.PodName("s"), "s", map[string]string{plan.LabelPod: "s"})
-	f.add(KindContainer, plan.ContainerName("s", plan.RoleAgent), "s", map[string]string{plan.LabelPod: "s", plan.LabelRole: plan.RoleAgent})
+	f.add(KindPod, plan.PodName(short), short, map[string]string{plan.LabelPod: short})
+	f.add(KindContainer, plan.ContainerName(short, plan.RoleAgent), short, map[string]string{plan.LabelPod: short, plan.LabelRole: plan.RoleAgent})
 	for k, o := range f.objects {
 		o.State = "running"
 		f.objects[k] = o
 	}
-	if _, err := Share(context.Background(), f, "s", filepath.Join(data, ".env"), ShareOptions{Mask: mask}); err == nil || !strings.Contains(err.Error(), "credentials") && !strings.Contains(err.Error(), "masks") || f.copied != 0 {
-		t.Errorf("a masked file alone: %v (%d bytes copied)", err, f.copied)
-	}
+	return f
 }

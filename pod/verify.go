@@ -51,25 +51,20 @@ func Verify(ctx context.Context, eng Engine, short string, vo VerifyOptions, w i
 	if err := json.Unmarshal([]byte(o.Labels[plan.LabelVerify]), &args); err != nil {
 		return fmt.Errorf("pod %s was created by a devaipod without verify (label %s): recreate it", short, plan.LabelVerify)
 	}
-	code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace),
+	trusted, err := secretHashes(ctx, eng, plan.ContainerName(short, plan.RoleWorkspace),
 		AsRoot(plan.HelperCommand(helperargs.SecretEnv{Dir: plan.SecretDir, PrintHashes: true})))
-	if err == nil && code != 0 {
-		err = errors.New(strings.TrimSpace(out))
-	}
 	if err != nil {
 		return fmt.Errorf("read the workspace's trusted values: %w", err)
 	}
 	// What devaipod verify adds to what the pod promises (its label).
 	run := helperargs.Verify{Output: format, SecretHashesFile: "-", Fast: fast, TrustedGitChecked: true}
 	var hashes strings.Builder
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		name, hash, ok := strings.Cut(line, " ")
+	for _, nh := range trusted {
 		// The agent's own password is shared with it by design.
-		if !ok || name == plan.PasswordVar {
-			continue
+		if nh[0] != plan.PasswordVar {
+			run.SecretVars = append(run.SecretVars, nh[0])
+			fmt.Fprintln(&hashes, nh[1])
 		}
-		run.SecretVars = append(run.SecretVars, name)
-		fmt.Fprintln(&hashes, hash)
 	}
 	// An untrusted repository's workspace has no trusted value to read
 	// them from: they come from the person's configuration and the gator.
@@ -88,17 +83,13 @@ func Verify(ctx context.Context, eng Engine, short string, vo VerifyOptions, w i
 	// placeholders, by design).
 	var credHashes strings.Builder
 	if slices.Contains(args, "--credential-var") {
-		code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleProxy),
-			ExecSpec{Cmd: append([]string{plan.ProxyBin}, helperargs.SecretEnv{Dir: plan.SecretDir, PrintHashes: true}.Args()...)})
-		if err == nil && code != 0 {
-			err = errors.New(strings.TrimSpace(out))
-		}
+		creds, err := secretHashes(ctx, eng, plan.ContainerName(short, plan.RoleProxy), sidecarSecretHashes)
 		if err != nil {
 			return fmt.Errorf("read the credentials' values in the proxy: %w", err)
 		}
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			if name, hash, ok := strings.Cut(line, " "); ok && name != plan.UpstreamCAVar {
-				fmt.Fprintln(&credHashes, hash)
+		for _, nh := range creds {
+			if nh[0] != plan.UpstreamCAVar {
+				fmt.Fprintln(&credHashes, nh[1])
 			}
 		}
 		hashes.WriteString(credHashes.String())
@@ -109,7 +100,7 @@ func Verify(ctx context.Context, eng Engine, short string, vo VerifyOptions, w i
 	if i < 0 || i+1 == len(args) {
 		return fmt.Errorf("pod %s's verify label names no workspace: recreate it", short)
 	}
-	code, out, err = eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace),
+	code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace),
 		AsRoot(plan.HelperCommand(helperargs.InspectGit{Repo: args[i+1]})))
 	if err == nil && code != 0 {
 		err = errors.New(strings.TrimSpace(out))
@@ -142,6 +133,29 @@ func Verify(ctx context.Context, eng Engine, short string, vo VerifyOptions, w i
 	return nil
 }
 
+// sidecarSecretHashes has a sidecar (the helper image, its binary at the
+// root) print its secrets' names and hashes.
+var sidecarSecretHashes = ExecSpec{Cmd: append([]string{plan.ProxyBin}, helperargs.SecretEnv{Dir: plan.SecretDir, PrintHashes: true}.Args()...)}
+
+// secretHashes runs spec, a secret-env --print-hashes, in container and
+// returns what it printed: each secret's name and the SHA-256 of its value.
+func secretHashes(ctx context.Context, eng Engine, container string, spec ExecSpec) ([][2]string, error) {
+	code, out, err := eng.Exec(ctx, container, spec)
+	if err == nil && code != 0 {
+		err = errors.New(strings.TrimSpace(out))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var pairs [][2]string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if name, hash, ok := strings.Cut(line, " "); ok {
+			pairs = append(pairs, [2]string{name, hash})
+		}
+	}
+	return pairs, nil
+}
+
 // hashesInput is the standard input of a command given hashes on it
 // (--secret-hashes-file -): none at all when there are none, so that it
 // reads an empty /dev/null. An empty stream attached and closed at once
@@ -170,18 +184,12 @@ func personalHashes(ctx context.Context, eng Engine, short string, vo VerifyOpti
 		return "", nil, err
 	}
 	if slices.ContainsFunc(objs, func(o Object) bool { return o.Name == plan.ContainerName(short, plan.RoleGator) }) {
-		code, out, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleGator),
-			ExecSpec{Cmd: append([]string{plan.ProxyBin}, helperargs.SecretEnv{Dir: plan.SecretDir, PrintHashes: true}.Args()...)})
-		if err == nil && code != 0 {
-			err = errors.New(strings.TrimSpace(out))
-		}
+		token, err := secretHashes(ctx, eng, plan.ContainerName(short, plan.RoleGator), sidecarSecretHashes)
 		if err != nil {
 			return "", nil, fmt.Errorf("read the gator's token: %w", err)
 		}
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			if _, hash, ok := strings.Cut(line, " "); ok {
-				fmt.Fprintln(&b, hash)
-			}
+		for _, nh := range token {
+			fmt.Fprintln(&b, nh[1])
 		}
 	}
 	slices.Sort(names)

@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
 	"github.com/devaipod/devaipod/pod/config"
@@ -69,7 +68,7 @@ func (b *builder) withhold() []string {
 			}
 		}
 		if len(keys) > 0 {
-			withheld = append(withheld, "your LLM keys in network mode \"open\" ("+strings.Join(slices.Sorted(slices.Values(keys)), ", ")+")")
+			withheld = append(withheld, "your LLM keys in network mode \"open\" ("+strings.Join(keys, ", ")+")")
 			b.in.HostEnv = env
 		}
 	}

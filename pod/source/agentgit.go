@@ -115,7 +115,7 @@ func agentIndex(ctx context.Context, dir, index string, mask []string) error {
 	}
 	var masked strings.Builder
 	for _, name := range strings.Split(files, "\x00") {
-		if name != "" && matchesAny(mask, path.Base(name)) {
+		if name != "" && MatchesMask(mask, path.Base(name)) {
 			masked.WriteString(name + "\x00")
 		}
 	}
@@ -155,7 +155,7 @@ func keptObjects(ctx context.Context, dir string, mask []string) (string, error)
 		// rev-list names each object by the first path it met it at.
 		id, rest, _ := strings.Cut(sc.Text(), " ")
 		kind, name, _ := strings.Cut(rest, " ")
-		if kind == "blob" && matchesAny(mask, path.Base(name)) {
+		if kind == "blob" && MatchesMask(mask, path.Base(name)) {
 			continue
 		}
 		kept.WriteString(id + "\n")

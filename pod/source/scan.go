@@ -54,7 +54,7 @@ func ScanTree(ctx context.Context, dir string, protect, mask []string) (TreeInfo
 		if mode == "160000" {
 			info.Submodules = append(info.Submodules, name)
 		}
-		if (mode == "100644" || mode == "100755") && matchesAny(mask, path.Base(name)) {
+		if (mode == "100644" || mode == "100755") && MatchesMask(mask, path.Base(name)) {
 			if len(info.Masked) == MaxMasked {
 				info.Truncated = true
 				continue
@@ -86,7 +86,9 @@ func ScanTree(ctx context.Context, dir string, protect, mask []string) (TreeInfo
 	return info, nil
 }
 
-func matchesAny(patterns []string, name string) bool {
+// MatchesMask says whether a file of this name (its last element) is one
+// [agent] mask's patterns name: what the pod hides from the agent.
+func MatchesMask(patterns []string, name string) bool {
 	for _, m := range patterns {
 		if ok, _ := path.Match(m, name); ok {
 			return true
