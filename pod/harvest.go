@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/source"
 )
@@ -88,15 +90,18 @@ cat "$t/work.bundle"
 // diffScript runs in the workspace container as root, with the bundle on
 // standard input and $1 the repository, $2 the base, $3 "stat" or "patch",
 // $4 the commit to show (empty: the agent's work, uncommitted included),
-// the pathspecs after them. It fetches the bundle into a throwaway
-// repository whose only tie to the trusted .git is borrowing its objects,
-// then diffs two commits (the base and HEAD's work, then the base and
-// every branch whose commits HEAD's work does not hold, each under its
-// name: what fetch brings, diff shows), or shows each commit from the base
-// to $4 with its patch (no work tree, so no attributes or filters).
+// $5 the number of words after it that are the helper's hidden-files
+// command (0 for none), the pathspecs after those. It fetches the bundle
+// into a throwaway repository whose only tie to the trusted .git is
+// borrowing its objects, then diffs two commits (the base and HEAD's work,
+// then the base and every branch whose commits HEAD's work does not hold,
+// each under its name: what fetch brings, diff shows), or shows each commit
+// from the base to $4 with its patch (no work tree, so no attributes or
+// filters). Last, the hidden-files command lists the agent's files that
+// HEAD's work does not hold, which no git command would show.
 var diffScript = `set -e
-repo="$1" base="$2" what="$3" commit="$4"
-shift 4
+repo="$1" base="$2" what="$3" commit="$4" n="$5"
+shift 5
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 cat > "$t/work.bundle"
@@ -108,6 +113,7 @@ if [ -n "$commit" ]; then
 	# The fetch took the bundle's whole pack: every commit of the
 	# agent's branches and of its HEAD's history is here.
 	g cat-file -e "$commit^{commit}" 2>/dev/null || { echo "the agent's repository has no commit $commit on a branch or in HEAD's history" >&2; exit 3; }
+	shift "$n"
 	case "$what" in
 	stat) g log --reverse --stat=200 --no-ext-diff --no-textconv --no-color --no-renames "$base..$commit" -- "$@" ;;
 	*) g log --reverse -p --cc --text --no-ext-diff --no-textconv --no-color --no-renames "$base..$commit" -- "$@" ;;
@@ -117,6 +123,7 @@ fi
 d() {
 	r=$1
 	shift
+	shift "$n"
 	case "$what" in
 	stat) g diff --stat=200 --text --no-ext-diff --no-textconv --no-color --no-renames "$base" "$r" -- "$@" ;;
 	*) g diff --text --no-ext-diff --no-textconv --no-color --no-renames "$base" "$r" -- "$@" ;;
@@ -136,6 +143,9 @@ g for-each-ref --format='%(refname)' refs/branches/ | while read -r ref; do
 		d "$ref" "$@"
 	fi
 done
+if [ "$n" -gt 0 ]; then
+	g ls-tree -r -z --name-only --full-tree refs/work | "$@"
+fi
 `
 
 // workOf is what taking work needs of a running pod: the repository's
@@ -250,15 +260,21 @@ type DiffOptions struct {
 	// sends (a push_branch request names it). It must be on one of the
 	// agent's branches or in its HEAD's history, or in the repository up
 	// cloned (whose objects the diff borrows).
-	Commit  string
-	Paths   []string // pathspecs; none for everything
-	MaxWork int64    // the bound on the agent's work as a bundle (see Fetch); 0 for DefaultMaxWork
+	Commit string
+	// NoHidden leaves out the last section of the agent's work: the files
+	// that the agent can have written and git does not show (an ignore
+	// rule hides them, or they are in a nested repository or git
+	// directory).
+	NoHidden bool
+	Paths    []string // pathspecs; none for everything
+	MaxWork  int64    // the bound on the agent's work as a bundle (see Fetch); 0 for DefaultMaxWork
 }
 
 // Diff writes what the agent of pod short changed since the commit up
 // started from, its commits and its uncommitted work, new files included,
-// as a git diff (or diffstat) to w. The text is the agent's: the caller
-// makes it safe to show.
+// as a git diff (or diffstat) to w, then the files git does not show that
+// the agent can have written (see DiffOptions.NoHidden). The text is the
+// agent's: the caller makes it safe to show.
 func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.Writer) error {
 	if opts.Commit != "" && !IsCommitID(opts.Commit) {
 		return fmt.Errorf("%q is not a full commit id (40 or 64 hexadecimal digits, as a push_branch request shows it)", opts.Commit)
@@ -289,7 +305,15 @@ func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.
 		what = "stat"
 	}
 	argv := append([]string{"env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"}, source.TrustedGitEnv...)
-	argv = append(append(argv, "sh", "-c", diffScript, "devaipod-diff", wk.dir, wk.base, what, strings.ToLower(opts.Commit)), opts.Paths...)
+	var hidden []string
+	if !opts.NoHidden && opts.Commit == "" {
+		// Owned or writable by the agent's uid: what the agent can have
+		// written (it has no CAP_CHOWN or CAP_FOWNER).
+		hidden = append(plan.HelperCommand(helperargs.HiddenFiles{Workspace: wk.dir, Protect: wk.protected,
+			UID: plan.AgentUID, GID: plan.AgentGID, Stat: opts.Stat}), "--")
+	}
+	argv = append(argv, "sh", "-c", diffScript, "devaipod-diff", wk.dir, wk.base, what, strings.ToLower(opts.Commit), strconv.Itoa(len(hidden)))
+	argv = append(append(argv, hidden...), opts.Paths...)
 	stderr := SyncBuffer{Max: ExecTail}
 	spec := AsRoot(argv)
 	spec.Stdin, spec.Output, spec.Stderr = bundle, w, &stderr

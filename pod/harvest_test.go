@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -126,7 +127,7 @@ func TestTakeWorkRunsNothingTheAgentPlanted(t *testing.T) {
 
 	env := append([]string{"PATH=" + os.Getenv("PATH")}, source.TrustedGitEnv...)
 	bundle := runExportMasked(t, agent, []string{".env"}, env, base, ":(exclude,literal).envrc")
-	patch, _ := runScript(t, trusted, diffScript, bundle, env, trusted, base, "patch", "")
+	patch, _ := runScript(t, trusted, diffScript, bundle, env, trusted, base, "patch", "", "0")
 	for _, want := range []string{"+package fix", "-hello", "+hello, edited", "+new file", "diff --git a/.gitattributes b/.gitattributes",
 		"+changed in secret", "+changed too", "+/dev/null"} {
 		if !strings.Contains(string(patch), want) {
@@ -136,13 +137,20 @@ func TestTakeWorkRunsNothingTheAgentPlanted(t *testing.T) {
 	if strings.Contains(string(patch), ".env") { // nor .envrc, which is protected
 		t.Errorf("the diff takes the masked file for changed:\n%s", patch)
 	}
-	stat, _ := runScript(t, trusted, diffScript, bundle, env, trusted, base, "stat", "", "new.txt")
+	stat, _ := runScript(t, trusted, diffScript, bundle, env, trusted, base, "stat", "", "0", "new.txt")
 	if !strings.Contains(string(stat), "new.txt") || strings.Contains(string(stat), "fix.go") {
 		t.Errorf("diff --stat -- new.txt:\n%s", stat)
 	}
+	// The hidden-files command: HEAD's work's paths on its standard input,
+	// the pathspecs after its words.
+	lister := []string{"sh", "-c", `tr '\0' '\n'; echo "pathspecs: $*"`, "lister", "--"}
+	listed, _ := runScript(t, trusted, diffScript, bundle, env, append([]string{trusted, base, "stat", "", strconv.Itoa(len(lister))}, append(lister, "new.txt")...)...)
+	if !strings.Contains(string(listed), "\nfix.go\nhidden.txt\n") || !strings.Contains(string(listed), "pathspecs: -- new.txt\n") || strings.Contains(string(listed), "fix.go |") {
+		t.Errorf("diff --stat -- new.txt, with a hidden-files command:\n%s", listed)
+	}
 	// One commit: the agent's HEAD, without its uncommitted work.
 	head := strings.TrimSpace(string(must(exec.Command("git", "-C", agent, "rev-parse", "HEAD").Output())))
-	one, _ := runScript(t, trusted, diffScript, bundle, env, trusted, base, "patch", head)
+	one, _ := runScript(t, trusted, diffScript, bundle, env, trusted, base, "patch", head, "0")
 	if !strings.Contains(string(one), "+package fix") || strings.Contains(string(one), "+new file") || strings.Contains(string(one), "hello, edited") {
 		t.Errorf("diff --commit %s:\n%s", head, one)
 	}

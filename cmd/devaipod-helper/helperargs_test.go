@@ -174,6 +174,14 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 			t.Errorf("%+v", o)
 		}
 	})
+	t.Run("hidden-files", func(t *testing.T) {
+		x := helperargs.HiddenFiles{Workspace: "/workspaces/p", Protect: []string{".devcontainer", ".env"}, UID: 1000, GID: 1001, Stat: true}
+		var o hiddenOptions
+		rest := parseAs(t, newHiddenFilesFlagSet(&o), append(x.Args(), "--", "-odd"), "hidden-files")
+		if o.workspace != x.Workspace || !slices.Equal(o.protect, x.Protect) || o.uid != x.UID || o.gid != x.GID || !o.stat || !slices.Equal(rest, []string{"-odd"}) {
+			t.Errorf("%+v %q", o, rest)
+		}
+	})
 	t.Run("inspect-git", func(t *testing.T) {
 		x := helperargs.InspectGit{Repo: "/workspaces/p"}
 		if rest := parseAs(t, newInspectGitFlagSet(), x.Args(), "inspect-git"); !slices.Equal(rest, []string{x.Repo}) {

