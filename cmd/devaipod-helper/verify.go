@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/devaipod/devaipod/internal/cmdline"
@@ -106,16 +105,49 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return 0
 }
 
-// writeVerifyTable prints the rows as aligned columns and a summary.
+// verifyTextWidth is where writeVerifyTable wraps a row's text, so that the
+// table fits about 100 columns.
+const verifyTextWidth = 72
+
+// writeVerifyTable prints each row as its result, its id and its attack,
+// then what was expected and what happened, wrapped under the attack, and
+// a summary.
 func writeVerifyTable(w io.Writer, rep verifyReport) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RESULT\tATTACK\tEXPECTED\tGOT")
-	oneLine := strings.NewReplacer("\n", " ", "\t", " ")
+	idWidth := len("ROW")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Result, oneLine.Replace(r.Attack), oneLine.Replace(r.Expected), oneLine.Replace(r.Detail))
+		idWidth = max(idWidth, len(r.ID))
 	}
-	tw.Flush()
+	indent := strings.Repeat(" ", 8+idWidth+2)
+	fmt.Fprintf(w, "%-8s%-*s  %s\n", "RESULT", idWidth, "ROW", "ATTACK, EXPECTED, GOT")
+	for _, r := range rep.Rows {
+		lines := wrapWords(r.Attack, verifyTextWidth)
+		lines = append(lines, wrapWords("expected: "+r.Expected, verifyTextWidth)...)
+		lines = append(lines, wrapWords("got: "+r.Detail, verifyTextWidth)...)
+		fmt.Fprintf(w, "%-8s%-*s  %s\n", r.Result, idWidth, r.ID, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintln(w, indent+l)
+		}
+	}
 	fmt.Fprintf(w, "\n%d passed, %d failed, %d not applicable\n", rep.Pass, rep.Fail, rep.NA)
+}
+
+// wrapWords breaks text into lines of at most width columns at spaces; a
+// longer word is a line of its own. Newlines and tabs are spaces.
+func wrapWords(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = word
+		case len(line)+1+len(word) > width:
+			lines = append(lines, line)
+			line = word
+		default:
+			line += " " + word
+		}
+	}
+	return append(lines, line)
 }
 
 // verifyProbe is one row of the battery.

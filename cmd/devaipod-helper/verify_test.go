@@ -1150,14 +1150,31 @@ func TestVerifyPanickingProbeFails(t *testing.T) {
 	}
 }
 
+func TestWrapWords(t *testing.T) {
+	got := wrapWords("one two\tthree  four "+strings.Repeat("x", 12)+" five", 9)
+	want := []string{"one two", "three", "four", strings.Repeat("x", 12), "five"}
+	if !slices.Equal(got, want) {
+		t.Errorf("%q", got)
+	}
+	if got := wrapWords("", 9); !slices.Equal(got, []string{""}) {
+		t.Errorf("%q", got)
+	}
+}
+
 func TestVerifyOutput(t *testing.T) {
 	t.Setenv("DEVAIPOD_VERIFY_TEST_SECRET", "x")
 	var stdout, stderr bytes.Buffer
 	code := runVerify(context.Background(), []string{"--only", "trusted-env", "--only", "canary", "--secret-var", "DEVAIPOD_VERIFY_TEST_SECRET"}, &stdout, &stderr)
 	out := stdout.String()
-	if code != 1 || !strings.HasPrefix(out, "RESULT  ATTACK") || !strings.Contains(out, "FAIL    read trusted variables") ||
-		!strings.Contains(out, "N-A     connect straight to the pod's canary") || !strings.Contains(out, "0 passed, 1 failed, 1 not applicable") {
+	if code != 1 || !strings.HasPrefix(out, "RESULT  ROW          ATTACK, EXPECTED, GOT\n") || !strings.Contains(out, "\nFAIL    trusted-env  read trusted variables") ||
+		!strings.Contains(out, "\nN-A     canary       connect straight to the pod's canary") || !strings.Contains(out, "\n                     expected: ") ||
+		!strings.Contains(out, "0 passed, 1 failed, 1 not applicable") {
 		t.Errorf("text output, exit %d:\n%s%s", code, out, stderr.String())
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if len(line) > 8+len("trusted-env")+2+verifyTextWidth {
+			t.Errorf("a line wider than the table: %q", line)
+		}
 	}
 
 	stdout.Reset()

@@ -42,7 +42,8 @@ configuration file.`,
 					g.warnf(cmd, "%s", msg)
 				}
 			}
-			return onPod(cmd, g, args[:1], op+"ed "+args[1], func(p *podman.Podman, name string) error {
+			done := map[string]string{pod.PolicyAllow: "allowed", pod.PolicyDeny: "denied"}[op]
+			return onPod(cmd, g, args[:1], done+" "+args[1], func(p *podman.Podman, name string) error {
 				return pod.EditPolicy(cmd.Context(), p, name, op, args[1])
 			})
 		},

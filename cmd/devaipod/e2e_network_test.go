@@ -183,7 +183,9 @@ extra_hosts = ["api.allowed.test:10.0.2.2", "plain.allowed.test:10.0.2.2", "deni
 		if r := agent("curl -sSk " + deniedTLS); !strings.HasPrefix(r.stdout, "hello from denied.test") {
 			t.Errorf("after allow: %s", r)
 		}
-		mustDevaipod(t, nil, "deny", name, rule)
+		if r := mustDevaipod(t, nil, "deny", name, rule); r.stdout != "Pod "+name+" denied "+rule+".\n" {
+			t.Errorf("deny says %q", r.stdout)
+		}
 		if r := agent("curl -sk -o /dev/null -w '%{http_connect}' " + deniedTLS); r.stdout != "403" {
 			t.Errorf("after deny: %s", r)
 		}

@@ -116,7 +116,7 @@ func TestE2EPullImage(t *testing.T) {
 	}
 	missing := host + "/e2e/busybox:no-such-tag"
 	r = devaipod(t, nil, "--config", cfg, "up", repo, "--name", name, "--image", missing)
-	if r.code == 0 || !strings.Contains(r.stderr, "pull "+missing) || !strings.Contains(r.stderr, "manifest unknown") ||
+	if r.code == 0 || !strings.Contains(r.stderr, "Error: pull "+missing+": initializing source") || !strings.Contains(r.stderr, "manifest unknown") ||
 		!strings.Contains(r.stderr, "Hint: check the image's name") {
 		t.Errorf("an image the registry does not have: %s", r)
 	}

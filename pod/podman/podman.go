@@ -312,16 +312,14 @@ func mapCreateErr(err error) error {
 
 // PullImage pulls ref from its registry (with the client's registry
 // credentials, as podman --remote does), streaming podman's progress to out.
+// Its errors do not name ref: the caller's (pod.PullError) do.
 func (p *Podman) PullImage(ctx context.Context, ref string, o pod.PullOptions, out io.Writer) error {
 	if o.Anonymous {
-		if err := p.pullAnonymous(ctx, ref, o.PrivateRegistries, out); err != nil {
-			return fmt.Errorf("pull %s: %w", ref, err)
-		}
-		return nil
+		return p.pullAnonymous(ctx, ref, o.PrivateRegistries, out)
 	}
 	opts := new(images.PullOptions).WithPolicy(pod.PullAlways).WithProgressWriter(out)
 	if _, err := images.Pull(p.withConn(ctx), ref, opts); err != nil {
-		return fmt.Errorf("pull %s: %w", ref, mapErr(err))
+		return mapErr(err)
 	}
 	return nil
 }

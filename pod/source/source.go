@@ -263,16 +263,11 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 			warnings = append(warnings, fmt.Sprintf("could not tell which commits %s has (%v): the gator checks every commit a push carries back to the forge's branches", remoteName, err))
 		}
 	}
-	status, err := git(ctx, top, "status", "--porcelain", "--untracked-files=all")
+	status, err := gitOutput(ctx, top, "status", "--porcelain", "-z", "--untracked-files=all")
 	if err != nil {
 		return nil, fmt.Errorf("git status in %s: %w", top, err)
 	}
-	var leftOut []string
-	for _, line := range strings.Split(status, "\n") {
-		if len(line) > 3 {
-			leftOut = append(leftOut, line[3:])
-		}
-	}
+	leftOut := porcelainPaths(status)
 	project := filepath.Base(top)
 	if !validProject.MatchString(project) {
 		project = "project"
@@ -402,14 +397,39 @@ func gitCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
 }
 
 // git runs git in dir and returns its trimmed standard output.
+// porcelainPaths reads `git status --porcelain -z`: "XY PATH" entries,
+// NUL-separated, a rename's or copy's source in the entry after it.
+func porcelainPaths(status string) []string {
+	var paths []string
+	entries := strings.Split(status, "\x00")
+	for i := 0; i < len(entries); i++ {
+		e := entries[i]
+		if len(e) < 4 {
+			continue
+		}
+		paths = append(paths, e[3:])
+		if e[0] == 'R' || e[0] == 'C' {
+			i++ // the source
+		}
+	}
+	return paths
+}
+
+// git runs git in dir and returns its output, trimmed.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
+	out, err := gitOutput(ctx, dir, args...)
+	return strings.TrimSpace(out), err
+}
+
+// gitOutput runs git in dir and returns its output as it is.
+func gitOutput(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := gitCommand(ctx, dir, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return "", gitError(args[0], err, stderr.String())
 	}
-	return strings.TrimSpace(stdout.String()), nil
+	return stdout.String(), nil
 }
 
 func gitError(sub string, err error, stderr string) error {

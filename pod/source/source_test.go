@@ -81,6 +81,7 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 		}
 	}
 	gittest.WriteFile(t, filepath.Join(repo, "dirty.txt"), "uncommitted")
+	gittest.WriteFile(t, filepath.Join(repo, "README.md"), "changed, not staged")
 	src, err := Resolve(ctx, repo, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +92,8 @@ func TestResolveAndCheckoutLocal(t *testing.T) {
 	if strings.Contains(src.Remote+src.Display, "ghp_secret") {
 		t.Errorf("credentials kept: %+v", src)
 	}
-	if strings.Join(src.LeftOut, ",") != "dirty.txt" {
-		t.Errorf("LeftOut = %v; want [dirty.txt]", src.LeftOut)
+	if strings.Join(src.LeftOut, ",") != "README.md,dirty.txt" {
+		t.Errorf("LeftOut = %v; want [README.md dirty.txt]", src.LeftOut)
 	}
 	dir := filepath.Join(t.TempDir(), "co")
 	if err := src.Checkout(ctx, dir); err != nil {
@@ -404,5 +405,12 @@ func TestAgentGitDir(t *testing.T) {
 	// compressed: git reads them out).
 	if got, err := agentGit("cat-file", "--batch-all-objects", "--batch"); err != nil || strings.Contains(got, "hush42") || !strings.Contains(got, "package main") {
 		t.Errorf("the agent's object store (%v) holds a masked value, or not the others:\n%s", err, got)
+	}
+}
+
+func TestPorcelainPaths(t *testing.T) {
+	got := porcelainPaths(" M main.py\x00R  new name.txt\x00old.txt\x00?? dir/un\ttracked\x00")
+	if strings.Join(got, "|") != "main.py|new name.txt|dir/un\ttracked" {
+		t.Errorf("%q", got)
 	}
 }
