@@ -245,15 +245,19 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	// The readiness wait and the containment checks are independent
 	// execs: run them at once. The checks do not need the agent's server,
 	// and the bridges retry until their targets are up.
-	progress("waiting for the agent's server and checking its containment")
 	if pl.Lifecycle != nil {
-		progress("running the devcontainer's lifecycle commands in the workspace")
+		progress(ProgressLifecycle)
+	} else {
+		progress(ProgressWaiting)
 	}
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// The agent starts once the setup commands are done (RunSetup).
 		if errs[1] = RunSetup(ctx, eng, pl, opts.Output); errs[1] == nil {
+			if pl.Lifecycle != nil {
+				progress(ProgressWaiting) // up --timings times the wait from here
+			}
 			errs[0] = waitReady(ctx, eng, pl, opts.ReadyTimeout)
 		}
 	})
@@ -268,6 +272,14 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	}
 	return handTask(ctx, eng, pl, progress)
 }
+
+// The progress lines of what follows the pod's start, in this order: the
+// lifecycle commands, if any, then the wait for the agent, which starts
+// once they are done; the containment checks run alongside both.
+const (
+	ProgressLifecycle = "running the devcontainer's lifecycle commands in the workspace (and checking the pod's containment)"
+	ProgressWaiting   = "waiting for the agent's server and checking its containment"
+)
 
 // handTask gives an opencode agent the plan's task, the first message of a
 // new session (a custom agent has it in $DEVAIPOD_TASK from its start).

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/devaipod/devaipod/internal/gittest"
+	"github.com/devaipod/devaipod/pod/devcontainer"
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/source"
 )
@@ -200,6 +201,21 @@ func TestUpSucceeds(t *testing.T) {
 	}
 	if err := Up(context.Background(), f, pl, src, UpOptions{}); !errors.Is(err, ErrExists) {
 		t.Errorf("second up with the same name: %v; want ErrExists", err)
+	}
+}
+
+// TestUpProgressWithLifecycle: the wait for the agent is a step of its own,
+// after the lifecycle commands (up --timings times each from its line).
+func TestUpProgressWithLifecycle(t *testing.T) {
+	pl, src := testPlan(t, "lc")
+	pl.Lifecycle = &plan.Lifecycle{Workdir: "/workspaces/x", PostCreate: &devcontainer.LifecycleCommand{Steps: []devcontainer.Step{{Args: []string{"true"}}}}}
+	var lines []string
+	if err := Up(context.Background(), newFake(), pl, src, UpOptions{Progress: func(s string) { lines = append(lines, s) }}); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(lines, "\n")
+	if !strings.HasSuffix(got, "starting pod\nrunning the devcontainer's lifecycle commands in the workspace (and checking the pod's containment)\nwaiting for the agent's server and checking its containment") {
+		t.Errorf("progress:\n%s", got)
 	}
 }
 

@@ -75,6 +75,9 @@ const (
 	// ReasonState: the pod is in a state up neither uses nor starts
 	// (paused, error...).
 	ReasonState = "state"
+	// ReasonTask: up was given a task, which only a new pod's agent gets;
+	// dropping it would lose the person's request without a word.
+	ReasonTask = "task"
 )
 
 // ExistingPodError is a pod of the requested name that up leaves as it is
@@ -93,6 +96,8 @@ func (e *ExistingPodError) Error() string {
 	switch e.Reason {
 	case ReasonSource:
 		return fmt.Sprintf("pod %s exists and was made from %s, not from %s: up leaves it as it is", e.Name, e.Have, e.Want)
+	case ReasonTask:
+		return fmt.Sprintf("pod %s exists (from %s, %s): up gives a task only to a new pod's agent, and left this one as it was", e.Name, e.Have, e.State)
 	case ReasonIncomplete:
 		if e.State == "" {
 			return fmt.Sprintf("objects of a pod %s are left (an up or a delete --keep-volumes of that name): up cannot reuse them", e.Name)
@@ -258,6 +263,9 @@ func (c *creation) useExisting(ctx context.Context, eng Engine, short string, sr
 	if ex == nil || err != nil {
 		return nil, err
 	}
+	if c.req.Task != "" {
+		return nil, &ExistingPodError{Name: short, Reason: ReasonTask, State: ex.State, Have: ex.Source()}
+	}
 	c.noteIgnored(ex, src)
 	if len(ex.NotRunning) > 0 {
 		c.warn(fmt.Sprintf("pod %s is degraded: %s not running (`devaipod logs %s -c ROLE` says why; `devaipod stop %s` then `devaipod start %s` restarts the pod)",
@@ -286,13 +294,10 @@ func (c *creation) useExisting(ctx context.Context, eng Engine, short string, sr
 }
 
 // noteIgnored warns about what of the request an existing pod does not
-// take: a task, the flags that shape a new pod, and a checkout that has
-// moved on since the pod was made.
+// take: the flags that shape a new pod, and a checkout that has moved on
+// since the pod was made.
 func (c *creation) noteIgnored(ex *Existing, src *source.Source) {
 	r := c.req
-	if r.Task != "" {
-		c.warn(fmt.Sprintf("pod %s exists: the task was not handed to its agent (`devaipod attach %s` talks to it)", ex.Name, ex.Name))
-	}
 	var flags []string
 	for _, f := range []struct {
 		name string

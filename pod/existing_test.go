@@ -134,9 +134,9 @@ func TestCreateExistingPod(t *testing.T) {
 
 	t.Run("running, same source: nothing changes", func(t *testing.T) {
 		log = nil
-		// Another spelling of the same repository, a task and a flag.
+		// Another spelling of the same repository and a flag.
 		req := upRequest(repo, "devaipod-again", &log)
-		req.Task, req.Image = "do it", "localhost/other"
+		req.Image = "localhost/other"
 		res, err := Create(ctx, f, req)
 		if err != nil {
 			t.Fatal(err)
@@ -158,10 +158,20 @@ func TestCreateExistingPod(t *testing.T) {
 		if strings.Contains(joined, "cloning") {
 			t.Errorf("second up cloned:\n%s", joined)
 		}
-		for _, want := range []string{"the task was not handed", "ignored --image, which only a new pod takes"} {
-			if !strings.Contains(joined, want) {
-				t.Errorf("second up did not warn %q:\n%s", want, joined)
-			}
+		if !strings.Contains(joined, "ignored --image, which only a new pod takes") {
+			t.Errorf("second up did not warn about --image:\n%s", joined)
+		}
+
+		// A task: refused, not dropped, and nothing changes.
+		req.Task = "do it"
+		_, err = Create(ctx, f, req)
+		var xe *ExistingPodError
+		if !errors.As(err, &xe) || xe.Reason != ReasonTask || !strings.Contains(err.Error(), "pod again exists (from https://git.example.test/o/r.git at ") ||
+			!strings.Contains(err.Error(), "running): up gives a task only to a new pod's agent") {
+			t.Errorf("second up with a task: %v; want the task refused", err)
+		}
+		if len(f.objects) != objects || len(mutating(f)) != calls {
+			t.Errorf("second up with a task changed podman: %v", mutating(f)[calls:])
 		}
 	})
 

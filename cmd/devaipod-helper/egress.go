@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/internal/cmdline"
+	"github.com/devaipod/devaipod/internal/helperargs"
 )
 
 // The canary is a listener in the pod's network namespace (run by the
@@ -169,7 +170,7 @@ func proxyDenies(proxy string, timeout time.Duration) error {
 		return err
 	}
 	client := &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
-	resp, err := client.Get("http://egress-check.devaipod.invalid/")
+	resp, err := client.Get("http://" + helperargs.EgressProbeHost + "/")
 	if err != nil {
 		return fmt.Errorf("no answer: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/internal/cmdline"
+	"github.com/devaipod/devaipod/internal/helperargs"
 )
 
 // verify runs the threat table's attacks from inside the agent container
@@ -73,8 +74,8 @@ type verifyReport struct {
 // an IP literal, and localhost is on no allowlist (and would resolve to
 // loopback, which the proxy's address guard refuses).
 const (
-	defaultDeniedHost  = "verify.devaipod.invalid"
-	defaultIPLiteral   = "192.0.2.1"
+	defaultDeniedHost  = helperargs.VerifyProbeHost
+	defaultIPLiteral   = helperargs.ProbeIPLiteral
 	defaultPrivateHost = "localhost"
 )
 
@@ -84,7 +85,7 @@ const (
 	directTCPAddr  = "192.0.2.1:443"
 	directUDPAddr  = "192.0.2.1:53"
 	directIPv6Addr = "[2001:db8::1]:53"
-	dnsProbeName   = "verify.devaipod.invalid"
+	dnsProbeName   = helperargs.VerifyProbeHost
 )
 
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -136,6 +136,20 @@ func TestCompletion(t *testing.T) {
 	if code, stdout, _ := cliNoPodman(t, "__complete", "up", ".", "--workspace-access", ""); code != 0 || !strings.Contains(stdout, "rw\nro\n") {
 		t.Errorf("completion of --workspace-access: exit %d, %q", code, stdout)
 	}
+	// exec's flags after NAME, which cobra takes for arguments.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "p", "-c", ""}, "workspace\nagent\n:4\n"},
+		{[]string{"exec", "p", "-u", "root", "--container", ""}, "workspace\nagent\n:4\n"},
+		{[]string{"exec", "p", "--conta"}, "--container\t"},
+		{[]string{"exec", "p", "-c", "agent", "ls", ""}, ":0\n"},
+	} {
+		if code, stdout, _ := cliNoPodman(t, append([]string{"__complete"}, c.args...)...); code != 0 || !strings.HasPrefix(stdout, c.want) {
+			t.Errorf("completion of %q: exit %d, %q; want %q", c.args, code, stdout, c.want)
+		}
+	}
 }
 
 // TestJSONErrors: with --output json an error is one JSON object on

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/gator/policy"
+	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/podman"
@@ -78,6 +79,9 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 			// Allowed, but it did not end normally: say how.
 			why = strings.TrimPrefix(why+"; "+r.Reason, "; ")
 		}
+		if r.Decision == "deny" && isCheckProbe(r.Host) {
+			why = "devaipod's containment check (up, verify): " + why
+		}
 		if r.Event == proxy.EventDropped {
 			r.Method, r.Host, why = "-", "-", droppedText(r.Reason, r.Count, r.Since)
 		}
@@ -103,6 +107,16 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 	lines.flush()
 	tw.Flush()
 	return err
+}
+
+// isCheckProbe: host is one that up's and verify's checks ask the proxy
+// for, to see it refused.
+func isCheckProbe(host string) bool {
+	switch host {
+	case helperargs.EgressProbeHost, helperargs.VerifyProbeHost, helperargs.ProbeIPLiteral:
+		return true
+	}
+	return false
 }
 
 // printGatorRecord prints one gator call: METHOD is "mcp", HOST the tool

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -324,6 +325,10 @@ printf '%s\n' "$out" | grep -o 'Basic [A-Za-z0-9+/=*]*' | cut -c7- | while read 
 		if !strings.Contains(audit.stdout, "answer masked: MY_API_TOKEN") || !strings.Contains(audit.stdout, "answer masked: REG_PASSWORD") ||
 			!strings.Contains(audit.stdout, "encoded-answer") {
 			t.Errorf("devaipod audit does not say what was masked, or refused:\n%s", audit.stdout)
+		}
+		// up's own checks asked for these: labelled, not taken for the agent's.
+		if !regexp.MustCompile(`egress-check\.devaipod\.invalid:80 +devaipod's containment check \(up, verify\): `).MatchString(audit.stdout) {
+			t.Errorf("devaipod audit does not label up's checks:\n%s", audit.stdout)
 		}
 	})
 	t.Run("server-sent events stream through the interception", func(t *testing.T) {

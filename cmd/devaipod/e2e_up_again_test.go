@@ -83,6 +83,12 @@ func TestE2EUpAgain(t *testing.T) {
 			again["commit"] != first["commit"] || again["agent_url"] != first["agent_url"] || again["action"] != "none" {
 			t.Errorf("JSON of the existing pod = %v; want existing, its name, workdir, commit %v and agent URL", again, first["commit"])
 		}
+		// A task is not dropped with exit 0: refused, with the way to
+		// give it.
+		task := devaipod(t, nil, "--config", cfg, "up", repo, "add a README", "--name", name)
+		if task.code == 0 || !strings.Contains(task.stderr, "up gives a task only to a new pod's agent") || !strings.Contains(task.stderr, "Hint: `devaipod attach "+name+"` gives its agent the task") {
+			t.Errorf("up of an existing pod with a task:\n%s", task)
+		}
 		if after := snapshot(); after != before {
 			t.Errorf("up of the same source changed podman:\nbefore\n%s\nafter\n%s", before, after)
 		}

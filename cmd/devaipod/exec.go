@@ -61,7 +61,7 @@ container's user: --user can only name that user.`,
 			argv = fs.Args()
 			return nil
 		},
-		ValidArgsFunction: completePods(g),
+		ValidArgsFunction: completeExec(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if help, _ := cmd.Flags().GetBool("help"); help {
 				return cmd.Help() // -h after NAME
@@ -90,6 +90,18 @@ container's user: --user can only name that user.`,
 	cmd.Flags().StringVarP(&user, "user", "u", "", "run as this `USER` (NAME, UID, NAME:GROUP, UID:GID; default: the devcontainer's remote user, else the container's)")
 	cmd.RegisterFlagCompletionFunc("container", cobra.FixedCompletions([]string{plan.RoleWorkspace, plan.RoleAgent}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// completeExec completes NAME, then the command's arguments as files.
+// exec's flags after NAME are flags while completing (see run).
+func completeExec(g *globalFlags) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	pods := completePods(g)
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return pods(cmd, args, toComplete)
+		}
+		return nil, cobra.ShellCompDirectiveDefault
+	}
 }
 
 // attach runs argv in the pod's container of role with the command's

@@ -44,6 +44,14 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code
 func run(ctx context.Context, args []string, s streams) int {
 	root := newRootCommand(s)
 	root.SetArgs(args)
+	if completing(args) {
+		// Completing, exec's flags after NAME are flags, whose names and
+		// values cobra then completes; run, they stop at the command
+		// (newExecCommand), which cobra's completion does not follow.
+		if exec, _, err := root.Find([]string{"exec"}); err == nil {
+			exec.Flags().SetInterspersed(true)
+		}
+	}
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
@@ -155,6 +163,8 @@ func printError(w io.Writer, err error) {
 		switch xe.Reason {
 		case pod.ReasonSource:
 			fmt.Fprintf(w, "Hint: pick another name with --name NAME (or leave --name out: up derives a new one), or `devaipod delete %s` first; `devaipod status %s` shows the pod\n", xe.Name, xe.Name)
+		case pod.ReasonTask:
+			fmt.Fprintf(w, "Hint: `devaipod attach %s` gives its agent the task; for a new pod with it, pick another --name (or leave --name out: up derives a new one)\n", xe.Name)
 		case pod.ReasonIncomplete:
 			fmt.Fprintf(w, "Hint: `devaipod gc` removes what a failed up left; `devaipod delete %s` removes everything of that name\n", xe.Name)
 		case pod.ReasonState:
@@ -188,6 +198,20 @@ func indent(s string) string {
 		lines[i] = "  " + l
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// completing tells whether args ask cobra for completions: its hidden
+// command comes before any exec (global flags may precede it).
+func completing(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+			return true
+		case "exec":
+			return false
+		}
+	}
+	return false
 }
 
 func newRootCommand(s streams) *cobra.Command {

@@ -406,3 +406,15 @@ func (x Gator) Args() []string {
 	a.duration("ask-timeout", x.AskTimeout)
 	return a
 }
+
+// The hosts up's containment checks (egress-check, verify) ask the pod's
+// proxy for, each of which it refuses before it resolves or dials
+// anything: .invalid never resolves (RFC 6761), 192.0.2.1 is a
+// documentation address (RFC 5737), an IP literal no rule names. devaipod
+// audit labels their refusals as the checks', not the agent's: an agent
+// that asks for them gets the same refusal and can reach nothing there.
+const (
+	EgressProbeHost = "egress-check.devaipod.invalid"
+	VerifyProbeHost = "verify.devaipod.invalid"
+	ProbeIPLiteral  = "192.0.2.1"
+)

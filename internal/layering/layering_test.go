@@ -19,7 +19,7 @@ const module = "github.com/devaipod/devaipod/"
 // a new package, or a new arrow, is added to both.
 var mayImport = map[string][]string{
 	// The CLI: flags, output, exit codes, over the library.
-	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "pod/kube", "pod/kubeclient", "gator/policy", "proxy", "internal/approval", "internal/safetext", "internal/size"},
+	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "pod/kube", "pod/kubeclient", "gator/policy", "proxy", "internal/approval", "internal/helperargs", "internal/safetext", "internal/size"},
 	"cmd/devaipod/internal/fakellm": {},
 	// The binaries of the helper image: never the library, nor podman.
 	"cmd/devaipod-helper": {"proxy", "proxy/rule", "internal/approval", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs", "internal/size"},

@@ -276,9 +276,10 @@ func (c *Client) pipe(ctx context.Context, p *corev1.Pod, container string, argv
 // setup commands and then the readiness wait (the agent starts once the
 // setup is done), alongside the containment checks; then the task.
 func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, progress func(string)) error {
-	progress("waiting for the agent's server and checking its containment")
 	if pl.Lifecycle != nil {
-		progress("running the devcontainer's lifecycle commands in the workspace")
+		progress(pod.ProgressLifecycle)
+	} else {
+		progress(pod.ProgressWaiting)
 	}
 	ws := plan.ContainerName(pl.Name, plan.RoleWorkspace)
 	errs := make([]error, 3)
@@ -287,6 +288,9 @@ func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, 
 		// The agent starts once the setup commands are done (RunSetup).
 		if errs[1] = pod.RunSetup(ctx, c, pl, opts.Output); errs[1] != nil {
 			return
+		}
+		if pl.Lifecycle != nil {
+			progress(pod.ProgressWaiting)
 		}
 		code, out, err := c.Exec(ctx, ws, pod.AsRoot(pl.ReadyProbe(opts.ReadyTimeout)))
 		switch {
