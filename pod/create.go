@@ -227,11 +227,10 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 			looked <- images.lookUp(ctx, cmp.Or(req.Image, cfg.Workspace.Image, config.DefaultImage), config.DefaultHelperImage)
 		}()
 		// Podman's info is slow (0.3 to 1 s of the service's CPU) and
-		// only needed for the limits warning: ask for it alongside.
-		if cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable() {
-			hostInfo = sync.OnceValues(func() (plan.HostInfo, error) { return eng.Info(ctx) })
-			go hostInfo()
-		}
+		// only needed for the limits warning (every pod has limits: the
+		// agent's defaults, the sidecars'): ask for it alongside.
+		hostInfo = sync.OnceValues(func() (plan.HostInfo, error) { return eng.Info(ctx) })
+		go hostInfo()
 	}
 	if err := <-cloned; err != nil {
 		return nil, err

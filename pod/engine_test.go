@@ -56,6 +56,9 @@ func (f *fakeEngine) add(kind, name, pod string, labels map[string]string) {
 func (f *fakeEngine) ImageConfig(context.Context, string) (plan.ImageConfig, error) {
 	return plan.ImageConfig{}, nil
 }
+
+// Info is a host that enforces limits, of an unknown podman: no warning.
+func (f *fakeEngine) Info(context.Context) (plan.HostInfo, error) { return plan.HostInfo{}, nil }
 func (f *fakeEngine) PodExists(_ context.Context, name string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

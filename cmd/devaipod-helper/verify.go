@@ -46,9 +46,13 @@ const (
 	// verifyFail: the attack worked, or the probe could not show that it
 	// did not.
 	verifyFail verifyResult = "FAIL"
-	// verifyNA: the row does not apply here (nothing to check, or the host
-	// cannot enforce it); Detail says why.
+	// verifyNA: the row does not apply here (nothing to check); Detail
+	// says why.
 	verifyNA verifyResult = "N-A"
+	// verifyWarn: the pod asks for a protection this host cannot enforce
+	// (a limit under rootless podman on cgroup v1): not devaipod's
+	// failure, nor a protection the person has; Detail says which.
+	verifyWarn verifyResult = "WARN"
 )
 
 // verifyRow is one line of the report.
@@ -60,11 +64,13 @@ type verifyRow struct {
 	Detail   string       `json:"detail"`
 }
 
-// verifyReport is the JSON output: {"rows":[...],"pass":N,"fail":N,"na":N}.
+// verifyReport is the JSON output:
+// {"rows":[...],"pass":N,"fail":N,"warn":N,"na":N}.
 type verifyReport struct {
 	Rows []verifyRow `json:"rows"`
 	Pass int         `json:"pass"`
 	Fail int         `json:"fail"`
+	Warn int         `json:"warn"`
 	NA   int         `json:"na"`
 }
 
@@ -129,7 +135,7 @@ func writeVerifyTable(w io.Writer, rep verifyReport) {
 			fmt.Fprintln(w, indent+l)
 		}
 	}
-	fmt.Fprintf(w, "\n%d passed, %d failed, %d not applicable\n", rep.Pass, rep.Fail, rep.NA)
+	fmt.Fprintf(w, "\n%d passed, %d failed, %d warnings (protections this host does not enforce), %d not applicable\n", rep.Pass, rep.Fail, rep.Warn, rep.NA)
 }
 
 // wrapWords breaks text into lines of at most width columns at spaces; a
@@ -407,6 +413,8 @@ func (v *verifier) run(ctx context.Context, probes []verifyProbe) verifyReport {
 			rep.Pass++
 		case verifyFail:
 			rep.Fail++
+		case verifyWarn:
+			rep.Warn++
 		default:
 			rep.NA++
 		}

@@ -114,7 +114,8 @@ func (v *verifier) inUserNamespace() bool {
 
 // judgeLimit: PASS when capped at or below the expectation (or capped at
 // all, without one), FAIL when the cap is above it or missing where the
-// host could set it, N-A when the host cannot enforce it.
+// host could set it, WARN when it was asked for and the host cannot enforce
+// it, N-A when none was asked for and there is none.
 func judgeLimit(l cgroupLimit, want uint64, hasWant bool, format func(uint64) string) (verifyResult, string) {
 	switch {
 	case l.limited && hasWant && l.value > want:
@@ -125,6 +126,8 @@ func judgeLimit(l cgroupLimit, want uint64, hasWant bool, format func(uint64) st
 		return verifyPass, "capped at " + format(l.value)
 	case l.enforceable && hasWant:
 		return verifyFail, fmt.Sprintf("%s, though %s was asked for and this host can enforce it", l.why, format(want))
+	case hasWant:
+		return verifyWarn, fmt.Sprintf("%s asked for, %s", format(want), l.why)
 	}
 	return verifyNA, l.why
 }

@@ -17,14 +17,21 @@ import (
 
 // TestE2EDoctorAndLimits checks that doctor and up tell the truth about
 // resource limits on this host, and that the /tmp cap holds everywhere.
-func TestE2EDoctorAndLimits(t *testing.T) {
-	e2e(t)
+// limitsUnenforced tells whether this host's podman ignores resource
+// limits (rootless on cgroup v1), and whether it is rootless.
+func limitsUnenforced(t *testing.T) (unenforced, rootless bool) {
+	t.Helper()
 	out, err := exec.Command("podman", "info", "--format", "{{.Host.Security.Rootless}} {{.Host.CgroupsVersion}}").Output()
 	if err != nil {
 		t.Fatalf("podman info: %v", err)
 	}
-	unenforced := strings.TrimSpace(string(out)) == "true v1"
-	mode := map[bool]string{true: "rootless", false: "rootful"}[strings.HasPrefix(string(out), "true ")]
+	return strings.TrimSpace(string(out)) == "true v1", strings.HasPrefix(string(out), "true ")
+}
+
+func TestE2EDoctorAndLimits(t *testing.T) {
+	e2e(t)
+	unenforced, rootless := limitsUnenforced(t)
+	mode := map[bool]string{true: "rootless", false: "rootful"}[rootless]
 
 	r := devaipod(t, nil, "doctor", "-o", "json")
 	var checks []struct{ Name, Status, Detail string }
@@ -71,8 +78,14 @@ func TestE2EDoctorAndLimits(t *testing.T) {
 	if r := devaipod(t, nil, "exec", name, "--", "test", "-e", "uncommitted.txt"); r.code == 0 {
 		t.Error("the uncommitted file was copied into the workspace")
 	}
-	if warned := strings.Contains(up.stderr, "not enforced"); warned != unenforced {
+	if warned := strings.Contains(up.stderr, "this host does not enforce the pod's resource limits (agent memory 256m, pids 128; proxy memory 256m, pids 256)"); warned != unenforced {
 		t.Errorf("up warned about limits: %v; want %v\n%s", warned, unenforced, up)
+	}
+	// verify: WARN where the host ignores the limits asked for, not N-A.
+	v := devaipod(t, nil, "verify", name, "-o", "json")
+	want := map[bool]string{true: "WARN", false: "PASS"}[unenforced]
+	if rows := verifyRows(t, v.stdout); v.code != 0 || rows["limit-memory"] != want || rows["limit-pids"] != want {
+		t.Errorf("verify limit rows: exit %d, memory %s, pids %s; want %s", v.code, rows["limit-memory"], rows["limit-pids"], want)
 	}
 	// Filling /tmp stops at its size on every host.
 	fill := devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c",

@@ -50,7 +50,13 @@ func TestE2EUpAgain(t *testing.T) {
 		return m
 	}
 
-	first := decode(mustDevaipod(t, nil, "--config", cfg, "-o", "json", "up", repo, "--name", name))
+	made := mustDevaipod(t, nil, "--config", cfg, "-o", "json", "up", repo, "--name", name)
+	first := decode(made)
+	// The default limits too: up says where the host ignores them.
+	unenforced, _ := limitsUnenforced(t)
+	if warned := strings.Contains(made.stderr, "this host does not enforce the pod's resource limits (agent memory 8g, pids 4096; proxy memory 256m, pids 256)"); warned != unenforced {
+		t.Errorf("up with the default limits warned: %v; want %v\n%s", warned, unenforced, made.stderr)
+	}
 	if first["existing"] != false {
 		t.Errorf("a new pod's JSON says existing %v; want false", first["existing"])
 	}

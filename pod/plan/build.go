@@ -289,9 +289,11 @@ func (b *builder) build() (*Plan, error) {
 	if len(p.Withheld) > 0 {
 		p.Warnings = append(p.Warnings, "the repository is not trusted: its pod is not given "+strings.Join(p.Withheld, "; "))
 	}
-	if b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() && (cfg.Agent.Limits.Enforceable() || cfg.Workspace.Limits.Enforceable()) {
-		p.Warnings = append(p.Warnings, "resource limits (memory, cpus, pids) are not enforced on this host: "+
-			"rootless podman on cgroup v1 ignores them (the /tmp size limit still holds)")
+	if b.in.Host.Version != "" && !b.in.Host.LimitsEnforced() {
+		if ignored := cgroupLimits(p.Containers); len(ignored) > 0 {
+			p.Warnings = append(p.Warnings, "this host does not enforce the pod's resource limits ("+strings.Join(ignored, "; ")+
+				"): rootless podman on cgroup v1 ignores them; the /tmp size limit still holds (`devaipod doctor` says more)")
+		}
 	}
 	for i := range p.Containers {
 		p.Containers[i].LogSizeMax = LogSizeMax
@@ -354,4 +356,28 @@ func (b *builder) labelExecAs(p *Plan) error {
 // containers, at the helper image's mount.
 func HelperCommand(cmd interface{ Args() []string }) []string {
 	return append([]string{HelperBin}, cmd.Args()...)
+}
+
+// cgroupLimits lists the containers' limits that the kernel's cgroups
+// enforce, "ROLE memory M, pids N, cpus C" each.
+func cgroupLimits(ctrs []ContainerSpec) []string {
+	var out []string
+	for _, c := range ctrs {
+		l := c.Limits
+		if l == nil || !l.Enforceable() {
+			continue
+		}
+		var parts []string
+		if l.Memory != "" {
+			parts = append(parts, "memory "+l.Memory)
+		}
+		if l.Pids > 0 {
+			parts = append(parts, fmt.Sprintf("pids %d", l.Pids))
+		}
+		if l.CPUs > 0 {
+			parts = append(parts, fmt.Sprintf("cpus %g", l.CPUs))
+		}
+		out = append(out, c.Role+" "+strings.Join(parts, ", "))
+	}
+	return out
 }
