@@ -68,6 +68,11 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 git init -q --bare --template= "$t/r"
 echo "$agent/objects" > "$t/r/objects/info/alternates"
+# Above every .gitattributes of the work tree: the snapshot holds the
+# files' bytes as they are, not as ident, eol or an encoding would make
+# them (the workspace runs the bytes).
+mkdir "$t/r/info"
+echo '* -text -eol -ident -filter -working-tree-encoding' > "$t/r/info/attributes"
 a() { GIT_DIR="$agent" GIT_COMMON_DIR="$agent" git "$@"; }
 head=$(a rev-parse --verify -q HEAD^{commit})
 a for-each-ref --format='%(objectname) %(refname)' refs/heads/ > "$t/refs"
@@ -78,7 +83,8 @@ git read-tree HEAD
 command -v xargs >/dev/null || { echo "devaipod: the agent's image has no xargs, which diff and fetch need there" >&2; exit 1; }
 git ls-files -z | xargs -0 sh -c 'for f; do [ -c "$f" ] && [ ! -L "$f" ] && printf "%s\0" "$f"; done; :' sh |
 	git update-index -z --skip-worktree --stdin
-git -c core.fsmonitor=false -c core.hooksPath=/dev/null add -A -- . "$@" >&2
+git -c core.fsmonitor=false -c core.hooksPath=/dev/null add -A --ignore-errors -- . "$@" >&2 ||
+	echo "devaipod: git left some files out of the snapshot (diff lists them as hidden)" >&2
 tree=$(git write-tree --missing-ok)
 snap=$(GIT_AUTHOR_NAME=devaipod GIT_AUTHOR_EMAIL=devaipod@localhost GIT_COMMITTER_NAME=devaipod GIT_COMMITTER_EMAIL=devaipod@localhost \
 	git commit-tree "$tree" -p "$head" -m "devaipod: the agent's uncommitted work")
@@ -307,10 +313,10 @@ func Diff(ctx context.Context, eng Engine, short string, opts DiffOptions, w io.
 	argv := append([]string{"env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"}, source.TrustedGitEnv...)
 	var hidden []string
 	if !opts.NoHidden && opts.Commit == "" {
-		// Owned or writable by the agent's uid: what the agent can have
-		// written (it has no CAP_CHOWN or CAP_FOWNER).
+		// Owned by the agent's uid: made by the agent (it has no
+		// CAP_CHOWN); or changed since made.
 		hidden = append(plan.HelperCommand(helperargs.HiddenFiles{Workspace: wk.dir, Protect: wk.protected,
-			UID: plan.AgentUID, GID: plan.AgentGID, Stat: opts.Stat}), "--")
+			UID: plan.AgentUID, Stat: opts.Stat}), "--")
 	}
 	argv = append(argv, "sh", "-c", diffScript, "devaipod-diff", wk.dir, wk.base, what, strings.ToLower(opts.Commit), strconv.Itoa(len(hidden)))
 	argv = append(append(argv, hidden...), opts.Paths...)

