@@ -270,6 +270,8 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 			return err // readiness first: a dead agent explains failed checks
 		}
 	}
+	// The checks' refusals are up's, not the agent's (status, Refusals).
+	markLooked(pl.Name, time.Now())
 	return handTask(ctx, eng, pl, progress)
 }
 

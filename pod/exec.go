@@ -3,9 +3,12 @@ package pod
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"io"
 	"sync"
+	"time"
 
+	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/devaipod/devaipod/pod/plan"
 )
 
@@ -26,14 +29,43 @@ func WorkspaceExecAs(ctx context.Context, eng Engine, short string) (plan.ExecAs
 // its exit code. In the workspace it runs as as says (see
 // WorkspaceExecAs; as.User may be overridden by the caller) with the
 // trusted variables; in the agent as user ("" for the agent's own).
+//
+// When ctx ends (the caller's terminal closed: SIGHUP; or SIGTERM, Ctrl-C)
+// the command's processes in the container are hung up as a terminal's
+// end would (see hangUp): podman keeps an exec's processes running after
+// its client has gone.
 func Attach(ctx context.Context, eng Engine, short, role string, as plan.ExecAs, argv []string, in io.Reader, out, errOut io.Writer, tty bool) (int, error) {
-	e := ExecSpec{Cmd: argv, User: as.User, Stdin: in, Output: out, Stderr: errOut}
+	session := SessionVar + "=" + rand.Text()
+	e := ExecSpec{Cmd: argv, User: as.User, Stdin: in, Output: out, Stderr: errOut, Env: []string{session}}
 	if role == plan.RoleWorkspace {
 		e.User, e.Cmd = as.Command(argv, true)
 	} else if _, err := RunningPod(ctx, eng, short, role); err != nil {
 		return 0, err
 	}
-	return eng.Attach(ctx, plan.ContainerName(short, role), e, tty)
+	ctr := plan.ContainerName(short, role)
+	code, err := eng.Attach(ctx, ctr, e, tty)
+	if ctx.Err() != nil {
+		hangUp(eng, ctr, role, session)
+	}
+	return code, err
+}
+
+// SessionVar marks the processes of a command Attach runs: its value is
+// the session's own.
+const SessionVar = "DEVAIPOD_SESSION"
+
+// hangUp sends SIGHUP to the processes of the session in container ctr,
+// those whose environment holds session, with a context of its own (the
+// caller's has ended), bounded: what is left of a session when it fails is
+// no reason to keep the person waiting.
+func hangUp(eng Engine, ctr, role, session string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	spec := ExecSpec{Cmd: plan.HelperCommand(helperargs.Hangup{Env: session})}
+	if role == plan.RoleWorkspace {
+		spec = AsRoot(spec.Cmd) // the session may run as any user there
+	}
+	eng.Exec(ctx, ctr, spec)
 }
 
 // SyncBuffer is a bytes.Buffer that more than one goroutine may write at

@@ -21,7 +21,7 @@ func TestPoolFillAndClaim(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	repo := repoWith(t, map[string]string{"main.go": "package main\n"})
 	eng := newFake()
-	req := Request{Source: repo, HostEnv: map[string]string{}, NoVerify: true}
+	req := Request{Source: repo, HostEnv: map[string]string{"DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT": "{}"}, NoVerify: true}
 
 	fill := func() *PoolReport {
 		t.Helper()
@@ -85,7 +85,7 @@ func TestPoolPodBeingMadeIsLeftAlone(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	repo := repoWith(t, map[string]string{"main.go": "package main\n"})
 	eng := newFake()
-	req := Request{Source: repo, HostEnv: map[string]string{}, NoVerify: true}
+	req := Request{Source: repo, HostEnv: map[string]string{"DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT": "{}"}, NoVerify: true}
 	rep, err := FillPool(context.Background(), eng, req, 1)
 	if err != nil || len(rep.Idle) != 1 {
 		t.Fatalf("fill: %+v, %v", rep, err)

@@ -339,6 +339,7 @@ func FinishRemoval(ctx context.Context, eng Engine, r *Removal) ([]Object, error
 		r.Release()
 		return gone, err
 	}
+	os.Remove(lookedMark(r.short))
 	return gone, r.Done()
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -23,7 +24,10 @@ type Summary struct {
 	Task   string `json:"task,omitempty"`
 	// Untrusted: the repository was not trusted, and its pod holds nothing
 	// of the person's (plan.LabelUntrusted).
-	Untrusted  bool               `json:"untrusted,omitempty"`
+	Untrusted bool `json:"untrusted,omitempty"`
+	// NoModel says why the agent has no model it can reach
+	// (plan.LabelNoModel): it answers, and does no task.
+	NoModel    string             `json:"no_model,omitempty"`
 	Created    time.Time          `json:"created"`
 	Containers []ContainerSummary `json:"containers"`
 	Volumes    []string           `json:"volumes"`
@@ -34,6 +38,9 @@ type Summary struct {
 	// AgentReady is set by Status: whether the agent's server answers
 	// through the workspace's bridge (nil when not checked).
 	AgentReady *bool `json:"agent_ready,omitempty"`
+	// Refused is set by Status for a running pod with a proxy: what it
+	// refused the agent since the person last looked (see Refusals).
+	Refused *Refused `json:"refused,omitempty"`
 }
 
 // ContainerSummary is one container of a pod.
@@ -72,6 +79,11 @@ func Status(ctx context.Context, eng Engine, short string) (*Summary, error) {
 		code, _, err := eng.Exec(ctx, plan.ContainerName(short, plan.RoleWorkspace), ExecSpec{Cmd: plan.HelperCommand(helperargs.WaitHTTP{Timeout: 2 * time.Second, URL: url})})
 		ready := err == nil && code == 0
 		s.AgentReady = &ready
+		if slices.ContainsFunc(s.Containers, func(c ContainerSummary) bool { return c.Role == plan.RoleProxy }) {
+			if refused, err := Refusals(ctx, eng, short, s.Created); err == nil {
+				s.Refused = &refused
+			}
+		}
 	}
 	return &s, nil
 }
@@ -110,6 +122,7 @@ func summarise(objs []Object, marks bool) []Summary {
 		s := newSummary(o, o.Name, cmp.Or(removal[o.Pod], o.State))
 		s.Task, s.Created = o.Labels[plan.LabelTask], o.Created
 		s.Untrusted = o.Labels[plan.LabelUntrusted] == "true"
+		s.NoModel = o.Labels[plan.LabelNoModel]
 		if o.Labels[plan.LabelPool] != "" {
 			s.Pool = PoolIdle
 		}

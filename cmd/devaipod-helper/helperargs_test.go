@@ -182,6 +182,13 @@ func TestHelperArgsRoundTrip(t *testing.T) {
 			t.Errorf("%+v %q", o, rest)
 		}
 	})
+	t.Run("hangup", func(t *testing.T) {
+		x := helperargs.Hangup{Env: "DEVAIPOD_SESSION=abc"}
+		var entry string
+		if rest := parseAs(t, newHangupFlagSet(&entry), x.Args(), "hangup"); entry != x.Env || len(rest) != 0 {
+			t.Errorf("%q %q", entry, rest)
+		}
+	})
 	t.Run("inspect-git", func(t *testing.T) {
 		x := helperargs.InspectGit{Repo: "/workspaces/p"}
 		if rest := parseAs(t, newInspectGitFlagSet(), x.Args(), "inspect-git"); !slices.Equal(rest, []string{x.Repo}) {

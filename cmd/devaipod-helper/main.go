@@ -86,6 +86,8 @@ var commands = []command{
 		func(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			return runHiddenFiles(args, os.Stdin, stdout, stderr)
 		}},
+	{"hangup", "--env NAME=VALUE", "hang up the processes of a session whose terminal closed (devaipod attach, exec)",
+		func() *flag.FlagSet { var e string; return newHangupFlagSet(&e) }, withoutContext(runHangup)},
 	{"audit-log", "PATH", "print a sidecar's audit log, the file moved aside first (devaipod audit)",
 		newAuditLogFlagSet, withoutContext(runAuditLog)},
 	{"kube-init", "[flags]", "a Kubernetes pod's init container: install the helper, own the volumes, wait for the repository (devaipod kube render)",

@@ -79,7 +79,7 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 			// Allowed, but it did not end normally: say how.
 			why = strings.TrimPrefix(why+"; "+r.Reason, "; ")
 		}
-		if r.Decision == "deny" && isCheckProbe(r.Host) {
+		if r.Decision == "deny" && helperargs.IsProbeHost(r.Host) {
 			why = "devaipod's containment check (up, verify): " + why
 		}
 		if r.Event == proxy.EventDropped {
@@ -107,16 +107,6 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 	lines.flush()
 	tw.Flush()
 	return err
-}
-
-// isCheckProbe: host is one that up's and verify's checks ask the proxy
-// for, to see it refused.
-func isCheckProbe(host string) bool {
-	switch host {
-	case helperargs.EgressProbeHost, helperargs.VerifyProbeHost, helperargs.ProbeIPLiteral:
-		return true
-	}
-	return false
 }
 
 // printGatorRecord prints one gator call: METHOD is "mcp", HOST the tool

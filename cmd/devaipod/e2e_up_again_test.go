@@ -100,6 +100,8 @@ func TestE2EUpAgain(t *testing.T) {
 		}
 	})
 
+	t.Run("a closed terminal leaves nothing of exec running", func(t *testing.T) { testHangUp(t, name) })
+
 	t.Run("another source: refused, pod untouched", func(t *testing.T) {
 		other := fixtureRepo(t)
 		remote := exec.Command("git", "-C", other, "remote", "set-url", "origin", "https://git.example.test/org/other.git")

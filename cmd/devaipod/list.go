@@ -50,6 +50,9 @@ for up's copy), exited, terminating.`,
 					if s.Pool != "" {
 						state += " (pool: " + s.Pool + ")"
 					}
+					if s.NoModel != "" {
+						state += " (no model)"
+					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, state, s.Repo, age(s.Created))
 				}
 				return tw.Flush()

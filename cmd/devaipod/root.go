@@ -157,6 +157,9 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, "Hint: if the agent's work is meant to be that large, pass a larger --max-size; `devaipod diff NAME --stat` (with --max-size too) shows what it holds")
 	case errors.As(err, new(*plan.GuardedValueError)):
 		fmt.Fprintln(w, "Hint: nothing was created. The agent never holds a trusted or credential value, under any name: give that variable a value of its own, or stop passing it to the agent (the repository's devcontainer.json envAllowlist, [env] in your config, DEVAIPOD_AGENT_* variables)")
+	case errors.As(err, new(*plan.NoModelError)):
+		fmt.Fprintln(w, "Hint: nothing was created. Give the agent a model: export an LLM key where devaipod runs (ANTHROPIC_API_KEY, OPENAI_API_KEY...; the proxy puts it in, the agent holds a placeholder), "+
+			"or an opencode config (DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT, [credentials] for its provider's key), or allow opencode's hosted models ([network] allow = [\"opencode.ai\"]); then up again")
 	case errors.As(err, new(*pod.NotRunningError)):
 		fmt.Fprintln(w, "Hint: `devaipod start NAME` starts it")
 	case errors.As(err, &xe):

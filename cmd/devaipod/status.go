@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/spf13/cobra"
 )
@@ -54,7 +55,18 @@ func printStatus(cmd *cobra.Command, g *globalFlags, eng pod.Engine, short strin
 			agent = "answering"
 		}
 	}
+	if s.NoModel != "" {
+		agent += "; it has no model it can reach, so no task gets done: " + s.NoModel
+	}
 	fmt.Fprintf(w, "Agent:    %s\n", agent)
+	if r := s.Refused; r != nil && r.Count > 0 {
+		hosts := r.TopHosts(3)
+		for i, h := range hosts {
+			hosts[i] = fmt.Sprintf("%s x%d", safetext.Printable(h), r.Hosts[h])
+		}
+		fmt.Fprintf(w, "Refused:  %d of the agent's requests since the last look, %s (%s): `devaipod audit %s --denied` shows them\n",
+			r.Count, age(r.Since), strings.Join(hosts, ", "), s.Name)
+	}
 	fmt.Fprintln(w, "Containers:")
 	for _, c := range s.Containers {
 		fmt.Fprintf(w, "  %-10s %-40s %s\n", c.Role, c.Name, c.State)

@@ -370,6 +370,13 @@ func (x HiddenFiles) Args() []string {
 	return a
 }
 
+// Hangup sends SIGHUP to the processes whose environment holds Env
+// (NAME=VALUE), as a closed terminal does, and kills those that neither
+// ignore it nor end.
+type Hangup struct{ Env string }
+
+func (x Hangup) Args() []string { return []string{"hangup", "--env", x.Env} }
+
 // Gator is devaipod-gator's command line (the binary takes no subcommand).
 type Gator struct {
 	Listen    string
@@ -418,3 +425,9 @@ const (
 	VerifyProbeHost = "verify.devaipod.invalid"
 	ProbeIPLiteral  = "192.0.2.1"
 )
+
+// IsProbeHost: host is one that up's and verify's checks ask the proxy
+// for, to see it refused.
+func IsProbeHost(host string) bool {
+	return host == EgressProbeHost || host == VerifyProbeHost || host == ProbeIPLiteral
+}

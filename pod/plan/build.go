@@ -295,6 +295,15 @@ func (b *builder) build() (*Plan, error) {
 				"): rootless podman on cgroup v1 ignores them; the /tmp size limit still holds (`devaipod doctor` says more)")
 		}
 	}
+	if agent := p.Container(RoleAgent); agent != nil {
+		if p.NoModel = b.noModel(p, *agent); p.NoModel != "" {
+			if p.Task != "" {
+				return nil, &NoModelError{Reason: p.NoModel}
+			}
+			p.Pod.Labels[LabelNoModel] = p.NoModel
+			p.Warnings = append(p.Warnings, "the agent has no model it can reach: "+p.NoModel+"; it will answer, and no task will get done")
+		}
+	}
 	for i := range p.Containers {
 		p.Containers[i].LogSizeMax = LogSizeMax
 	}

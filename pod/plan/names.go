@@ -53,6 +53,9 @@ const (
 	// trust (PlanInput.Untrusted): its workspace holds none of their
 	// trusted values, which devaipod verify checks.
 	LabelUntrusted = "io.devaipod.untrusted"
+	// LabelNoModel is on the pod of an agent with no model it can reach
+	// (Plan.NoModel), for status and list.
+	LabelNoModel = "io.devaipod.no-model"
 	// LabelSourceDir is on the pod of a local checkout: its folder, so
 	// that a path request for it (or a folder holding it) says so.
 	LabelSourceDir = "io.devaipod.source-dir"

@@ -125,6 +125,9 @@ type Plan struct {
 	// Network is the agent's egress mode; Allow the proxy's rules.
 	Network string   `json:"network"`
 	Allow   []string `json:"allow,omitempty"`
+	// NoModel says why the agent has no model it can reach ("" when it
+	// has one, or may): up refuses a task then, and status says it.
+	NoModel string `json:"no_model,omitempty"`
 	// Credentials are what the agent holds as placeholders and the
 	// proxy puts in on their hosts.
 	Credentials []Credential `json:"credentials,omitempty"`
