@@ -34,17 +34,20 @@ SOURCE_DATE_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 endif
 export SOURCE_DATE_EPOCH
 
-.PHONY: all build binaries docs images install uninstall test unit bench bench-scale fuzz fmt vet clean demo
+.PHONY: all build binaries docs images install uninstall test unit bench bench-scale fuzz fmt vet clean demo unsetup
 
 all: build
 
 build: binaries
 	@$(MAKE) --no-print-directory docs
 
+# A first build downloads the Go modules and compiles podman's client:
+# minutes without output, so hack/progress.sh says that it still runs.
 binaries:
-	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/devaipod ./cmd/devaipod
-	go build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/devaipod-helper ./cmd/devaipod-helper
-	go build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/devaipod-gator ./cmd/devaipod-gator
+	@hack/progress.sh "building bin/devaipod (a first build downloads Go modules: minutes)" \
+		go build -trimpath -ldflags "$(LDFLAGS)" -o bin/devaipod ./cmd/devaipod
+	@hack/progress.sh "building bin/devaipod-helper" go build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/devaipod-helper ./cmd/devaipod-helper
+	@hack/progress.sh "building bin/devaipod-gator" go build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/devaipod-gator ./cmd/devaipod-gator
 
 # The CLI, built here only when missing (make install after make images).
 bin/devaipod:
@@ -166,6 +169,12 @@ bench-scale: build
 # image, then how to get in.
 demo:
 	hack/demo.sh
+
+# unsetup undoes what make demo or make test changed on the machine as
+# root (hack/setup-host.sh records each change): packages, the test user
+# with its pods, config files, sysctls, modes, mounts.
+unsetup:
+	hack/unsetup-host.sh
 
 # fuzz runs every fuzz target for FUZZTIME each (go test -fuzz takes one
 # target at a time).

@@ -293,7 +293,7 @@ build_rootfs() {
 		echo "== mmdebstrap --mode=$mode $SUITE; sources:"
 		printf '   %s\n' "${sources[@]}"
 	} >>"$log"
-	mmdebstrap --mode="$mode" --variant=minbase --include="$ROOTFS_PACKAGES" \
+	"$REPO/hack/progress.sh" --log "$log" "build-images: mmdebstrap $SUITE" mmdebstrap --mode="$mode" --variant=minbase --include="$ROOTFS_PACKAGES" \
 		"${aptopts[@]}" \
 		--dpkgopt='path-exclude=/usr/share/man/*' \
 		--dpkgopt='path-exclude=/usr/share/info/*' \
@@ -302,7 +302,7 @@ build_rootfs() {
 		--dpkgopt='path-exclude=/usr/share/locale/*' \
 		--dpkgopt='path-include=/usr/share/locale/locale.alias' \
 		"${hooks[@]}" \
-		"$SUITE" "$out" "${sources[@]}" >>"$log" 2>&1 || {
+		"$SUITE" "$out" "${sources[@]}" || {
 		local hint="see the log"
 		[ "$mode" = unshare ] && hint="mmdebstrap --mode=unshare needs unprivileged user namespaces, newuidmap/newgidmap and /etc/subuid, /etc/subgid ranges for $(id -un); as root it uses --mode=root"
 		fail_with_log "$log" "mmdebstrap failed to make the $SUITE rootfs ($hint)"

@@ -17,20 +17,41 @@ hack/setup-host.sh
 make build
 hack/as-test-user make images
 
-# The example becomes a repository of its own, owned by whoever runs devaipod.
-work=$(mktemp -d /tmp/devaipod-demo.XXXXXX)
-cp -r examples/hello "$work/hello"
-if [ "$(id -u)" = 0 ]; then
-	chmod 755 "$work"
-	chown -R devaipod-test: "$work"
+devaipod=(hack/as-test-user "$repo_root/bin/devaipod")
+runner=$(hack/as-test-user id -un)
+# One example repository per user, made afresh on each run: no run leaves another behind.
+work=${TMPDIR:-/tmp}/devaipod-demo-$runner
+
+# A pod of that name from an earlier run goes only if its agent did nothing: its work is not
+# thrown away without a word.
+if "${devaipod[@]}" status "$name" >/dev/null 2>&1; then
+	if ! stat=$("${devaipod[@]}" diff "$name" --stat 2>&1); then
+		printf 'demo: pod %s exists, and its work cannot be looked at (%s): start it (%s start %s) or delete it, then run the demo again\n' \
+			"$name" "$(tail -n 1 <<<"$stat")" "${devaipod[*]}" "$name" >&2
+		exit 1
+	fi
+	if grep -q ' | ' <<<"$stat"; then
+		cat >&2 <<MSG
+demo: pod '$name' has work of its agent's that a new demo would throw away:
+  ${devaipod[*]} diff $name              # see it
+  ${devaipod[*]} fetch $name --repo $work/hello   # keep its commits
+then delete the pod (${devaipod[*]} delete $name), or run the demo under another name:
+  DEVAIPOD_DEMO_NAME=hello2 make demo
+MSG
+		exit 1
+	fi
+	"${devaipod[@]}" delete "$name" >/dev/null
 fi
+
+# The example becomes a repository of its own, owned by whoever runs devaipod.
+hack/as-test-user rm -rf "$work"
+hack/as-test-user mkdir -p "$work"
+hack/as-test-user cp -r examples/hello "$work/hello"
 hack/as-test-user sh -c '
 	cd "$1" && git init -q -b main && git add . &&
 	git -c user.name=devaipod -c user.email=demo@devaipod.invalid commit -q -m "hello example"
 ' sh "$work/hello"
 
-devaipod=(hack/as-test-user "$repo_root/bin/devaipod")
-"${devaipod[@]}" delete "$name" >/dev/null 2>&1 || true
 # The example is devaipod's own, so trusted: its workspace gets your
 # [trusted.env] (an untrusted repository's gets none: devaipod trust --help).
 "${devaipod[@]}" up "$work/hello" --name "$name" --quiet --trust

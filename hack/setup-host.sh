@@ -26,6 +26,18 @@ die() {
 warn() { printf 'setup-host: warning: %s\n' "$*" >&2; }
 note() { printf 'setup-host: %s\n' "$*" >&2; }
 
+# CHANGES records, one line each, what setup_root changed on this machine and how to undo it:
+# hack/unsetup-host.sh (make unsetup) reads it backwards.
+CHANGES=${DEVAIPOD_SETUP_CHANGES:-/var/lib/devaipod/setup-changes}
+
+# change WHAT RECORD: say WHAT, before it is made, and keep RECORD for hack/unsetup-host.sh (which
+# tolerates a change that then failed).
+change() {
+	note "changing this machine: $1"
+	install -d -m 0755 "$(dirname "$CHANGES")"
+	grep -qxF -- "$2" "$CHANGES" 2>/dev/null || printf '%s\n' "$2" >>"$CHANGES"
+}
+
 # sock_answers SOCK: true when a podman API service answers on the unix socket SOCK.
 sock_answers() {
 	[ -S "$1" ] || return 1
@@ -98,6 +110,7 @@ raise_key_quota() {
 			return 0
 		fi
 		if [ "$cur" -lt "$want" ]; then
+			change "kernel.keys.$name $cur -> $want (runc's session keyrings: room for more pods)" "sysctl kernel.keys.$name $cur"
 			if ! sysctl -q -w "kernel.keys.$name=$want"; then
 				warn "could not raise kernel.keys.$name from $cur to $want; rootless podman runs about $(pods_in_keys "$name" "$cur") pods at once"
 				continue
@@ -110,6 +123,7 @@ raise_key_quota() {
 		fi
 	done
 	[ -n "$persist" ] || return 0
+	[ -f "$KEYS_SYSCTL_FILE" ] || change "write $KEYS_SYSCTL_FILE (the key quota, kept across reboots)" "file $KEYS_SYSCTL_FILE"
 	write_if_changed "$KEYS_SYSCTL_FILE" root \
 		"# Written by devaipod's hack/setup-host.sh: every container runc starts holds a kernel key
 # (its session keyring) charged to its rootless user; the defaults (200 keys, 20000 bytes) allow
@@ -166,7 +180,9 @@ install_packages() {
 		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	note "installing ${missing[*]} (log: $APT_LOG)"
+	for p in "${missing[@]}"; do
+		change "install the package $p" "package $p"
+	done
 	{
 		echo "== $(date -u +%FT%TZ) apt-get update && install ${missing[*]}"
 		apt-get update
@@ -174,7 +190,8 @@ install_packages() {
 		tail -n 20 "$APT_LOG" >&2
 		die "apt-get update failed (log above: $APT_LOG)"
 	}
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >>"$APT_LOG" 2>&1 || {
+	DEBIAN_FRONTEND=noninteractive "$REPO/hack/progress.sh" --log "$APT_LOG" "setup-host: apt-get install ${missing[*]}" \
+		apt-get install -y -q "${missing[@]}" || {
 		tail -n 20 "$APT_LOG" >&2
 		die "apt-get install ${missing[*]} failed (log above: $APT_LOG)"
 	}
@@ -187,6 +204,7 @@ ensure_subids() {
 	touch "$file"
 	grep -q "^$user:" "$file" && return 0
 	start=$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$file")
+	change "give $user the ids $start-$((start + 65535)) in $file" "subid $file $user" >&2
 	echo "$user:$start:65536" >>"$file"
 	echo added
 }
@@ -215,6 +233,7 @@ ensure_toml_key() {
 			warn "$file already sets [$section] $current; leaving it (devaipod's tests expect: $line)"
 		return 0
 	fi
+	change "add [$section] $line to $file" "tomlkey $file $section $key"
 	local tmp
 	tmp=$(mktemp "$file.XXXXXX")
 	awk -v s="$section" -v line="$line" '
@@ -229,6 +248,7 @@ rootful_config() {
 	local conf=/etc/containers/containers.conf
 	mkdir -p /etc/containers
 	if [ ! -f "$conf" ]; then
+		change "write $conf (rootful podman: runc, lower nofile and nproc limits)" "file $conf"
 		cat >"$conf" <<'EOF'
 # Written by devaipod's hack/setup-host.sh.
 # runc: this host has hybrid cgroups, which crun refuses.
@@ -265,6 +285,24 @@ check_repo_access() {
 	done
 }
 
+# precheck_repo_access: before anything changes, whether a user other than root (the test user,
+# made later) can reach the checkout: each folder above it searchable by others, its Makefile
+# readable. A clone under /root is not.
+precheck_repo_access() {
+	local d="" part
+	local -a parts
+	IFS=/ read -r -a parts <<<"${REPO#/}"
+	for part in "" "${parts[@]}"; do
+		d+=${part:+/$part}
+		d=${d:-/}
+		[ "$(($(stat -c '0%a' "$d") & 01))" -ne 0 ] ||
+			die "nothing was changed: the test user $TEST_USER could not enter $d (mode $(stat -c '%A %U:%G' "$d")), so it could not reach the checkout $REPO; clone it somewhere others can read (under /srv or /tmp), or chmod o+x $d"
+		[ "$d" = / ] && d=""
+	done
+	[ "$(($(stat -c '0%a' "$REPO/Makefile") & 04))" -ne 0 ] ||
+		die "nothing was changed: the test user $TEST_USER could not read $REPO/Makefile: chmod -R o+rX $REPO"
+}
+
 # as_test_user CMD...: run CMD as the test user with a clean environment, from /.
 as_test_user() {
 	(cd / && setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --init-groups \
@@ -274,10 +312,15 @@ as_test_user() {
 }
 
 setup_root() {
+	note "as root, this sets the machine up for devaipod (rootless podman for the user $TEST_USER); each change is said before it is made and recorded in $CHANGES: \`make unsetup\` undoes them"
+	precheck_repo_access
 	install_packages
 
 	# slirp4netns opens /dev/net/tun as the user; here it comes up 0600.
 	if [ -c /dev/net/tun ]; then
+		local mode
+		mode=$(stat -c %a /dev/net/tun)
+		[ "$mode" = 666 ] || change "chmod 0666 /dev/net/tun (was $mode: slirp4netns opens it as the user)" "mode /dev/net/tun $mode"
 		chmod 0666 /dev/net/tun
 	else
 		warn "/dev/net/tun does not exist; rootless networking (slirp4netns) will not work"
@@ -290,11 +333,13 @@ setup_root() {
 	# mounts when / is private, as it is here without systemd (which makes it shared at boot).
 	# Only the root mount itself is changed, not the mounts below it.
 	if [ "$(findmnt -no PROPAGATION / 2>/dev/null)" = private ]; then
+		change "mount --make-shared / (was private: rootless podman propagates mounts)" "propagation / private"
 		mount --make-shared / || warn "could not make / a shared mount; rootless podman will warn about it"
 	fi
 
 	local added=""
 	if ! id "$TEST_USER" >/dev/null 2>&1; then
+		change "add the user $TEST_USER (rootless podman runs as it)" "user $TEST_USER"
 		useradd -m -s /bin/bash -c "devaipod tests" "$TEST_USER"
 	fi
 	added+=$(ensure_subids /etc/subuid "$TEST_USER")
@@ -319,6 +364,7 @@ setup_root() {
 			# Its processes still use what is there: leave it until they are gone.
 			note "$TEST_RUNDIR is not a tmpfs, but $TEST_USER has processes running; not mounting one over it"
 		else
+			change "mount a tmpfs on $TEST_RUNDIR (what logind would do)" "mount $TEST_RUNDIR"
 			mount -t tmpfs -o "mode=0700,uid=$TEST_UID,gid=$TEST_GID,size=10%,nosuid,nodev" tmpfs "$TEST_RUNDIR" ||
 				warn "could not mount a tmpfs on $TEST_RUNDIR; podman state left there survives a reboot"
 		fi

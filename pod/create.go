@@ -541,3 +541,6 @@ func summarisePaths(paths []string, max int) string {
 	}
 	return strings.Join(paths[:max], ", ") + fmt.Sprintf(" and %d more", len(paths)-max)
 }
+
+// AccessError is a local checkout the user devaipod runs as cannot read.
+type AccessError = source.AccessError

@@ -93,6 +93,8 @@ func TestE2EErrorsSayWhy(t *testing.T) {
 		want string // in stderr; the run fails
 	}{
 		{"a bad image reference", []string{"up", repo, "--image", "bad//image", "--dry-run"}, `Error: --image: image "bad//image": not an image name`},
+		// root's home is out of the test user's reach.
+		{"a checkout the user cannot read", []string{"up", "/root/repo", "--dry-run"}, "cannot read /root/repo: it cannot enter /root\nHint: devaipod reads the checkout as the user it runs as"},
 		{"a bad image in the config", []string{"--config", imageCfg, "up", repo, "--dry-run"}, "Error: " + imageCfg + `:2: workspace.image: image "bad//image"`},
 		{"a rule over a public suffix", []string{"up", repo, "--allow", "*.com", "--dry-run"}, `Error: --allow: rule "*.com" opens every host under "com", a public suffix`},
 		{"a rule for every host", []string{"up", repo, "--allow", "*", "--force", "--dry-run"}, `Error: --allow: rule "*" would allow every host`},

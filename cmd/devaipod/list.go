@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -40,6 +41,12 @@ for up's copy), exited, terminating.`,
 					return nil
 				}
 				if len(sums) == 0 {
+					if os.Geteuid() == 0 {
+						// Root's podman is rootful, and its pods are root's
+						// alone: the demo's are another user's.
+						g.infof(cmd, "No devaipod pods in root's podman (rootful). Pods another user made are in that user's podman (make demo and make test make theirs as devaipod-test: hack/as-test-user bin/devaipod list). Create one here with `devaipod up PATH-OR-URL`.")
+						return nil
+					}
 					g.infof(cmd, "No devaipod pods. Create one with `devaipod up PATH-OR-URL`.")
 					return nil
 				}

@@ -157,6 +157,8 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, "Hint: if the agent's work is meant to be that large, pass a larger --max-size; `devaipod diff NAME --stat` (with --max-size too) shows what it holds")
 	case errors.As(err, new(*plan.GuardedValueError)):
 		fmt.Fprintln(w, "Hint: nothing was created. The agent never holds a trusted or credential value, under any name: give that variable a value of its own, or stop passing it to the agent (the repository's devcontainer.json envAllowlist, [env] in your config, DEVAIPOD_AGENT_* variables)")
+	case errors.As(err, new(*pod.AccessError)):
+		fmt.Fprintln(w, "Hint: devaipod reads the checkout as the user it runs as: give that user access (chmod o+x on the folder named, o+rX on the checkout), or clone the repository where it can read it; a root's checkout under /root is out of other users' reach")
 	case errors.As(err, new(*plan.NoModelError)):
 		fmt.Fprintln(w, "Hint: nothing was created. Give the agent a model: export an LLM key where devaipod runs (ANTHROPIC_API_KEY, OPENAI_API_KEY...; the proxy puts it in, the agent holds a placeholder), "+
 			"or an opencode config (DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT, [credentials] for its provider's key), or allow opencode's hosted models ([network] allow = [\"opencode.ai\"]); then up again")

@@ -12,10 +12,12 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 )
 
 // Source is the repository a pod works on, resolved on the host.
@@ -220,6 +222,31 @@ func redactErr(err error, raw string) error {
 	return err
 }
 
+// AccessError: the user devaipod runs as cannot read a local checkout:
+// Dir is the first folder on its path that it cannot enter.
+type AccessError struct{ Path, Dir string }
+
+func (e *AccessError) Error() string {
+	who := "this user"
+	if u, err := user.Current(); err == nil {
+		who = "the user " + u.Username
+	}
+	return fmt.Sprintf("%s cannot read %s: it cannot enter %s", who, e.Path, e.Dir)
+}
+
+// unreachable is the first folder on abs's path, from the root down, that
+// this process cannot search (abs itself when it can search them all).
+func unreachable(abs string) string {
+	prefix := string(filepath.Separator)
+	for _, part := range strings.Split(strings.Trim(abs, string(filepath.Separator)), string(filepath.Separator)) {
+		if syscall.Access(prefix, 1 /* X_OK */) != nil {
+			return prefix
+		}
+		prefix = filepath.Join(prefix, part)
+	}
+	return abs
+}
+
 func resolveLocal(ctx context.Context, input string) (*Source, error) {
 	abs, err := filepath.Abs(input)
 	if err != nil {
@@ -229,6 +256,9 @@ func resolveLocal(ctx context.Context, input string) (*Source, error) {
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s does not exist", abs)
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, &AccessError{Path: abs, Dir: unreachable(abs)}
 		}
 		return nil, err
 	}

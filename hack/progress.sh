@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# hack/progress.sh [--log FILE] LABEL CMD...: run CMD, saying LABEL first, then every 20 seconds
+# that it still runs, and how long it took: a first `go build` (modules to download) or a rootfs
+# build can take minutes without a line of output. With --log, CMD's output is appended to FILE
+# (the progress lines still go to standard error).
+set -euo pipefail
+log=""
+if [ "$1" = --log ]; then
+	log=$2
+	shift 2
+fi
+label=$1
+shift
+start=$SECONDS
+printf '%s...\n' "$label" >&2
+if [ -n "$log" ]; then
+	"$@" >>"$log" 2>&1 &
+else
+	"$@" &
+fi
+pid=$!
+# The ticker dies with this script; CMD's exit status is the script's.
+(
+	while sleep 20; do
+		printf '%s: still running (%ds)\n' "$label" $((SECONDS - start)) >&2
+	done
+) &
+ticker=$!
+trap 'kill "$ticker" 2>/dev/null || true' EXIT
+trap 'kill -INT "$pid" 2>/dev/null || true' INT TERM
+status=0
+wait "$pid" || status=$?
+if [ "$status" -eq 0 ] && [ $((SECONDS - start)) -ge 5 ]; then
+	printf '%s: done in %ds\n' "$label" $((SECONDS - start)) >&2
+fi
+exit "$status"
