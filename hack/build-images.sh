@@ -7,7 +7,7 @@
 #                                      -X main.Version of make build), which up and doctor compare
 #                                      with the CLI's
 #   localhost/devaipod-default:latest  Debian bookworm minbase rootfs (mmdebstrap) with git,
-#                                      ca-certificates, curl, busybox, nodejs, the user agent
+#                                      ca-certificates, curl, busybox, nodejs, npm, the user agent
 #                                      (1000:1000), /workspaces and opencode from npm
 #
 # No container registry is involved: the helper is built with --pull=never, the default image is
@@ -29,7 +29,7 @@ DEFAULT_IMAGE=localhost/devaipod-default:latest
 LABEL=io.devaipod.inputs
 VERSION_LABEL=io.devaipod.version
 SUITE=bookworm
-ROOTFS_PACKAGES=git,ca-certificates,curl,busybox,nodejs,less,procps
+ROOTFS_PACKAGES=git,ca-certificates,curl,busybox,nodejs,npm,less,procps
 OPENCODE_VERSION=${DEVAIPOD_OPENCODE_VERSION:-1.18.33}
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/devaipod
 
@@ -356,7 +356,7 @@ build_default() {
 
 	# shellcheck disable=SC2046 # run_args is a list of flags
 	if ! podman run --rm $(run_args) "$DEFAULT_IMAGE" sh -ec '
-		git --version; curl --version | head -n 1; busybox | head -n 1; node --version
+		git --version; curl --version | head -n 1; busybox | head -n 1; node --version; npm --version
 		id agent; test -d /workspaces
 		if [ -e /usr/local/bin/opencode ]; then echo "opencode $(opencode --version)"; fi' >>"$log" 2>&1; then
 		podman rmi "$DEFAULT_IMAGE" >/dev/null 2>&1 || true

@@ -137,8 +137,8 @@ func pathFacts(p pod.Pending, share pod.ShareOptions) []string {
 	if err != nil {
 		return []string{"cannot be shared: " + show(err.Error())}
 	}
-	facts := []string{fmt.Sprintf("resolves to %s: %d files, %s; left out when shared: %d masked files, %d git directories (approve --with-git shares those)",
-		show(sh.Resolved), sh.Files, units.BytesSize(float64(sh.Bytes)), sh.Masked, sh.GitDirs)}
+	facts := []string{fmt.Sprintf("resolves to %s: %s, %s; left out when shared: %s, %s (approve --with-git shares those)",
+		show(sh.Resolved), count(sh.Files, "file"), units.BytesSize(float64(sh.Bytes)), count(sh.Masked, "masked file"), count(sh.GitDirs, "git directory"))}
 	if p.SourceDir != "" {
 		source := p.SourceDir
 		if real, err := filepath.EvalSymlinks(source); err == nil {

@@ -174,3 +174,14 @@ func TestJSONErrors(t *testing.T) {
 		t.Errorf("writeJSONError = %s, want %s", got, want)
 	}
 }
+
+func TestCount(t *testing.T) {
+	for n, want := range map[int]string{0: "0 files", 1: "1 file", 2: "2 files"} {
+		if got := count(n, "file"); got != want {
+			t.Errorf("count(%d) = %q", n, got)
+		}
+	}
+	if got := count(3, "git directory"); got != "3 git directories" {
+		t.Errorf("%q", got)
+	}
+}

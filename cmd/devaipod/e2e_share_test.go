@@ -37,7 +37,7 @@ func TestE2EShare(t *testing.T) {
 
 	t.Run("shared read-only: readable, not writable, nothing around it", func(t *testing.T) {
 		r := mustDevaipod(t, nil, "share", name, data)
-		if !strings.Contains(r.stdout, "/host"+data) || !strings.Contains(r.stdout, "left out: 1 masked files, 1 git directories") {
+		if !strings.Contains(r.stdout, "/host"+data) || !strings.Contains(r.stdout, "left out: 1 masked file, 1 git directory") {
 			t.Errorf("share output: %s", r.stdout)
 		}
 		if got := agent("cat /host" + data + "/.env /host" + data + "/.git/config 2>&1; ls -A /host" + data); strings.Contains(got.stdout, "masked-in-the-pod") ||
@@ -96,7 +96,7 @@ func TestE2EShare(t *testing.T) {
 			t.Fatal("the path request never waited for a decision")
 		}
 		if out := mustDevaipod(t, nil, "approvals", name).stdout; !strings.Contains(out, "it is this pod's own source checkout") ||
-			!strings.Contains(out, "left out when shared: 1 masked files, 1 git directories") {
+			!strings.Contains(out, "left out when shared: 1 masked file, 1 git directory") {
 			t.Errorf("approvals does not say what the path is and holds:\n%s", out)
 		}
 		mustDevaipod(t, nil, "approve", id)

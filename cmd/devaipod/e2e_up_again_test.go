@@ -102,6 +102,12 @@ func TestE2EUpAgain(t *testing.T) {
 
 	t.Run("a closed terminal leaves nothing of exec running", func(t *testing.T) { testHangUp(t, name) })
 
+	t.Run("the default image has npm beside node", func(t *testing.T) {
+		if r := devaipod(t, nil, "exec", name, "--", "npm", "--version"); r.code != 0 {
+			t.Errorf("npm in the default image: %s", r)
+		}
+	})
+
 	t.Run("another source: refused, pod untouched", func(t *testing.T) {
 		other := fixtureRepo(t)
 		remote := exec.Command("git", "-C", other, "remote", "set-url", "origin", "https://git.example.test/org/other.git")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/podman"
@@ -29,7 +28,7 @@ repository, a podman service's socket).`,
 				dirs := pod.StaleTempDirs()
 				if dryRun {
 					left = append(left, pod.TempDirObjects(dirs)...)
-					return reportObjects(cmd, g, "leftovers", left, fmt.Sprintf("Would remove %d leftover object(s)", len(left)))
+					return reportObjects(cmd, g, "leftovers", left, "Would remove "+count(len(left), "leftover object"))
 				}
 				// The folders go whatever happens to the objects.
 				gone, dirErr := pod.RemoveTempDirs(dirs)
@@ -37,7 +36,7 @@ repository, a podman service's socket).`,
 					return err
 				}
 				left = append(left, pod.TempDirObjects(gone)...)
-				return reportObjects(cmd, g, "removed", left, fmt.Sprintf("Removed %d leftover object(s)", len(left)))
+				return reportObjects(cmd, g, "removed", left, "Removed "+count(len(left), "leftover object"))
 			})
 		},
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -82,4 +84,15 @@ func age(t time.Time) string {
 		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
 	return t.Format("2006-01-02")
+}
+
+// count is "1 file", "2 files", "3 git directories".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if rest, ok := strings.CutSuffix(noun, "y"); ok {
+		noun = rest + "ie"
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

@@ -50,8 +50,8 @@ files. Share again to refresh it.`,
 				if sh.RW {
 					mode = "writable copy"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Shared %s with pod %s: the agent sees it at %s (%s; %d files, %d bytes; left out: %d masked files, %d git directories).\n",
-					sh.Resolved, short, sh.At, mode, sh.Files, sh.Bytes, sh.Masked, sh.GitDirs)
+				fmt.Fprintf(cmd.OutOrStdout(), "Shared %s with pod %s: the agent sees it at %s (%s; %s, %s; left out: %s, %s).\n",
+					sh.Resolved, short, sh.At, mode, count(sh.Files, "file"), count(int(sh.Bytes), "byte"), count(sh.Masked, "masked file"), count(sh.GitDirs, "git directory"))
 				return nil
 			})
 		},
