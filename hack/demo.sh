@@ -22,26 +22,8 @@ runner=$(hack/as-test-user id -un)
 # One example repository per user, made afresh on each run: no run leaves another behind.
 work=${TMPDIR:-/tmp}/devaipod-demo-$runner
 
-# A pod of that name from an earlier run goes only if its agent did nothing: its work is not
-# thrown away without a word.
-if "${devaipod[@]}" status "$name" >/dev/null 2>&1; then
-	if ! stat=$("${devaipod[@]}" diff "$name" --stat 2>&1); then
-		printf 'demo: pod %s exists, and its work cannot be looked at (%s): start it (%s start %s) or delete it, then run the demo again\n' \
-			"$name" "$(tail -n 1 <<<"$stat")" "${devaipod[*]}" "$name" >&2
-		exit 1
-	fi
-	if grep -q ' | ' <<<"$stat"; then
-		cat >&2 <<MSG
-demo: pod '$name' has work of its agent's that a new demo would throw away:
-  ${devaipod[*]} diff $name              # see it
-  ${devaipod[*]} fetch $name --repo $work/hello   # keep its commits
-then delete the pod (${devaipod[*]} delete $name), or run the demo under another name:
-  DEVAIPOD_DEMO_NAME=hello2 make demo
-MSG
-		exit 1
-	fi
-	"${devaipod[@]}" delete "$name" >/dev/null
-fi
+# A pod of that name from an earlier run goes only if its agent did nothing.
+DEVAIPOD="${devaipod[*]}" hack/demo-replace.sh "$name" "$work/hello"
 
 # The example becomes a repository of its own, owned by whoever runs devaipod.
 hack/as-test-user rm -rf "$work"

@@ -2,8 +2,9 @@
 # hack/progress.sh [--log FILE] LABEL CMD...: run CMD, saying LABEL first, then every 20 seconds
 # that it still runs, and how long it took: a first `go build` (modules to download) or a rootfs
 # build can take minutes without a line of output. With --log, CMD's output is appended to FILE
-# (the progress lines still go to standard error).
+# (the progress lines still go to standard error). PROGRESS_EVERY changes the 20 seconds.
 set -euo pipefail
+every=${PROGRESS_EVERY:-20}
 log=""
 if [ "$1" = --log ]; then
 	log=$2
@@ -21,7 +22,8 @@ fi
 pid=$!
 # The ticker dies with this script; CMD's exit status is the script's.
 (
-	while sleep 20; do
+	# sleep holds none of this script's outputs: killed, the ticker leaves none open.
+	while sleep "$every" </dev/null >/dev/null 2>&1; do
 		printf '%s: still running (%ds)\n' "$label" $((SECONDS - start)) >&2
 	done
 ) &

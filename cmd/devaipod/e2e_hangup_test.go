@@ -62,3 +62,21 @@ func testHangUp(t *testing.T, name string) {
 		}
 	}
 }
+
+// demoReplace runs hack/demo-replace.sh on pod name: make demo's way with
+// the pod of an earlier run.
+func demoReplace(t *testing.T, name string) result {
+	t.Helper()
+	cmd := exec.Command("../../hack/demo-replace.sh", name, "/tmp/demo-repo")
+	cmd.Env = append(os.Environ(), "DEVAIPOD="+os.Getenv("DEVAIPOD_BIN"))
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{stderr: out.String(), code: code}
+}

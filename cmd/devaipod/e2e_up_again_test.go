@@ -195,4 +195,13 @@ func TestE2EUpAgain(t *testing.T) {
 			t.Errorf("up of a stopped pod made objects, or started nothing:\nbefore\n%s\nstopped\n%s\nafter\n%s", before, stopped, after)
 		}
 	})
+
+	t.Run("make demo replaces a pod whose agent did nothing", func(t *testing.T) {
+		if r := demoReplace(t, name); r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		if left := labelled(t, name); len(left) > 0 {
+			t.Errorf("the pod is left: %v", left)
+		}
+	})
 }

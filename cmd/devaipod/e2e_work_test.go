@@ -186,6 +186,16 @@ echo '*.py ident' >> .gitattributes && echo 'v = "$Id: __import__(\"os\").system
 			t.Errorf("diff --commit HEAD: %s", r)
 		}
 	})
+	t.Run("make demo keeps a pod that holds the agent's work", func(t *testing.T) {
+		r := demoReplace(t, name)
+		if r.code != 1 || !strings.Contains(r.stderr, "demo: pod '"+name+"' has work of its agent's that a new demo would throw away") ||
+			!strings.Contains(r.stderr, "fetch "+name+" --repo /tmp/demo-repo") {
+			t.Errorf("%s", r)
+		}
+		if st := devaipod(t, nil, "status", name); st.code != 0 {
+			t.Errorf("the pod is gone: %s", st)
+		}
+	})
 	t.Run("fetch brings the branch into another clone", func(t *testing.T) {
 		r := mustDevaipod(t, nil, "fetch", name, "--repo", clone)
 		if !strings.Contains(r.stdout, "devaipod-"+name+"/agent/work") || !strings.Contains(r.stdout, "uncommitted work") {
