@@ -7,7 +7,8 @@ set -euo pipefail
 name=$1 repo=$2
 read -r -a devaipod <<<"${DEVAIPOD:-devaipod}"
 
-"${devaipod[@]}" status "$name" >/dev/null 2>&1 || exit 0 # no such pod
+names=$("${devaipod[@]}" list -q) # fails loudly when podman does not answer
+grep -qxF -- "$name" <<<"$names" || exit 0
 if ! stat=$("${devaipod[@]}" diff "$name" --stat 2>&1); then
 	printf 'demo: pod %s exists, and its work cannot be looked at (%s): start it (%s start %s) or delete it, then run the demo again\n' \
 		"$name" "$(tail -n 1 <<<"$stat")" "${devaipod[*]}" "$name" >&2

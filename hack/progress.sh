@@ -6,21 +6,19 @@
 set -euo pipefail
 every=${PROGRESS_EVERY:-20}
 log=""
-if [ "$1" = --log ]; then
+if [ "${1:-}" = --log ]; then
 	log=$2
 	shift 2
+fi
+if [ $# -lt 2 ]; then
+	echo "usage: hack/progress.sh [--log FILE] LABEL CMD..." >&2
+	exit 2
 fi
 label=$1
 shift
 start=$SECONDS
 printf '%s...\n' "$label" >&2
-if [ -n "$log" ]; then
-	"$@" >>"$log" 2>&1 &
-else
-	"$@" &
-fi
-pid=$!
-# The ticker dies with this script; CMD's exit status is the script's.
+# The ticker in the background, CMD in the foreground: Ctrl-C reaches CMD as from the shell.
 (
 	# sleep holds none of this script's outputs: killed, the ticker leaves none open.
 	while sleep "$every" </dev/null >/dev/null 2>&1; do
@@ -29,9 +27,13 @@ pid=$!
 ) &
 ticker=$!
 trap 'kill "$ticker" 2>/dev/null || true' EXIT
-trap 'kill -INT "$pid" 2>/dev/null || true' INT TERM
 status=0
-wait "$pid" || status=$?
+if [ -n "$log" ]; then
+	"$@" >>"$log" 2>&1 || status=$?
+else
+	"$@" || status=$?
+fi
+kill "$ticker" 2>/dev/null || true
 if [ "$status" -eq 0 ] && [ $((SECONDS - start)) -ge 5 ]; then
 	printf '%s: done in %ds\n' "$label" $((SECONDS - start)) >&2
 fi

@@ -34,8 +34,13 @@ CHANGES=${DEVAIPOD_SETUP_CHANGES:-/var/lib/devaipod/setup-changes}
 # tolerates a change that then failed).
 change() {
 	note "changing this machine: $1"
+	record "$2"
+}
+
+# record LINE: keep LINE in CHANGES, once.
+record() {
 	install -d -m 0755 "$(dirname "$CHANGES")"
-	grep -qxF -- "$2" "$CHANGES" 2>/dev/null || printf '%s\n' "$2" >>"$CHANGES"
+	grep -qxF -- "$1" "$CHANGES" 2>/dev/null || printf '%s\n' "$1" >>"$CHANGES"
 }
 
 # sock_answers SOCK: true when a podman API service answers on the unix socket SOCK.
@@ -180,9 +185,10 @@ install_packages() {
 		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	for p in "${missing[@]}"; do
-		change "install the package $p" "package $p"
-	done
+	note "changing this machine: install ${missing[*]} and what they need (recorded as installed, for make unsetup)"
+	record "file $APT_LOG"
+	local before
+	before=$(dpkg-query -W -f='${Package} ${Status}\n' | awk '/ installed$/ {print $1}' | sort)
 	{
 		echo "== $(date -u +%FT%TZ) apt-get update && install ${missing[*]}"
 		apt-get update
@@ -195,6 +201,11 @@ install_packages() {
 		tail -n 20 "$APT_LOG" >&2
 		die "apt-get install ${missing[*]} failed (log above: $APT_LOG)"
 	}
+	# What dpkg added, dependencies included: what make unsetup removes.
+	local p
+	for p in $(comm -13 <(echo "$before") <(dpkg-query -W -f='${Package} ${Status}\n' | awk '/ installed$/ {print $1}' | sort)); do
+		record "package $p"
+	done
 }
 
 # ensure_subids FILE USER: give USER a 65536-id range in FILE (/etc/subuid or /etc/subgid)
@@ -299,8 +310,11 @@ precheck_repo_access() {
 			die "nothing was changed: the test user $TEST_USER could not enter $d (mode $(stat -c '%A %U:%G' "$d")), so it could not reach the checkout $REPO; clone it somewhere others can read (under /srv or /tmp), or chmod o+x $d"
 		[ "$d" = / ] && d=""
 	done
-	[ "$(($(stat -c '0%a' "$REPO/Makefile") & 04))" -ne 0 ] ||
-		die "nothing was changed: the test user $TEST_USER could not read $REPO/Makefile: chmod -R o+rX $REPO"
+	local f
+	for f in "$REPO" "$REPO/Makefile"; do
+		[ "$(($(stat -c '0%a' "$f") & 04))" -ne 0 ] ||
+			die "nothing was changed: the test user $TEST_USER could not read $f: chmod -R o+rX $REPO"
+	done
 }
 
 # as_test_user CMD...: run CMD as the test user with a clean environment, from /.

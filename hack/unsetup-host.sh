@@ -58,12 +58,14 @@ remove_toml_key() {
 	mv "$tmp" "$file"
 }
 
-packages=()
+packages=() mounts=()
 mapfile -t lines < <(tac "$CHANGES")
 for line in "${lines[@]}"; do
 	read -r kind a b c <<<"$line"
 	case $kind in
 	package) packages+=("$a") ;;
+	# Once the user is gone: its podman service holds the runtime dir's tmpfs.
+	mount) mounts+=("$a") ;;
 	user) undo "remove the user $a, its home, pods, images and podman service" remove_user "$a" ;;
 	subid) undo "remove $b's ids from $a" sed -i "/^$b:/d" "$a" ;;
 	file) undo "remove $a" rm -f "$a" ;;
@@ -71,13 +73,15 @@ for line in "${lines[@]}"; do
 	mode) undo "chmod $b $a" chmod "$b" "$a" ;;
 	propagation) undo "mount --make-$b $a" mount "--make-$b" "$a" ;;
 	sysctl) undo "sysctl $a=$b" sysctl -q -w "$a=$b" ;;
-	mount) undo "unmount $a" sh -c 'mountpoint -q "$1" && umount "$1" || true' sh "$a" ;;
 	*) say "warning: $CHANGES has a line this script does not know: $line" ;;
 	esac
+done
+for m in "${mounts[@]}"; do
+	undo "unmount $m" sh -c '! mountpoint -q "$1" || umount "$1"; rmdir "$1" 2>/dev/null || :' sh "$m"
 done
 if [ ${#packages[@]} -gt 0 ]; then
 	undo "apt-get remove ${packages[*]} (the packages setup-host installed)" \
 		env DEBIAN_FRONTEND=noninteractive apt-get remove -y -q "${packages[@]}"
 fi
-[ -n "$dry" ] || rm -f "$CHANGES"
+[ -n "$dry" ] || { rm -f "$CHANGES" && rmdir --ignore-fail-on-non-empty "$(dirname "$CHANGES")"; }
 say "${dry:+would have }undone every change setup-host recorded"

@@ -237,6 +237,7 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 	}
 	in.Source = src // now with the commit of a URL's clone
 	c.steps[cloneAt].What = cloneStep(src)
+	in.AgentConfigInRepo = hasAgentConfig(tree)
 	if in.Tree, err = source.ScanTree(ctx, tree, config.ProtectedPaths(cfg), config.MaskPatterns(cfg)); err != nil {
 		return nil, fmt.Errorf("scan the repository: %w", err)
 	}
@@ -272,6 +273,11 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 	var key string
 	if req.PoolFill || (!req.NoPool && req.Name == "") {
 		if key, err = fingerprint(in); err != nil {
+			return nil, err
+		}
+		// A task the agent has no model for is refused before a pool
+		// pod is claimed (and spent).
+		if _, err := plan.Build(in); errors.As(err, new(*plan.NoModelError)) {
 			return nil, err
 		}
 		if res, err := c.usePool(ctx, eng, in, key); res != nil || err != nil {
@@ -544,3 +550,14 @@ func summarisePaths(paths []string, max int) string {
 
 // AccessError is a local checkout the user devaipod runs as cannot read.
 type AccessError = source.AccessError
+
+// hasAgentConfig tells whether the repository in tree has a config of
+// opencode's (which may name its model): opencode.json(c) or .opencode/.
+func hasAgentConfig(tree string) bool {
+	for _, name := range []string{"opencode.json", "opencode.jsonc", ".opencode"} {
+		if _, err := os.Lstat(filepath.Join(tree, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}

@@ -2,9 +2,13 @@ package pod
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
+	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,35 +41,48 @@ func WorkspaceExecAs(ctx context.Context, eng Engine, short string) (plan.ExecAs
 func Attach(ctx context.Context, eng Engine, short, role string, as plan.ExecAs, argv []string, in io.Reader, out, errOut io.Writer, tty bool) (int, error) {
 	session := SessionVar + "=" + rand.Text()
 	e := ExecSpec{Cmd: argv, User: as.User, Stdin: in, Output: out, Stderr: errOut, Env: []string{session}}
+	// Who reads the session's environments: its user (root cannot,
+	// without CAP_SYS_PTRACE, another user's).
+	hangUpAs := e.User
 	if role == plan.RoleWorkspace {
 		e.User, e.Cmd = as.Command(argv, true)
+		hangUpAs = cmp.Or(as.User, "0")
 	} else if _, err := RunningPod(ctx, eng, short, role); err != nil {
 		return 0, err
 	}
 	ctr := plan.ContainerName(short, role)
 	code, err := eng.Attach(ctx, ctr, e, tty)
-	if ctx.Err() != nil {
-		hangUp(eng, ctr, role, session)
+	// The client may die of the terminal's SIGHUP before ctx ends.
+	if ctx.Err() != nil || errors.Is(err, ErrAttachKilled) {
+		hangUp(eng, ctr, hangUpAs, session, errOut)
 	}
 	return code, err
 }
+
+// ErrAttachKilled: the client of an Attach was killed by a signal (a
+// closed terminal's SIGHUP reaches it too); the exit code that goes with
+// it is 128 and the signal's number, as a shell says.
+var ErrAttachKilled = errors.New("the exec's client was killed by a signal")
 
 // SessionVar marks the processes of a command Attach runs: its value is
 // the session's own.
 const SessionVar = "DEVAIPOD_SESSION"
 
 // hangUp sends SIGHUP to the processes of the session in container ctr,
-// those whose environment holds session, with a context of its own (the
-// caller's has ended), bounded: what is left of a session when it fails is
-// no reason to keep the person waiting.
-func hangUp(eng Engine, ctr, role, session string) {
+// those whose environment holds session, as user (the session's), with a
+// context of its own (the caller's has ended), bounded: what is left of a
+// session when it fails is no reason to keep the person waiting. A failure
+// is said on errOut, which may be gone with the terminal.
+func hangUp(eng Engine, ctr, user, session string, errOut io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	spec := ExecSpec{Cmd: plan.HelperCommand(helperargs.Hangup{Env: session})}
-	if role == plan.RoleWorkspace {
-		spec = AsRoot(spec.Cmd) // the session may run as any user there
+	code, out, err := eng.Exec(ctx, ctr, ExecSpec{Cmd: plan.HelperCommand(helperargs.Hangup{Env: session}), User: user})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit %d: %s", code, strings.TrimSpace(out))
 	}
-	eng.Exec(ctx, ctr, spec)
+	if err != nil {
+		fmt.Fprintf(errOut, "devaipod: the command's processes in %s may still run (their hangup failed: %v)\n", ctr, err)
+	}
 }
 
 // SyncBuffer is a bytes.Buffer that more than one goroutine may write at

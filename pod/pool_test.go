@@ -150,3 +150,26 @@ func TestFailedClaimGivesBackOnlyItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolKeepsItsPodForATaskWithoutModel: a task the agent has no model
+// for is refused before a pool pod is claimed; the pod stays idle.
+func TestPoolKeepsItsPodForATaskWithoutModel(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	repo := repoWith(t, map[string]string{"main.go": "package main\n"})
+	eng := newFake()
+	req := Request{Source: repo, HostEnv: map[string]string{}, NoVerify: true}
+	rep, err := FillPool(context.Background(), eng, req, 1)
+	if err != nil || len(rep.Idle) != 1 {
+		t.Fatalf("FillPool: %v %+v", err, rep)
+	}
+	claim := req
+	claim.Task = "fix the flaky test"
+	var nm *plan.NoModelError
+	if _, err := Create(context.Background(), eng, claim); !errors.As(err, &nm) {
+		t.Fatalf("a task without a model: %v", err)
+	}
+	if again, err := FillPool(context.Background(), eng, req, 1); err != nil || len(again.Idle) != 1 || len(again.Made) != 0 {
+		t.Errorf("the pool after the refusal: %v %+v; want its pod idle", err, again)
+	}
+}

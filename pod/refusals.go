@@ -2,6 +2,7 @@ package pod
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -78,17 +79,12 @@ func Refusals(ctx context.Context, eng Engine, short string, created time.Time) 
 		}
 	}
 	now := time.Now()
-	pr, pw := io.Pipe()
-	done := make(chan Refused)
-	go func() { done <- refusedSince(pr, since); io.Copy(io.Discard, pr) }()
-	err := AuditLog(ctx, eng, short, false, pw)
-	pw.Close()
-	sum := <-done
-	if err != nil {
+	var records bytes.Buffer // AuditLog holds them all anyway
+	if err := AuditLog(ctx, eng, short, false, &records); err != nil {
 		return Refused{}, err
 	}
 	markLooked(short, now)
-	return sum, nil
+	return refusedSince(&records, since), nil
 }
 
 // TopHosts are the hosts of s, most refused first, at most n.

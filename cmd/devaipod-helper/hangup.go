@@ -32,9 +32,9 @@ func newHangupFlagSet(entry *string) *flag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: devaipod-helper hangup --env NAME=VALUE
 
-Send SIGHUP to every process whose environment holds NAME=VALUE, as a closed
-terminal does; kill those that neither ignore it nor end within a second.
-Prints how many there were.
+Send SIGHUP to every process whose environment holds NAME=VALUE (of those
+whose environment this user can read), as a closed terminal does; kill those
+that neither ignore it nor end within a second.
 `)
 		fs.PrintDefaults()
 	}
@@ -59,14 +59,13 @@ func runHangup(args []string, stdout, stderr io.Writer) int {
 	}
 	deadline := time.Now().Add(hangupGrace)
 	for _, pid := range pids {
-		for time.Now().Before(deadline) && alive(pid) && !ignoresHangup("/proc", pid) {
+		for time.Now().Before(deadline) && alive("/proc", pid) && !ignoresHangup("/proc", pid) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if alive(pid) && !ignoresHangup("/proc", pid) {
+		if alive("/proc", pid) && !ignoresHangup("/proc", pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	fmt.Fprintf(stdout, "%d\n", len(pids))
 	return 0
 }
 
@@ -110,10 +109,10 @@ func ignoresHangup(proc string, pid int) bool {
 }
 
 // alive: pid exists and is no zombie.
-func alive(pid int) bool {
+func alive(proc string, pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	status, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "status"))
 	return err == nil && !strings.Contains(string(status), "\nState:\tZ")
 }

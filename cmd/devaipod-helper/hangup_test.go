@@ -10,10 +10,10 @@ import (
 func TestSessionPids(t *testing.T) {
 	proc := t.TempDir()
 	for pid, files := range map[string]map[string]string{
-		"10": {"environ": "A=1\x00DEVAIPOD_SESSION=abc\x00", "status": "Name:\tsh\nSigIgn:\t0000000000000001\n"},
-		"11": {"environ": "DEVAIPOD_SESSION=abcd\x00", "status": "SigIgn:\t0000000000000000\n"},
-		"12": {"environ": "X=DEVAIPOD_SESSION=abc\x00", "status": "SigIgn:\t0000000000000000\n"},
-		"13": {"environ": "DEVAIPOD_SESSION=abc", "status": "SigIgn:\t0000000000000004\n"},
+		"10":   {"environ": "A=1\x00DEVAIPOD_SESSION=abc\x00", "status": "Name:\tsh\nSigIgn:\t0000000000000001\n"},
+		"11":   {"environ": "DEVAIPOD_SESSION=abcd\x00", "status": "SigIgn:\t0000000000000000\n"},
+		"12":   {"environ": "X=DEVAIPOD_SESSION=abc\x00", "status": "SigIgn:\t0000000000000000\n"},
+		"13":   {"environ": "DEVAIPOD_SESSION=abc", "status": "SigIgn:\t0000000000000004\n"},
 		"self": {"environ": "DEVAIPOD_SESSION=abc\x00"},
 	} {
 		for name, content := range files {

@@ -7,6 +7,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -87,6 +88,10 @@ func TestE2EErrorsSayWhy(t *testing.T) {
 	starCfg := cfgFile("[network]\nallow = [\"*\"]\n")
 	sizeCfg := cfgFile("[agent.limits]\nmemory = \"99999999999g\"\n")
 	imageCfg := cfgFile("[workspace]\nimage = \"bad//image\"\n")
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name string
 		args []string
@@ -94,7 +99,7 @@ func TestE2EErrorsSayWhy(t *testing.T) {
 	}{
 		{"a bad image reference", []string{"up", repo, "--image", "bad//image", "--dry-run"}, `Error: --image: image "bad//image": not an image name`},
 		// root's home is out of the test user's reach.
-		{"a checkout the user cannot read", []string{"up", "/root/repo", "--dry-run"}, "cannot read /root/repo: it cannot enter /root\nHint: devaipod reads the checkout as the user it runs as"},
+		{"a checkout the user cannot read", []string{"up", "/root/repo", "--dry-run"}, "Error: the user " + me.Username + " cannot read /root/repo: it cannot enter /root"},
 		{"a bad image in the config", []string{"--config", imageCfg, "up", repo, "--dry-run"}, "Error: " + imageCfg + `:2: workspace.image: image "bad//image"`},
 		{"a rule over a public suffix", []string{"up", repo, "--allow", "*.com", "--dry-run"}, `Error: --allow: rule "*.com" opens every host under "com", a public suffix`},
 		{"a rule for every host", []string{"up", repo, "--allow", "*", "--force", "--dry-run"}, `Error: --allow: rule "*" would allow every host`},

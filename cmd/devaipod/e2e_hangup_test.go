@@ -24,12 +24,18 @@ func testHangUp(t *testing.T, name string) {
 			`for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done`)
 		return r.stdout
 	}
-	for _, c := range []struct{ container, script, gone, kept string }{
-		{"workspace", "nohup sleep 989 >/dev/null 2>&1 & echo started; exec sleep 987", "sleep 987", "sleep 989"},
-		{"agent", "echo started; exec sleep 988", "sleep 988", ""},
+	for _, c := range []struct{ container, user, script, gone, kept string }{
+		{"workspace", "", "nohup sleep 989 >/dev/null 2>&1 & echo started; exec sleep 987", "sleep 987", "sleep 989"},
+		// Another user than root: root cannot read its environment.
+		{"workspace", "nobody", "echo started; exec sleep 986", "sleep 986", ""},
+		{"agent", "", "echo started; exec sleep 988", "sleep 988", ""},
 	} {
 		// Started as from a terminal: SIGHUP at its default.
-		cmd := exec.Command(self, "exec", name, "-c", c.container, "--", "sh", "-c", c.script)
+		args := []string{"exec", name, "-c", c.container}
+		if c.user != "" {
+			args = append(args, "-u", c.user)
+		}
+		cmd := exec.Command(self, append(args, "--", "sh", "-c", c.script)...)
 		cmd.Env = append(os.Environ(), execHangableEnv+"="+os.Getenv("DEVAIPOD_BIN"))
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {

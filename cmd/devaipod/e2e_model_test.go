@@ -42,7 +42,7 @@ func TestE2ENoModel(t *testing.T) {
 		devaipod(t, nil, "exec", name, "-c", "agent", "--", "curl", "-s", "-o", "/dev/null", "http://e2e-refused.devaipod-test.invalid/")
 	}
 	st := mustDevaipod(t, nil, "status", name)
-	if !strings.Contains(st.stdout, "it has no model it can reach") ||
+	if !strings.Contains(st.stdout, "at up it had no model it could reach") ||
 		!strings.Contains(st.stdout, "Refused:  2 of the agent's requests since the last look") || !strings.Contains(st.stdout, "e2e-refused.devaipod-test.invalid x2") {
 		t.Errorf("status:\n%s", st)
 	}

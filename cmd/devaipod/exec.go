@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 
@@ -109,8 +110,8 @@ func completeExec(g *globalFlags) func(*cobra.Command, []string, string) ([]stri
 func attach(cmd *cobra.Command, eng pod.Engine, short, role string, as plan.ExecAs, argv []string) error {
 	code, err := pod.Attach(cmd.Context(), eng, short, role, as, argv,
 		cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), isTerminal(cmd.InOrStdin()))
-	if err == nil && code != 0 {
-		return &exitError{code: code}
+	if (err == nil || errors.Is(err, pod.ErrAttachKilled)) && code != 0 {
+		return &exitError{code: code} // as the shell would say it
 	}
 	return err
 }

@@ -161,7 +161,7 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, "Hint: devaipod reads the checkout as the user it runs as: give that user access (chmod o+x on the folder named, o+rX on the checkout), or clone the repository where it can read it; a root's checkout under /root is out of other users' reach")
 	case errors.As(err, new(*plan.NoModelError)):
 		fmt.Fprintln(w, "Hint: nothing was created. Give the agent a model: export an LLM key where devaipod runs (ANTHROPIC_API_KEY, OPENAI_API_KEY...; the proxy puts it in, the agent holds a placeholder), "+
-			"or an opencode config (DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT, [credentials] for its provider's key), or allow opencode's hosted models ([network] allow = [\"opencode.ai\"]); then up again")
+			"or an opencode config (DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT, [credentials] for its provider's key), or allow opencode's hosted models (--allow opencode.ai, or [network] allow = [\"opencode.ai\"]); then up again")
 	case errors.As(err, new(*pod.NotRunningError)):
 		fmt.Fprintln(w, "Hint: `devaipod start NAME` starts it")
 	case errors.As(err, &xe):

@@ -56,7 +56,7 @@ func printStatus(cmd *cobra.Command, g *globalFlags, eng pod.Engine, short strin
 		}
 	}
 	if s.NoModel != "" {
-		agent += "; it has no model it can reach, so no task gets done: " + s.NoModel
+		agent += "; at up it had no model it could reach, so no task gets done: " + s.NoModel
 	}
 	fmt.Fprintf(w, "Agent:    %s\n", agent)
 	if r := s.Refused; r != nil && r.Count > 0 {
@@ -64,8 +64,12 @@ func printStatus(cmd *cobra.Command, g *globalFlags, eng pod.Engine, short strin
 		for i, h := range hosts {
 			hosts[i] = fmt.Sprintf("%s x%d", safetext.Printable(h), r.Hosts[h])
 		}
-		fmt.Fprintf(w, "Refused:  %d of the agent's requests since the last look, %s (%s): `devaipod audit %s --denied` shows them\n",
-			r.Count, age(r.Since), strings.Join(hosts, ", "), s.Name)
+		by := ""
+		if len(hosts) > 0 {
+			by = " (" + strings.Join(hosts, ", ") + ")"
+		}
+		fmt.Fprintf(w, "Refused:  %d of the agent's requests since the last look, %s%s: `devaipod audit %s --denied` shows them\n",
+			r.Count, age(r.Since), by, s.Name)
 	}
 	fmt.Fprintln(w, "Containers:")
 	for _, c := range s.Containers {

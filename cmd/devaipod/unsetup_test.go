@@ -57,9 +57,9 @@ mount /run/user/1001
 			t.Errorf("%s: the dry run lacks %q:\n%s", kind, w, out)
 		}
 	}
-	// Newest first: the mount after the user's pods are gone, the
-	// packages last.
-	if i, j, k := strings.Index(out, "unmount"), strings.Index(out, "remove the user"), strings.Index(out, "apt-get remove"); !(i < j && j < k) {
+	// Newest first, but the runtime dir's mount once the user (whose
+	// podman service holds it) is gone, and the packages last.
+	if i, j, k := strings.Index(out, "remove the user"), strings.Index(out, "unmount"), strings.Index(out, "apt-get remove"); !(i < j && j < k) {
 		t.Errorf("not undone newest first:\n%s", out)
 	}
 	if _, err := os.Stat(record); err != nil {

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/proxy/rule"
@@ -17,7 +18,8 @@ var opencodeConfigVars = []string{"OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", 
 
 // noModel tells why the pod's opencode has no model it can reach, or ""
 // when it has one or may have (what devaipod cannot see: a config or login
-// baked into an image other than its own, a host path the agent is given).
+// baked into an image other than its own, a host path the agent is given,
+// the repository's own opencode config).
 // With no key, opencode falls back to its hosted models, which the proxy
 // refuses unless a rule allows them: the agent would answer and never
 // work.
@@ -27,8 +29,13 @@ func (b *builder) noModel(p *Plan, agent ContainerSpec) string {
 		agent.Image != config.DefaultImage, len(b.hostBinds(RoleAgent)) > 0, len(p.Credentials) > 0:
 		return ""
 	}
+	if b.in.AgentConfigInRepo {
+		return ""
+	}
 	for k, v := range agent.Env {
-		if v != "" && (slices.Contains(LLMKeyVars, k) || slices.Contains(opencodeConfigVars, k)) {
+		// Any provider's key: opencode knows more providers than
+		// LLMKeyVars names.
+		if v != "" && (strings.HasSuffix(k, "_API_KEY") || slices.Contains(LLMKeyVars, k) || slices.Contains(opencodeConfigVars, k)) {
 			return ""
 		}
 	}

@@ -35,11 +35,13 @@ func TestNoModel(t *testing.T) {
 		t.Errorf("a task without a model: %v", err)
 	}
 	for name, edit := range map[string]func(*PlanInput){
-		"a key":              func(in *PlanInput) { in.HostEnv["OPENAI_API_KEY"] = "sk" },
-		"an opencode config": func(in *PlanInput) { in.HostEnv["DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT"] = "{}" },
-		"its hosted models":  func(in *PlanInput) { in.Config.Network.Allow = []string{"opencode.ai"} },
-		"another image":      func(in *PlanInput) { in.Image = "localhost/mine:1" },
-		"open network":       func(in *PlanInput) { in.Config.Network.Mode = config.NetworkOpen },
+		"a key":                   func(in *PlanInput) { in.HostEnv["OPENAI_API_KEY"] = "sk" },
+		"an opencode config":      func(in *PlanInput) { in.HostEnv["DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT"] = "{}" },
+		"its hosted models":       func(in *PlanInput) { in.Config.Network.Allow = []string{"opencode.ai"} },
+		"another image":           func(in *PlanInput) { in.Image = "localhost/mine:1" },
+		"open network":            func(in *PlanInput) { in.Config.Network.Mode = config.NetworkOpen },
+		"another provider's key":  func(in *PlanInput) { in.HostEnv["DEVAIPOD_AGENT_DEEPSEEK_API_KEY"] = "sk" },
+		"the repository's config": func(in *PlanInput) { in.AgentConfigInRepo = true },
 		"a custom agent": func(in *PlanInput) {
 			in.Config.Agent.Kind, in.Config.Agent.Command = config.AgentCustom, config.Command{"my-agent"}
 		},

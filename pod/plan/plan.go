@@ -363,6 +363,10 @@ type PlanInput struct {
 	// gator and the proxy keep their credentials (they run none of its
 	// code).
 	Untrusted bool
+	// AgentConfigInRepo: the repository has a config of its agent's
+	// (opencode.json, .opencode/), which may name a model devaipod does
+	// not see (see Plan.NoModel).
+	AgentConfigInRepo bool
 }
 
 // ImageConfig is what an image sets for the containers made from it.

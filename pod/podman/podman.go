@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	buildahDefine "github.com/containers/buildah/define"
 	"github.com/containers/podman/v5/pkg/api/handlers"
@@ -379,10 +381,14 @@ func (p *Podman) Attach(ctx context.Context, container string, e pod.ExecSpec, t
 	// On Ctrl-C podman exec passes the interrupt on; SIGKILL would leave
 	// the command running in the container.
 	c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
+	c.WaitDelay = 10 * time.Second // then killed: Attach returns
 	c.Stdin, c.Stdout, c.Stderr = e.Stdin, e.Output, e.Stderr
 	err = c.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), pod.ErrAttachKilled
+		}
 		return ee.ExitCode(), nil
 	}
 	return 0, err

@@ -426,7 +426,6 @@ func gitCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// git runs git in dir and returns its trimmed standard output.
 // porcelainPaths reads `git status --porcelain -z`: "XY PATH" entries,
 // NUL-separated, a rename's or copy's source in the entry after it.
 func porcelainPaths(status string) []string {
@@ -438,7 +437,7 @@ func porcelainPaths(status string) []string {
 			continue
 		}
 		paths = append(paths, e[3:])
-		if e[0] == 'R' || e[0] == 'C' {
+		if strings.ContainsAny(e[:2], "RC") {
 			i++ // the source
 		}
 	}

@@ -409,8 +409,8 @@ func TestAgentGitDir(t *testing.T) {
 }
 
 func TestPorcelainPaths(t *testing.T) {
-	got := porcelainPaths(" M main.py\x00R  new name.txt\x00old.txt\x00?? dir/un\ttracked\x00")
-	if strings.Join(got, "|") != "main.py|new name.txt|dir/un\ttracked" {
+	got := porcelainPaths(" M main.py\x00R  new name.txt\x00old.txt\x00 R src/new.txt\x00src/orig.txt\x00?? dir/un\ttracked\x00")
+	if strings.Join(got, "|") != "main.py|new name.txt|src/new.txt|dir/un\ttracked" {
 		t.Errorf("%q", got)
 	}
 }
