@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/devaipod/devaipod/internal/gittest"
 	"github.com/devaipod/devaipod/pod/config"
@@ -232,5 +233,73 @@ func TestCreateApply(t *testing.T) {
 	}
 	if _, err := os.Stat(tree); !os.IsNotExist(err) {
 		t.Errorf("the clone %s is left after Create: %v", tree, err)
+	}
+}
+
+// TestInitializeCommandObjectRunsAtOnce: the object form's entries run in
+// parallel, as the spec says; the string form one after another.
+func TestInitializeCommandObjectRunsAtOnce(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	repo := repoWith(t, map[string]string{
+		".devcontainer/devcontainer.json": `{"image": "localhost/devaipod-default:latest",
+			"initializeCommand": {"a": "sleep 1; echo a >> ran", "b": ["sh", "-c", "sleep 1; echo b >> ran"]}}`,
+	})
+	start := time.Now()
+	_, err := Create(context.Background(), newFake(), Request{Source: repo, AllowHostCommands: true, Trust: true, NoVerify: true,
+		HostEnv: map[string]string{"DEVAIPOD_AGENT_OPENCODE_CONFIG_CONTENT": "{}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran, _ := os.ReadFile(filepath.Join(repo, "ran"))
+	if took := time.Since(start); len(ran) != 4 || took > 1900*time.Millisecond {
+		t.Errorf("ran %q in %v; want both entries, at once", ran, took)
+	}
+}
+
+// TestDryRunPlansFeaturesWithoutTheCLI: a dry run builds nothing, so it
+// plans a devcontainer with features without the devcontainer CLI, and
+// says that up needs it; up itself refuses without it.
+func TestDryRunPlansFeaturesWithoutTheCLI(t *testing.T) {
+	repo := repoWith(t, map[string]string{
+		".devcontainer/devcontainer.json": `{"image": "mcr.microsoft.com/devcontainers/base:bookworm", "features": {"ghcr.io/devcontainers/features/go:1": {}}}`,
+	})
+	env := map[string]string{"DEVAIPOD_DEVCONTAINER_CLI": "/nonexistent/devcontainer"}
+	res, log, err := dryRun(t, Request{Source: repo, Trust: true, HostEnv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var features string
+	for _, s := range res.Steps {
+		if s.Kind == StepFeatures {
+			features = s.What
+		}
+	}
+	if !strings.Contains(features, "ghcr.io/devcontainers/features/go:1") || !strings.Contains(strings.Join(log, "\n"), "the devcontainer CLI, and it is not installed: up (not this dry run) needs it") {
+		t.Errorf("features step %q, warnings %q", features, log)
+	}
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	var tm *ToolMissingError
+	if _, err := Create(context.Background(), newFake(), Request{Source: repo, Trust: true, HostEnv: env}); !errors.As(err, &tm) {
+		t.Errorf("up without the CLI: %v; want a ToolMissingError", err)
+	}
+}
+
+// TestWorkspaceFolderOutsideWorkspaces: a workspaceFolder devaipod does not
+// honour is said, and ${containerWorkspaceFolder} is the value written.
+func TestWorkspaceFolderOutsideWorkspaces(t *testing.T) {
+	repo := repoWith(t, map[string]string{
+		".devcontainer/devcontainer.json": `{"image": "localhost/devaipod-default:latest", "workspaceFolder": "/workspace",
+			"postCreateCommand": "ls ${containerWorkspaceFolder}"}`,
+	})
+	res, _, err := dryRun(t, Request{Source: repo, Trust: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(res.Plan.Warnings, "\n"), `workspaceFolder "/workspace" is not supported`) || !strings.HasPrefix(res.Plan.Workdir, "/workspaces/") {
+		t.Errorf("warnings %q, workdir %s", res.Plan.Warnings, res.Plan.Workdir)
+	}
+	if got := res.Plan.Lifecycle.PostCreate.Steps[0].Args; got[len(got)-1] != "ls /workspace" {
+		t.Errorf("postCreateCommand %q", got)
 	}
 }

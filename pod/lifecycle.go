@@ -56,7 +56,7 @@ func RunSetup(ctx context.Context, eng Engine, pl *plan.Plan, out io.Writer) err
 // the create stage before the agent starts (RunSetup).
 func RunLifecycle(ctx context.Context, eng Engine, short string, l *plan.Lifecycle, which string, out io.Writer) error {
 	return runStages(ctx, eng, plan.ContainerName(short, plan.RoleWorkspace), l, which, out, func(argv []string) ExecSpec {
-		user, cmd := plan.ExecAs{User: l.User, Env: l.Env}.Command(argv, false)
+		user, cmd := plan.ExecAs{User: l.User}.Command(argv, false)
 		return ExecSpec{Cmd: cmd, User: user, Workdir: l.Workdir, Output: out}
 	})
 }

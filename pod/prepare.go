@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/devaipod/devaipod/pod/config"
@@ -222,14 +223,30 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 					return err
 				}
 			}
-			for _, step := range ic.Steps {
+			// The object form's entries run at once, as the spec says
+			// (and runStages does in the container).
+			errs := make([]error, len(ic.Steps))
+			var wg sync.WaitGroup
+			out := &lockedWriter{mu: &sync.Mutex{}, w: c.out}
+			for i, step := range ic.Steps {
 				c.progress("running initializeCommand on this host: " + step.String())
 				run := exec.CommandContext(ctx, step.Args[0], step.Args[1:]...)
-				run.Dir, run.Stdout, run.Stderr = local, c.out, c.out
+				run.Dir, run.Stdout, run.Stderr = local, out, out
 				run.WaitDelay = hostOutputDelay
-				if err := run.Run(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
-					return fmt.Errorf("initializeCommand %s: %w", step, err)
+				do := func() {
+					if err := run.Run(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+						errs[i] = fmt.Errorf("initializeCommand %s: %w", step, err)
+					}
 				}
+				if ic.Parallel {
+					wg.Go(do)
+				} else if do(); errs[i] != nil {
+					return errs[i]
+				}
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				return err
 			}
 		}
 	}
@@ -290,7 +307,12 @@ func devcontainerCLI(hostEnv map[string]string) (string, error) {
 func (c *creation) buildWithFeatures(ctx context.Context, eng Engine, in *plan.PlanInput, tree, rel, project string) error {
 	cli, err := devcontainerCLI(in.HostEnv)
 	if err != nil {
-		return &ToolMissingError{Tool: "the devcontainer CLI", Why: rel + " uses features, which devaipod builds"}
+		if !c.req.DryRun {
+			return &ToolMissingError{Tool: "the devcontainer CLI", Why: rel + " uses features, which devaipod builds"}
+		}
+		// A dry run builds nothing: it plans the build it would run.
+		cli = "devcontainer"
+		c.warn(rel + " uses features, which up builds with the devcontainer CLI, and it is not installed: up (not this dry run) needs it")
 	}
 	data, err := os.ReadFile(in.Devcontainer.File)
 	if err != nil {

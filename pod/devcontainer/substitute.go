@@ -2,6 +2,7 @@ package devcontainer
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -30,8 +31,8 @@ type Vars struct {
 	// LocalWorkspaceFolder is the host folder that holds the source;
 	// "" leaves ${localWorkspaceFolder} and its basename as written.
 	LocalWorkspaceFolder string
-	// ContainerWorkspaceFolder is where the source is in the container;
-	// "" means workspaceFolder from the file, else
+	// ContainerWorkspaceFolder is where the source is in the container
+	// when the file names no workspaceFolder; "" means
 	// /workspaces/<basename of LocalWorkspaceFolder>.
 	ContainerWorkspaceFolder string
 	// DevcontainerID replaces ${devcontainerId}; "" leaves it as written.
@@ -172,10 +173,9 @@ func (c *Config) Substitute(v Vars) error {
 
 	// The container workspace folder is resolved first, with what is
 	// known without it, as the devcontainer CLI does.
-	cwf := v.ContainerWorkspaceFolder
-	if cwf == "" {
-		cwf = c.WorkspaceFolder
-	}
+	// The file's own value first: it is what ${containerWorkspaceFolder}
+	// says, and what the plan honours or warns about.
+	cwf := cmp.Or(c.WorkspaceFolder, v.ContainerWorkspaceFolder)
 	if cwf == "" && v.LocalWorkspaceFolder != "" {
 		cwf = DefaultWorkspaceFolder(v.LocalWorkspaceFolder)
 	}

@@ -252,7 +252,8 @@ func TestSubstituteContainerWorkspaceFolder(t *testing.T) {
 	}{
 		{"default from the local folder", `{}`, Vars{LocalWorkspaceFolder: "/src/my-proj/"}, "/workspaces/my-proj"},
 		{"workspaceFolder from the file", `{"workspaceFolder": "/work/${localWorkspaceFolderBasename}"}`, Vars{LocalWorkspaceFolder: "/src/p"}, "/work/p"},
-		{"the caller's value wins", `{"workspaceFolder": "/work"}`, Vars{LocalWorkspaceFolder: "/src/p", ContainerWorkspaceFolder: "/workspaces/p"}, "/workspaces/p"},
+		{"the file's value wins", `{"workspaceFolder": "/work"}`, Vars{LocalWorkspaceFolder: "/src/p", ContainerWorkspaceFolder: "/workspaces/p"}, "/work"},
+		{"the caller's without one", `{}`, Vars{LocalWorkspaceFolder: "/src/p", ContainerWorkspaceFolder: "/workspaces/q"}, "/workspaces/q"},
 		{"unknown", `{}`, Vars{}, ""},
 	} {
 		c, err := Parse([]byte(tt.file), "dc.json")

@@ -344,13 +344,12 @@ func imagePath(env []string) string {
 }
 
 // labelExecAs keeps on the pod who exec and attach run workspace commands
-// as: the devcontainer's remote user with its remoteEnv, else the image's
-// USER. exec starts them as root, the only user that can read the trusted
+// as: the devcontainer's remote user, else the image's USER. exec starts them as root, the only user that can read the trusted
 // variables' files, and the helper becomes that user once it has read them.
 func (b *builder) labelExecAs(p *Plan) error {
 	as := b.execAs
 	as.User = cmp.Or(as.User, b.image.User)
-	if as.User == "" && len(as.Env) == 0 {
+	if as.User == "" {
 		return nil
 	}
 	label, err := json.Marshal(as)

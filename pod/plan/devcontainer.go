@@ -181,13 +181,27 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 		}
 	}
 
+	// remoteEnv is for the tools' processes in the workspace: its
+	// environment, which podman exec gives every command (never a label,
+	// which anyone who can list the pod reads; a dry run redacts it, as
+	// containerEnv). The variables devaipod's protections and shims
+	// rely on stay its own.
+	gitConfig := workspaceGitConfig(b.workdir)
+	for _, k := range slices.Sorted(maps.Keys(dc.RemoteEnv)) {
+		if _, git := gitConfig[k]; git || k == "DEVAIPOD_AGENT_URL" {
+			b.warnings = append(b.warnings, fmt.Sprintf("devcontainer.json: remoteEnv %s is devaipod's own variable in the workspace; ignored", k))
+			continue
+		}
+		ws.Env[k] = dc.RemoteEnv[k]
+	}
+	// The shims (oc) stay on a PATH that remoteEnv sets.
+	if p, ok := dc.RemoteEnv["PATH"]; ok && !slices.Contains(strings.Split(p, ":"), HelperShimDir) {
+		ws.Env["PATH"] = p + ":" + HelperShimDir
+	}
 	l := &Lifecycle{User: cmp.Or(dc.RemoteUser, dc.ContainerUser, ra.User, b.image.User), Workdir: b.workdir,
 		OnCreate: dc.OnCreateCommand, UpdateContent: dc.UpdateContentCommand, PostCreate: dc.PostCreateCommand,
 		PostStart: dc.PostStartCommand, PostAttach: dc.PostAttachCommand}
-	for _, k := range slices.Sorted(maps.Keys(dc.RemoteEnv)) {
-		l.Env = append(l.Env, k+"="+dc.RemoteEnv[k])
-	}
-	b.execAs = ExecAs{User: l.User, Env: l.Env}
+	b.execAs = ExecAs{User: l.User}
 	if !l.Empty() {
 		p.Lifecycle = l
 		label, err := lifecycleLabel(l)

@@ -8,12 +8,11 @@ import (
 
 // ExecAs is who workspace commands of `devaipod exec` and attach run as, as
 // the devcontainer spec asks of tools that run commands in the container:
-// the remote user (remoteUser, else containerUser, else runArgs' --user)
-// with remoteEnv. The zero value is the container's own user and
-// environment.
+// the remote user (remoteUser, else containerUser, else runArgs' --user).
+// The zero value is the container's own user. (remoteEnv is in the
+// workspace's environment: a pod label holds no value.)
 type ExecAs struct {
-	User string   `json:"user,omitempty"`
-	Env  []string `json:"env,omitempty"` // NAME=value
+	User string `json:"user,omitempty"`
 }
 
 // Command returns how podman exec runs argv in the workspace as as says: the
@@ -29,7 +28,7 @@ func (as ExecAs) Command(argv []string, secrets bool) (user string, cmd []string
 	if secrets {
 		dir = SecretDir
 	}
-	env := helperargs.SecretEnv{Dir: dir, Umask: WorkspaceUmask, Env: as.Env, Command: argv}
+	env := helperargs.SecretEnv{Dir: dir, Umask: WorkspaceUmask, Command: argv}
 	if as.User != "" {
 		env.User, env.GroupAdd = as.User, []string{strconv.Itoa(AgentGID)}
 		user = "0"

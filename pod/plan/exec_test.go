@@ -21,8 +21,10 @@ func TestBuildLabelsExecAs(t *testing.T) {
 		{"image USER", "dev", nil, `{"user":"dev"}`},
 		{"containerUser over image USER", "dev", &devcontainer.Config{Image: "img", ContainerUser: "app"}, `{"user":"app"}`},
 		{"remoteUser over containerUser", "dev", &devcontainer.Config{Image: "img", ContainerUser: "app", RemoteUser: "vscode"}, `{"user":"vscode"}`},
-		{"remoteEnv with image USER", "dev", &devcontainer.Config{Image: "img", RemoteEnv: map[string]string{"EDITOR": "vi"}},
-			`{"user":"dev","env":["EDITOR=vi"]}`},
+		// remoteEnv's values are in the workspace's environment, never
+		// in a label (a ${localEnv:TOKEN} there is a secret).
+		{"remoteEnv with image USER", "dev", &devcontainer.Config{Image: "img", RemoteEnv: map[string]string{"EDITOR": "vi", "TOKEN": "s3cret"}},
+			`{"user":"dev"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,6 +36,17 @@ func TestBuildLabelsExecAs(t *testing.T) {
 			}
 			if got := plan.Pod.Labels[LabelExec]; got != tt.want {
 				t.Errorf("label %s = %q, want %q", LabelExec, got, tt.want)
+			}
+			if tt.dc != nil && tt.dc.RemoteEnv != nil {
+				ws := plan.Container(RoleWorkspace)
+				if ws.Env["TOKEN"] != "s3cret" || plan.Redacted().Container(RoleWorkspace).Env["TOKEN"] != "<redacted>" {
+					t.Errorf("remoteEnv in the workspace: %q; redacted %q", ws.Env["TOKEN"], plan.Redacted().Container(RoleWorkspace).Env["TOKEN"])
+				}
+				for k, v := range plan.Pod.Labels {
+					if strings.Contains(v, "s3cret") {
+						t.Errorf("label %s holds a remoteEnv value: %s", k, v)
+					}
+				}
 			}
 		})
 	}
@@ -49,8 +62,8 @@ func TestExecAsCommand(t *testing.T) {
 	}{
 		{"container's user with secrets", ExecAs{}, true, "",
 			HelperBin + " secret-env --dir " + SecretDir + " --umask 0002 -- git status"},
-		{"another user, as root then switched, with the agent's group", ExecAs{User: "dev", Env: []string{"EDITOR=vi"}}, true, "0",
-			HelperBin + " secret-env --dir " + SecretDir + " --umask 0002 --user dev --group-add 1000 --env EDITOR=vi -- git status"},
+		{"another user, as root then switched, with the agent's group", ExecAs{User: "dev"}, true, "0",
+			HelperBin + " secret-env --dir " + SecretDir + " --umask 0002 --user dev --group-add 1000 -- git status"},
 		{"a lifecycle command: no secrets", ExecAs{User: "dev"}, false, "0",
 			HelperBin + " secret-env --dir  --umask 0002 --user dev --group-add 1000 -- git status"},
 	}

@@ -14,7 +14,6 @@ import (
 type Lifecycle struct {
 	User          string                         `json:"user,omitempty"`
 	Workdir       string                         `json:"workdir"`
-	Env           []string                       `json:"env,omitempty"`
 	OnCreate      *devcontainer.LifecycleCommand `json:"onCreate,omitempty"`
 	UpdateContent *devcontainer.LifecycleCommand `json:"updateContent,omitempty"`
 	PostCreate    *devcontainer.LifecycleCommand `json:"postCreate,omitempty"`
@@ -69,7 +68,7 @@ func (l *Lifecycle) Empty() bool { return !l.Has(StageCreate) && !l.Has(StageAtt
 // lifecycleLabel keeps what start and attach need (user, env, postStart,
 // postAttach) on the pod, so that they need no plan.
 func lifecycleLabel(l *Lifecycle) (string, error) {
-	kept := Lifecycle{User: l.User, Workdir: l.Workdir, Env: l.Env, PostStart: l.PostStart, PostAttach: l.PostAttach}
+	kept := Lifecycle{User: l.User, Workdir: l.Workdir, PostStart: l.PostStart, PostAttach: l.PostAttach}
 	if kept.PostStart == nil && kept.PostAttach == nil {
 		return "", nil
 	}
