@@ -25,4 +25,4 @@ then delete the pod (${devaipod[*]} delete $name), or run the demo under another
 MSG
 	exit 1
 fi
-"${devaipod[@]}" delete "$name" >/dev/null
+"${devaipod[@]}" delete --wait "$name" >/dev/null

@@ -44,6 +44,11 @@ type Config struct {
 	PostStartCommand     *LifecycleCommand `json:"postStartCommand,omitempty"`
 	PostAttachCommand    *LifecycleCommand `json:"postAttachCommand,omitempty"`
 
+	// Entrypoints are the scripts the image's metadata says its features
+	// need running when the container starts (docker-in-docker's
+	// docker-init.sh), in order: not a devcontainer.json property.
+	Entrypoints []string `json:"entrypoints,omitempty"`
+
 	CapAdd      []string `json:"capAdd,omitempty"`
 	SecurityOpt []string `json:"securityOpt,omitempty"`
 	Privileged  bool     `json:"privileged,omitempty"`
@@ -112,6 +117,13 @@ type Build struct {
 type LifecycleCommand struct {
 	Steps    []Step `json:"steps"`
 	Parallel bool   `json:"parallel,omitempty"`
+	// From names where a command of an image's devcontainer.metadata
+	// comes from (a feature's id, or "the image"); "" for the file's own.
+	From string `json:"from,omitempty"`
+	// Before are the same property's commands of the image's metadata, in
+	// its order: they run first, each as its own command (the spec's
+	// merge).
+	Before []*LifecycleCommand `json:"before,omitempty"`
 }
 
 // Step is one command of a LifecycleCommand.

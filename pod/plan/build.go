@@ -14,6 +14,7 @@ import (
 	"github.com/devaipod/devaipod/internal/helperargs"
 
 	"github.com/devaipod/devaipod/pod/config"
+	"github.com/devaipod/devaipod/pod/devcontainer"
 	"github.com/devaipod/devaipod/pod/source"
 )
 
@@ -120,6 +121,16 @@ func (b *builder) build() (*Plan, error) {
 		if b.image, err = b.in.ResolveImage(b.wsImage); err != nil {
 			return nil, err
 		}
+	}
+	// What the image's metadata says the container needs (its features'
+	// users, hooks, entrypoints, privileges), merged as the devcontainer
+	// CLI merges it, under the file's own values.
+	if dc, label := b.in.Devcontainer, b.image.Labels[devcontainer.MetadataLabel]; dc != nil && label != "" {
+		merged, err := dc.WithMetadata(label)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", b.wsImage, err)
+		}
+		b.in.Devcontainer = merged
 	}
 	b.workdir = path.Join(WorkspacesDir, project)
 	agentURL := fmt.Sprintf("http://127.0.0.1:%d", b.port)

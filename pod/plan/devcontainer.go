@@ -116,12 +116,20 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 	for _, o := range ws.SecurityOpt {
 		grants = append(grants, "security-opt "+o)
 	}
+	// The image's features' entrypoints run when the workspace starts,
+	// under devaipod's init, then it waits as before.
+	if len(dc.Entrypoints) > 0 {
+		ws.Entrypoint = b.workspaceInit("/bin/sh", "-c", strings.Join(dc.Entrypoints, "\n")+"\nwhile sleep 86400; do :; done")
+		for _, e := range dc.Entrypoints {
+			grants = append(grants, "entrypoint "+e)
+		}
+	}
 	if len(grants) > 0 {
 		holds := "which holds your trusted values"
 		if b.in.Untrusted {
 			holds = "which holds none of your trusted values"
 		}
-		b.warnings = append(b.warnings, "the repository's devcontainer.json gives the workspace ("+holds+"; never the agent): "+strings.Join(grants, ", "))
+		b.warnings = append(b.warnings, "the repository's devcontainer.json and its image's metadata give the workspace ("+holds+"; never the agent): "+strings.Join(grants, ", "))
 	}
 	ws.ShmSize = ra.ShmSize
 	ws.Ulimits = ra.Ulimits

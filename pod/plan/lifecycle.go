@@ -39,16 +39,32 @@ func (l *Lifecycle) Stages(which string) []Stage {
 	if l == nil {
 		return nil
 	}
+	var named []Stage
 	switch which {
 	case StageCreate:
-		return []Stage{{"onCreateCommand", l.OnCreate}, {"updateContentCommand", l.UpdateContent},
+		named = []Stage{{"onCreateCommand", l.OnCreate}, {"updateContentCommand", l.UpdateContent},
 			{"postCreateCommand", l.PostCreate}, {"postStartCommand", l.PostStart}}
 	case StageStart:
-		return []Stage{{"postStartCommand", l.PostStart}}
+		named = []Stage{{"postStartCommand", l.PostStart}}
 	case StageAttach:
-		return []Stage{{"postAttachCommand", l.PostAttach}}
+		named = []Stage{{"postAttachCommand", l.PostAttach}}
 	}
-	return nil
+	// The image's metadata's commands of each property first, each a
+	// stage of its own (see devcontainer.LifecycleCommand.Before).
+	var out []Stage
+	for _, s := range named {
+		if s.Cmd == nil {
+			out = append(out, s)
+			continue
+		}
+		for _, b := range s.Cmd.Before {
+			out = append(out, Stage{s.Name + " of " + b.From, b})
+		}
+		if len(s.Cmd.Steps) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Has tells whether stage which has a command.

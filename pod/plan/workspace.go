@@ -82,8 +82,8 @@ func workspaceLimits(l config.Limits) *config.Limits {
 
 // workspaceInit bridges the agent's server into the pod's network, except
 // in open mode, where the agent is in that network itself.
-func (b *builder) workspaceInit() []string {
-	init := helperargs.Init{Canary: "tcp:" + CanaryAddr}
+func (b *builder) workspaceInit(command ...string) []string {
+	init := helperargs.Init{Canary: "tcp:" + CanaryAddr, Command: command}
 	if b.mode != config.NetworkOpen {
 		init.Forwards = []string{helperargs.Forward(fmt.Sprintf("127.0.0.1:%d", b.port), AgentSocket)}
 	}
