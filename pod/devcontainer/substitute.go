@@ -57,7 +57,9 @@ const (
 	// and the in-container lifecycle commands).
 	containerEnvOK
 	// agentSide: the value reaches the agent container
-	// (customizations.devaipod.agent), which never sees host values.
+	// (customizations.devaipod.agent; postStartCommand and
+	// postAttachCommand, which run there after start and at attach),
+	// which never sees host values.
 	agentSide
 )
 
@@ -316,8 +318,9 @@ func (c *Config) rewriteStrings(fn func(key, s string, k fieldKind) string) {
 	command("onCreateCommand", c.OnCreateCommand, idOK|containerEnvOK)
 	command("updateContentCommand", c.UpdateContentCommand, idOK|containerEnvOK)
 	command("postCreateCommand", c.PostCreateCommand, idOK|containerEnvOK)
-	command("postStartCommand", c.PostStartCommand, idOK|containerEnvOK)
-	command("postAttachCommand", c.PostAttachCommand, idOK|containerEnvOK)
+	// After start and at attach these run in the agent's container.
+	command("postStartCommand", c.PostStartCommand, idOK|containerEnvOK|agentSide)
+	command("postAttachCommand", c.PostAttachCommand, idOK|containerEnvOK|agentSide)
 	list("capAdd", c.CapAdd, 0)
 	list("securityOpt", c.SecurityOpt, 0)
 	list("runArgs", c.RunArgs, idOK)

@@ -135,8 +135,11 @@ func TestSubstituteContainerEnvScope(t *testing.T) {
 	if got := c.ContainerEnv["WRONG_PLACE"]; got != "${containerEnv:HOME}/x" {
 		t.Errorf("containerEnv got ${containerEnv} replaced: %q", got)
 	}
-	if got := c.PostStartCommand.Steps[0].Args[2]; got != "echo /home/dev me" {
+	if got := c.PostStartCommand.Steps[0].Args[2]; got != "echo /home/dev" {
 		t.Errorf("postStartCommand = %q", got)
+	}
+	if got := c.PostCreateCommand.Steps[0].Args[2]; got != "echo me" {
+		t.Errorf("postCreateCommand = %q", got)
 	}
 	if c.WorkspaceFolder != "/workspaces/default" {
 		t.Errorf("workspaceFolder = %q, want the default of ${localEnv:WS:...}", c.WorkspaceFolder)
