@@ -122,8 +122,11 @@ test:
 	$(MAKE) build
 	hack/as-test-user $(MAKE) images
 	hack/as-test-user hack/extract-opencode.sh /tmp/devaipod-test-opencode/opencode
-	DEVAIPOD_BIN=$(CURDIR)/bin/devaipod DEVAIPOD_OPENCODE_BIN=/tmp/devaipod-test-opencode/opencode \
-		go test -v -count=1 -timeout 60m -exec $(CURDIR)/hack/as-test-user ./...
+	@# The output as it comes, then the slowest tests; the status is go test's.
+	@status=$$(mktemp); \
+	{ DEVAIPOD_BIN=$(CURDIR)/bin/devaipod DEVAIPOD_OPENCODE_BIN=/tmp/devaipod-test-opencode/opencode \
+		go test -v -count=1 -timeout 60m -exec $(CURDIR)/hack/as-test-user ./... 2>&1; echo $$? >"$$status"; } | hack/test-report.sh; \
+	code=$$(cat "$$status"); rm -f "$$status"; exit $$code
 	@# Resource limits hold only on rootful podman here (rootless on cgroup v1 ignores them): as
 	@# root, prove them there too. A non-root run says so instead.
 	@if [ "$$(id -u)" -eq 0 ]; then \
