@@ -122,9 +122,11 @@ test:
 	$(MAKE) build
 	hack/as-test-user $(MAKE) images
 	hack/as-test-user hack/extract-opencode.sh /tmp/devaipod-test-opencode/opencode
+	hack/as-test-user hack/install-devcontainer-cli.sh /tmp/devaipod-test-devcontainer-cli
 	@# The output as it comes, then the slowest tests; the status is go test's.
 	@status=$$(mktemp); \
 	{ DEVAIPOD_BIN=$(CURDIR)/bin/devaipod DEVAIPOD_OPENCODE_BIN=/tmp/devaipod-test-opencode/opencode \
+		DEVAIPOD_DEVCONTAINER_CLI_BIN=/tmp/devaipod-test-devcontainer-cli/node_modules/.bin/devcontainer \
 		go test -v -count=1 -timeout 60m -exec $(CURDIR)/hack/as-test-user ./... 2>&1; echo $$? >"$$status"; } | hack/test-report.sh; \
 	code=$$(cat "$$status"); rm -f "$$status"; exit $$code
 	@# Resource limits hold only on rootful podman here (rootless on cgroup v1 ignores them): as

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -33,5 +35,40 @@ func TestE2EImageMetadata(t *testing.T) {
 	}
 	if r := devaipod(t, nil, "exec", name, "-c", "agent", "--", "sh", "-c", `echo "[$E2E_META]"`); r.stdout != "[]\n" {
 		t.Errorf("the image's containerEnv reached the agent: %s", r)
+	}
+}
+
+// TestE2ELocalFeature: a repository's own feature, built by the
+// devcontainer CLI, with an entrypoint and a lifecycle hook: the CLI keeps
+// both in the image's devcontainer.metadata (and the file's own hook too),
+// and up runs the entrypoint when the workspace starts and the feature's
+// hook before the file's, each once.
+func TestE2ELocalFeature(t *testing.T) {
+	e2e(t)
+	cli := os.Getenv("DEVAIPOD_DEVCONTAINER_CLI_BIN")
+	if cli == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("DEVAIPOD_DEVCONTAINER_CLI_BIN is not set under CI: make test installs the devcontainer CLI (hack/install-devcontainer-cli.sh)")
+		}
+		t.Skip("DEVAIPOD_DEVCONTAINER_CLI_BIN is not set (make test installs the devcontainer CLI)")
+	}
+	repo := fixtureRepo(t)
+	install := filepath.Join(repo, ".devcontainer/e2e-feature/install.sh")
+	os.MkdirAll(filepath.Dir(install), 0o755)
+	script := "#!/bin/sh\nset -e\nprintf '#!/bin/sh\\necho started > /tmp/e2e-entry\\nexec \"$@\"\\n' > /usr/local/share/e2e-entry.sh\nchmod +x /usr/local/share/e2e-entry.sh\n"
+	if err := os.WriteFile(install, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	commitFiles(t, repo, map[string]string{
+		".devcontainer/devcontainer.json": `{"image": "localhost/devaipod-default:latest", "features": {"./e2e-feature": {}}, "postCreateCommand": "echo file >> /tmp/e2e-order"}`,
+		".devcontainer/e2e-feature/devcontainer-feature.json": `{"id": "e2e-feature", "version": "1.0.0", "name": "e2e",
+			"entrypoint": "/usr/local/share/e2e-entry.sh", "onCreateCommand": "echo feature >> /tmp/e2e-order"}`,
+	})
+	name := uniqueName("e2e-feat")
+	cleanup(t, name)
+	mustDevaipod(t, []string{"DEVAIPOD_DEVCONTAINER_CLI=" + cli}, "--config", standInConfig(t, ""), "up", repo, "--name", name, "--trust")
+	got := mustDevaipod(t, nil, "exec", name, "--", "sh", "-c", `cat /tmp/e2e-order /tmp/e2e-entry`).stdout
+	if got != "feature\nfile\nstarted\n" {
+		t.Errorf("the feature's hook, then the file's, each once, and the entrypoint's marker:\n%s", got)
 	}
 }
