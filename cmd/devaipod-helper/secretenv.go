@@ -27,7 +27,7 @@ import (
 //
 // `devaipod exec` runs it as root (podman exec --user 0) so that it can read
 // those files, and has it switch to the devcontainer's remoteUser (--user)
-// with its remoteEnv (--env) before it runs the command.
+// before it runs the command (remoteEnv is in the container's environment).
 
 var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -78,8 +78,7 @@ already runs as SPEC's uid and gid, in which case nothing is switched (and no
 group is added).
 
 CMD's environment, from lowest to highest precedence: this process's
-environment, HOME/USER/LOGNAME of --user, --env values (e.g. the
-devcontainer's remoteEnv), DIR's variables.
+environment, HOME/USER/LOGNAME of --user, --env values, DIR's variables.
 
 Flags:
 `)
@@ -217,10 +216,11 @@ func secretEnv(base []string, dir string) ([]string, error) {
 // commandEnv returns CMD's environment. Each layer wins over the ones
 // before it:
 //
-//  1. base, the environment secret-env inherited (podman exec's);
+//  1. base, the environment secret-env inherited (podman exec's: the
+//     container's, the devcontainer's containerEnv and remoteEnv among it,
+//     which come from the repository's devcontainer.json);
 //  2. HOME, USER and LOGNAME of as, when --user was given (as is not nil);
-//  3. extra, the --env values: the devcontainer's remoteEnv, which comes
-//     from the repository's devcontainer.json;
+//  3. extra, the --env values;
 //  4. secrets, the trusted side's variables from --dir.
 //
 // The secrets come last on purpose: a repository must not be able to

@@ -117,8 +117,7 @@ type SecretEnv struct {
 	Umask       string
 	User        string
 	GroupAdd    []string
-	Env         []string // KEY=value, below the secret variables
-	PrintHashes bool     // print NAME SHA256 lines instead of running
+	PrintHashes bool // print NAME SHA256 lines instead of running
 	Command     []string
 }
 
@@ -129,7 +128,6 @@ func (x SecretEnv) Args() []string {
 	a.str("umask", x.Umask)
 	a.str("user", x.User)
 	a.list("group-add", x.GroupAdd)
-	a.list("env", x.Env)
 	a.boolean("print-hashes", x.PrintHashes)
 	if len(x.Command) == 0 {
 		return a
