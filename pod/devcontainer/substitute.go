@@ -259,6 +259,11 @@ func (c *Config) scanVariables(d *decoder) {
 			case k&agentSide != 0 && hostVariables[name]:
 				d.errs = append(d.errs, &Error{File: c.File, Line: c.lineOf(key), Key: key,
 					Msg: fmt.Sprintf("%s is not allowed here: this value reaches the agent, which never gets host values", m[0])})
+			case k&agentSide != 0 && name == "containerEnv":
+				// The workspace's variables hold what containerEnv took
+				// from the host, and the pod's label would keep them.
+				d.errs = append(d.errs, &Error{File: c.File, Line: c.lineOf(key), Key: key,
+					Msg: fmt.Sprintf("%s is not allowed here: this command runs in the agent's container, which never gets the workspace's variables", m[0])})
 			case k&containerEnvOK == 0 && name == "containerEnv":
 				c.Warnings = append(c.Warnings, fmt.Sprintf("%s: %s stays as written: ${containerEnv:...} is only replaced in remoteEnv and the lifecycle commands that run in the container", key, m[0]))
 			}

@@ -135,10 +135,10 @@ func TestSubstituteContainerEnvScope(t *testing.T) {
 	if got := c.ContainerEnv["WRONG_PLACE"]; got != "${containerEnv:HOME}/x" {
 		t.Errorf("containerEnv got ${containerEnv} replaced: %q", got)
 	}
-	if got := c.PostStartCommand.Steps[0].Args[2]; got != "echo /home/dev" {
+	if got := c.PostStartCommand.Steps[0].Args[2]; got != "echo /workspaces/default" {
 		t.Errorf("postStartCommand = %q", got)
 	}
-	if got := c.PostCreateCommand.Steps[0].Args[2]; got != "echo me" {
+	if got := c.PostCreateCommand.Steps[0].Args[2]; got != "echo /home/dev me" {
 		t.Errorf("postCreateCommand = %q", got)
 	}
 	if c.WorkspaceFolder != "/workspaces/default" {
