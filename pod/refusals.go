@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/devaipod/devaipod/internal/helperargs"
+	"github.com/devaipod/devaipod/proxy/record"
 )
 
 // Refused sums up the requests a pod's proxy refused its agent since the
@@ -33,22 +34,24 @@ func refusedSince(r io.Reader, since time.Time) Refused {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var rec struct {
-			Kind, Event, Decision, Host, Time string
-			Count                             int
+			Kind string // the gator's records have one
+			record.Record
 		}
 		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec.Kind != "" {
 			continue // a diagnostic, or the gator's
 		}
 		t, err := time.Parse(time.RFC3339Nano, rec.Time)
-		if err != nil || !t.After(since) {
+		if err != nil || !t.After(since) || rec.Decision != record.DecisionDeny {
 			continue
 		}
-		switch {
-		case rec.Event == "request" && rec.Decision == "deny" && !helperargs.IsProbeHost(rec.Host):
-			sum.Count++
-			sum.Hosts[rec.Host]++
-		case rec.Event == "dropped" && rec.Decision == "deny":
-			sum.Count += rec.Count
+		switch rec.Event {
+		case record.EventRequest:
+			if !helperargs.IsProbeHost(rec.Host) {
+				sum.Count++
+				sum.Hosts[rec.Host]++
+			}
+		case record.EventDropped:
+			sum.Count += int(rec.Count)
 		}
 	}
 	return sum

@@ -15,7 +15,7 @@ import (
 	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/podman"
-	"github.com/devaipod/devaipod/proxy"
+	"github.com/devaipod/devaipod/proxy/record"
 	"github.com/spf13/cobra"
 )
 
@@ -60,8 +60,8 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 			}
 			return
 		}
-		var r proxy.Record
-		if json.Unmarshal([]byte(line), &r) != nil || (r.Event != proxy.EventRequest && r.Event != proxy.EventDropped) {
+		var r record.Record
+		if json.Unmarshal([]byte(line), &r) != nil || (r.Event != record.EventRequest && r.Event != record.EventDropped) {
 			return // a policy event
 		}
 		if denied && r.Decision != "deny" {
@@ -82,7 +82,7 @@ func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short stri
 		if r.Decision == "deny" && helperargs.IsProbeHost(r.Host) {
 			why = "devaipod's containment check (up, verify): " + why
 		}
-		if r.Event == proxy.EventDropped {
+		if r.Event == record.EventDropped {
 			r.Method, r.Host, why = "-", "-", droppedText(r.Reason, r.Count, r.Since)
 		}
 		if r.DecidedBy != "" {

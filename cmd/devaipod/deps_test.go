@@ -6,11 +6,12 @@ import (
 	"testing"
 )
 
-// TestDependencies keeps the gator's server libraries out of the CLI: it
+// TestDependencies keeps the sidecars' server libraries out of the CLI: it
 // needs only the gator's policy (package gator/policy: scopes to check at
-// up, audit records to print), while the MCP SDK, go-github and go-git
-// belong to devaipod-gator, which runs in its own container. Importing
-// package gator from here would link them all again.
+// up, audit records to print) and the proxy's records (proxy/record), while
+// the MCP SDK, go-github and go-git belong to devaipod-gator and goproxy to
+// the helper, each in its own container. Importing package gator or proxy
+// from here would link them again.
 //
 // go test gives the test binary the build info of the package under test
 // without its test files (a module only a _test.go file imports is not
@@ -24,9 +25,10 @@ func TestDependencies(t *testing.T) {
 		t.Fatal("the build info lists no modules; this test would check nothing")
 	}
 	for _, d := range bi.Deps {
-		for _, banned := range []string{"github.com/modelcontextprotocol/", "github.com/google/go-github", "github.com/go-git/"} {
+		for banned, owner := range map[string]string{"github.com/modelcontextprotocol/": "devaipod-gator", "github.com/google/go-github": "devaipod-gator",
+			"github.com/go-git/": "devaipod-gator", "github.com/elazarl/goproxy": "devaipod-helper"} {
 			if strings.HasPrefix(d.Path, banned) {
-				t.Errorf("devaipod links %s %s; only devaipod-gator should", d.Path, d.Version)
+				t.Errorf("devaipod links %s %s; only %s should", d.Path, d.Version, owner)
 			}
 		}
 	}

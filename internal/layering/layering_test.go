@@ -19,13 +19,13 @@ const module = "github.com/devaipod/devaipod/"
 // a new package, or a new arrow, is added to both.
 var mayImport = map[string][]string{
 	// The CLI: flags, output, exit codes, over the library.
-	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "pod/kube", "pod/kubeclient", "gator/policy", "proxy", "internal/approval", "internal/helperargs", "internal/safetext", "internal/size"},
+	"cmd/devaipod":                  {"pod", "pod/config", "pod/plan", "pod/podman", "pod/kube", "pod/kubeclient", "gator/policy", "proxy/record", "internal/approval", "internal/helperargs", "internal/safetext", "internal/size"},
 	"cmd/devaipod/internal/fakellm": {},
 	// The binaries of the helper image: never the library, nor podman.
 	"cmd/devaipod-helper": {"proxy", "proxy/rule", "internal/approval", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs", "internal/size"},
 	"cmd/devaipod-gator":  {"gator", "gator/policy", "internal/approval", "internal/auditlog", "internal/cmdline", "internal/endpoint", "internal/helperargs"},
 	// The library: orchestration over the Engine interface.
-	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "internal/approval", "internal/auditlog", "internal/helperargs"},
+	"pod":              {"pod/config", "pod/devcontainer", "pod/plan", "pod/source", "gator/policy", "proxy/record", "internal/approval", "internal/auditlog", "internal/helperargs"},
 	"pod/podman":       {"pod", "pod/plan", "internal/size"},
 	"pod/kubeclient":   {"pod", "pod/plan", "pod/kube", "pod/config", "pod/source", "internal/helperargs"},
 	"pod/kube":         {"pod/config", "pod/plan", "internal/helperargs", "internal/size"},
@@ -34,7 +34,8 @@ var mayImport = map[string][]string{
 	"pod/source":       {"internal/gitpack", "internal/safetext"},
 	"pod/devcontainer": {"proxy/rule", "internal/size"},
 	// The sidecars' servers.
-	"proxy":        {"proxy/rule", "internal/auditlog"},
+	"proxy":        {"proxy/rule", "proxy/record", "internal/auditlog"},
+	"proxy/record": {},
 	"proxy/rule":   {},
 	"gator":        {"gator/policy", "internal/approval", "internal/auditlog", "internal/gitpack"},
 	"gator/policy": {},
