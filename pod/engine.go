@@ -242,6 +242,25 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	if err := eng.StartPod(ctx, pl.Pod.Name); err != nil {
 		return fmt.Errorf("start pod: %w", err)
 	}
+	return AfterStart(ctx, eng, pl, AfterStartOptions{ReadyTimeout: opts.ReadyTimeout, Output: opts.Output, Progress: progress,
+		RunCheck: func(_ int, c plan.Check) error { return runCheck(ctx, eng, c) }})
+}
+
+// AfterStartOptions are what AfterStart needs of its caller.
+type AfterStartOptions struct {
+	ReadyTimeout time.Duration
+	Output       io.Writer    // the lifecycle commands' output
+	Progress     func(string) // never nil
+	// RunCheck runs the plan's i-th containment check the engine's way.
+	RunCheck func(i int, c plan.Check) error
+}
+
+// AfterStart is what follows the start of a pod, on any engine: the
+// devcontainer's setup commands and then the wait for the agent (which
+// starts once the setup is done), alongside the containment checks; then
+// the task.
+func AfterStart(ctx context.Context, eng Engine, pl *plan.Plan, o AfterStartOptions) error {
+	progress := o.Progress
 	// The readiness wait and the containment checks are independent
 	// execs: run them at once. The checks do not need the agent's server,
 	// and the bridges retry until their targets are up.
@@ -254,16 +273,14 @@ func Up(ctx context.Context, eng Engine, pl *plan.Plan, tree string, opts UpOpti
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// The agent starts once the setup commands are done (RunSetup).
-		if errs[1] = RunSetup(ctx, eng, pl, opts.Output); errs[1] == nil {
+		if errs[1] = RunSetup(ctx, eng, pl, o.Output); errs[1] == nil {
 			if pl.Lifecycle != nil {
 				progress(ProgressWaiting) // up --timings times the wait from here
 			}
-			errs[0] = waitReady(ctx, eng, pl, opts.ReadyTimeout)
+			errs[0] = waitReady(ctx, eng, pl, o.ReadyTimeout)
 		}
 	})
-	wg.Go(func() {
-		errs[2] = RunChecks(pl.Checks, func(_ int, c plan.Check) error { return runCheck(ctx, eng, c) })
-	})
+	wg.Go(func() { errs[2] = RunChecks(pl.Checks, o.RunCheck) })
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {

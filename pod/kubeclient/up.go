@@ -13,11 +13,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/kube"
 	"github.com/devaipod/devaipod/pod/plan"
 	"github.com/devaipod/devaipod/pod/source"
@@ -272,63 +270,19 @@ func (c *Client) pipe(ctx context.Context, p *corev1.Pod, container string, argv
 	return err
 }
 
-// afterStart is what pod.Up does once the pod runs: the devcontainer's
-// setup commands and then the readiness wait (the agent starts once the
-// setup is done), alongside the containment checks; then the task.
+// afterStart is pod.AfterStart with the cluster's checks, whose notes
+// (what the cluster does not enforce) are said once they have run.
 func (c *Client) afterStart(ctx context.Context, pl *plan.Plan, opts UpOptions, progress func(string)) error {
-	if pl.Lifecycle != nil {
-		progress(pod.ProgressLifecycle)
-	} else {
-		progress(pod.ProgressWaiting)
-	}
-	ws := plan.ContainerName(pl.Name, plan.RoleWorkspace)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		// The agent starts once the setup commands are done (RunSetup).
-		if errs[1] = pod.RunSetup(ctx, c, pl, opts.Output); errs[1] != nil {
-			return
-		}
-		if pl.Lifecycle != nil {
-			progress(pod.ProgressWaiting)
-		}
-		code, out, err := c.Exec(ctx, ws, pod.AsRoot(pl.ReadyProbe(opts.ReadyTimeout)))
-		switch {
-		case err != nil:
-			errs[0] = fmt.Errorf("wait for agent: %w", err)
-		case code != 0:
-			var logs strings.Builder
-			_ = c.Logs(ctx, plan.ContainerName(pl.Name, plan.RoleAgent), 20, false, &logs)
-			errs[0] = &pod.ReadyError{Detail: strings.TrimSpace(out), Logs: logs.String()}
-		}
-	})
 	notes := make([]*ClusterNote, len(pl.Checks))
-	wg.Go(func() {
-		errs[2] = pod.RunChecks(pl.Checks, func(i int, ch plan.Check) (err error) {
+	err := pod.AfterStart(ctx, c, pl, pod.AfterStartOptions{ReadyTimeout: opts.ReadyTimeout, Output: opts.Output, Progress: progress,
+		RunCheck: func(i int, ch plan.Check) (err error) {
 			notes[i], err = c.runClusterCheck(ctx, pl.Name, ch)
 			return err
-		})
-	})
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err // readiness first: a dead agent explains failed checks
-		}
-	}
+		}})
 	for _, n := range notes {
 		if n != nil && opts.Warn != nil {
 			opts.Warn(n.String())
 		}
 	}
-	if pl.Task != "" && pl.AgentKind == config.AgentOpencode {
-		progress("handing the task to the agent")
-		code, out, err := c.Exec(ctx, ws, pod.AsRoot(pl.TaskCommand()))
-		if err == nil && code != 0 {
-			err = errors.New(strings.TrimSpace(out))
-		}
-		if err != nil {
-			return fmt.Errorf("hand the task to the agent: %w", err)
-		}
-	}
-	return nil
+	return err
 }
