@@ -386,11 +386,11 @@ func (c *creation) identify(ctx context.Context) (identity, error) {
 	req := &c.req
 	req.Pull = cmp.Or(req.Pull, PullMissing)
 	if !slices.Contains(PullPolicies, req.Pull) {
-		return identity{}, fmt.Errorf("--pull %q: use missing, always or never", req.Pull)
+		return identity{}, &InputError{Field: "pull", Err: fmt.Errorf("%q is not a pull policy: use missing, always or never", req.Pull)}
 	}
 	if req.Image != "" {
 		if err := config.ValidateImage(req.Image); err != nil {
-			return identity{}, fmt.Errorf("--image: %w", err)
+			return identity{}, &InputError{Field: "image", Err: err}
 		}
 	}
 	id := identity{name: req.Name}
@@ -407,7 +407,7 @@ func (c *creation) identify(ctx context.Context) (identity, error) {
 	if req.ForgeURL != "" {
 		id.forge = req.ForgeURL
 		if err := source.ValidateForgeURL(req.ForgeURL); err != nil {
-			return identity{}, fmt.Errorf("--forge-url: %w", err)
+			return identity{}, &InputError{Field: "forge-url", Err: err}
 		}
 	}
 	src, err := source.Resolve(ctx, req.Source, source.Options{Ref: req.Ref, ForgeURL: id.forge, APIURL: id.cfg.Forge.APIURL})
@@ -431,15 +431,15 @@ func (c *creation) input(id identity) (in plan.PlanInput, forbidden []string, er
 	req := &c.req
 	cfg, src, name, forge := id.cfg, id.src, id.name, id.forge
 	if a := req.WorkspaceAccess; a != "" && a != config.AccessRW && a != config.AccessRO {
-		return plan.PlanInput{}, nil, fmt.Errorf("--workspace-access %q: use rw or ro", a)
+		return plan.PlanInput{}, nil, &InputError{Field: "workspace-access", Err: fmt.Errorf("%q is not an access mode: use rw or ro", a)}
 	}
 	for _, r := range req.Allow {
 		if err := config.ValidateRule(r); err != nil {
-			return plan.PlanInput{}, nil, fmt.Errorf("--allow: %w", err)
+			return plan.PlanInput{}, nil, &InputError{Field: "allow", Err: err}
 		}
 		switch msg, whole := config.RuleWarning(r); {
 		case whole && !req.Force:
-			return plan.PlanInput{}, nil, fmt.Errorf("--allow: %s; name the hosts, or pass --force to allow it all the same", msg)
+			return plan.PlanInput{}, nil, &InputError{Field: "allow", Err: fmt.Errorf("%s; name the hosts", msg), Forcible: true}
 		case msg != "":
 			c.warn("--allow: " + msg)
 		}
@@ -561,3 +561,16 @@ func hasAgentConfig(tree string) bool {
 	}
 	return false
 }
+
+// InputError is a value of the request that the library refuses. Field
+// names it as the caller's interface does (devaipod's CLI: the flag
+// --FIELD); the library speaks of no flag.
+type InputError struct {
+	Field string
+	Err   error
+	// Forcible: the request may insist (Request.Force).
+	Forcible bool
+}
+
+func (e *InputError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }

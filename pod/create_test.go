@@ -75,7 +75,8 @@ func TestCreateRefusesBadImage(t *testing.T) {
 	repo := gittest.Repo(t)
 	for _, img := range []string{"bad//image", "org/Upper", "x:tag:again"} {
 		_, _, err := dryRun(t, Request{Source: repo, Image: img})
-		if err == nil || !strings.HasPrefix(err.Error(), `--image: image "`+img+`"`) {
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.Field != "image" || !strings.HasPrefix(err.Error(), `image: image "`+img+`"`) {
 			t.Errorf("up --image %s --dry-run: %v; want a refusal naming it", img, err)
 		}
 	}
@@ -90,8 +91,9 @@ func TestCreateRefusesBadImage(t *testing.T) {
 func TestCreateAllowBreadth(t *testing.T) {
 	repo := gittest.Repo(t)
 	_, _, err := dryRun(t, Request{Source: repo, Allow: []string{"api.example.test", "*.com"}})
-	if err == nil || !strings.Contains(err.Error(), `--allow: rule "*.com" opens every host under "com"`) || !strings.Contains(err.Error(), "--force") {
-		t.Errorf("--allow '*.com': %v; want a refusal that names --force", err)
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Field != "allow" || !ie.Forcible || !strings.Contains(err.Error(), `allow: rule "*.com" opens every host under "com"`) {
+		t.Errorf("--allow '*.com': %v; want a refusal of the field allow that force would pass", err)
 	}
 	_, _, err = dryRun(t, Request{Source: repo, Allow: []string{"*"}, Force: true})
 	if err == nil || !strings.Contains(err.Error(), "would allow every host") {

@@ -1,7 +1,6 @@
 package pod
 
 import (
-	"fmt"
 	"net/url"
 	"strings"
 
@@ -18,7 +17,7 @@ import (
 func gatorScopes(flags []string, cfg *config.Config, src *source.Source, forge string, hostEnv map[string]string) ([]string, error) {
 	explicit, err := policy.ParseScopes(flags)
 	if err != nil {
-		return nil, fmt.Errorf("--gator: %w", err)
+		return nil, &InputError{Field: "gator", Err: err}
 	}
 	configured, err := policy.ScopesFromConfig(cfg.Gator.GitHub.Repos)
 	if err != nil {

@@ -192,7 +192,7 @@ func (c *creation) prepareDevcontainer(ctx context.Context, eng Engine, in *plan
 		// A path in the user's checkout names the same path in the clone.
 		rel, err := filepath.Rel(src.Dir, explicit)
 		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			return fmt.Errorf("--devcontainer %s is not inside the repository %s", explicit, src.Dir)
+			return &InputError{Field: "devcontainer", Err: fmt.Errorf("%s is not inside the repository %s", explicit, src.Dir)}
 		}
 		explicit = rel
 	}

@@ -452,7 +452,7 @@ func TestE2EBadInput(t *testing.T) {
 		{[]string{"delete", "devaipod-no-such-pod-x"}, "not found"},
 		{[]string{"logs", "x", "-c", "nope"}, "unknown container"},
 		{[]string{"logs", "no-such-pod-x"}, "pod no-such-pod-x: not found"},
-		{[]string{"up", notGit, "--pull", "sometimes"}, `--pull "sometimes": use missing, always or never`},
+		{[]string{"up", notGit, "--pull", "sometimes"}, `--pull: "sometimes" is not a pull policy: use missing, always or never`},
 		{[]string{"--config", badCfg, "up", notGit}, badCfg + ":3: agent.comand: unknown key"},
 		{[]string{"list", "-o", "yaml"}, "--output must be text or json"},
 	}

@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, s streams) int {
 			exec.Flags().SetInterspersed(true)
 		}
 	}
-	err := root.ExecuteContext(ctx)
+	err := spellFlags(root.ExecuteContext(ctx))
 	if err == nil {
 		return 0
 	}
@@ -115,6 +115,25 @@ func writeJSONError(w io.Writer, err error, text string) {
 // may carry what the agent or the repository wrote (a failed command's
 // output, git's complaint about a file name, the agent's log): every line
 // is shown printable.
+// spellFlags says the request field an error of the library names
+// (pod.InputError) as the flag that set it: "pull: ..." is "--pull: ...".
+func spellFlags(err error) error {
+	var ie *pod.InputError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	return &flagError{err: err, text: strings.Replace(err.Error(), ie.Error(), "--"+ie.Error(), 1)}
+}
+
+// flagError is an error whose text spellFlags rewrote.
+type flagError struct {
+	err  error
+	text string
+}
+
+func (e *flagError) Error() string { return e.text }
+func (e *flagError) Unwrap() error { return e.err }
+
 func printError(w io.Writer, err error) {
 	fmt.Fprintf(w, "Error: %s\n", safetext.Lines(err.Error()))
 	if hint := kubeHint(err); hint != "" {
@@ -126,6 +145,7 @@ func printError(w io.Writer, err error) {
 	var he *hintError
 	var xe *pod.ExistingPodError
 	var se *pod.StaleImageError
+	var ie *pod.InputError
 	var hce *pod.HostCommandError
 	switch {
 	case errors.As(err, &he):
@@ -157,6 +177,8 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, "Hint: if the agent's work is meant to be that large, pass a larger --max-size; `devaipod diff NAME --stat` (with --max-size too) shows what it holds")
 	case errors.As(err, new(*plan.GuardedValueError)):
 		fmt.Fprintln(w, "Hint: nothing was created. The agent never holds a trusted or credential value, under any name: give that variable a value of its own, or stop passing it to the agent (the repository's devcontainer.json envAllowlist, [env] in your config, DEVAIPOD_AGENT_* variables)")
+	case errors.As(err, &ie) && ie.Forcible:
+		fmt.Fprintf(w, "Hint: pass --force to allow it all the same\n")
 	case errors.As(err, new(*pod.AccessError)):
 		fmt.Fprintln(w, "Hint: devaipod reads the checkout as the user it runs as: give that user access (chmod o+x on the folder named, o+rX on the checkout), or clone the repository where it can read it; a root's checkout under /root is out of other users' reach")
 	case errors.As(err, new(*plan.NoModelError)):
