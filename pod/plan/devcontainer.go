@@ -160,6 +160,14 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 	for _, m := range b.in.DevcontainerBinds {
 		ws.Binds = append(ws.Binds, Bind{HostPath: m.Source, Dest: m.Target, ReadOnly: !m.RW})
 	}
+	// A bind the file did not name came from the image's metadata: an
+	// image never gets a host path (the file's were checked as [[mounts]]).
+	for _, m := range dc.Mounts {
+		if m.Type == devcontainer.MountBind && !b.in.Untrusted &&
+			!slices.ContainsFunc(b.in.DevcontainerBinds, func(h HostMount) bool { return h.Target == m.Target }) {
+			b.warnings = append(b.warnings, fmt.Sprintf("the image's devcontainer.metadata asks to bind the host's %s at %s: not bound (an image never gets a host path; name it in devcontainer.json or [[mounts]])", m.Source, m.Target))
+		}
+	}
 	for i, m := range append(slices.Clone(dc.Mounts), ra.Mounts...) {
 		switch m.Type {
 		case devcontainer.MountVolume:

@@ -13,7 +13,8 @@ import (
 // withheld as the file's would be.
 func TestBuildImageMetadata(t *testing.T) {
 	label := `[{"remoteUser": "vscode", "onCreateCommand": "echo image"},
-		{"id": "dind", "privileged": true, "entrypoint": "/usr/local/share/docker-init.sh", "containerEnv": {"DOCKER_BUILDKIT": "1"}}]`
+		{"id": "dind", "privileged": true, "entrypoint": "/usr/local/share/docker-init.sh", "containerEnv": {"DOCKER_BUILDKIT": "1"},
+		 "mounts": [{"type": "bind", "source": "/home/me/.ssh", "target": "/ssh"}]}]`
 	build := func(untrusted bool) *Plan {
 		t.Helper()
 		in := planInput()
@@ -49,8 +50,14 @@ func TestBuildImageMetadata(t *testing.T) {
 	if strings.Join(names, ",") != "onCreateCommand of the image,postCreateCommand" {
 		t.Errorf("stages %q", names)
 	}
-	if w := strings.Join(p.Warnings, "\n"); !strings.Contains(w, "privileged, entrypoint /usr/local/share/docker-init.sh") {
+	if w := strings.Join(p.Warnings, "\n"); !strings.Contains(w, "privileged, entrypoint /usr/local/share/docker-init.sh") ||
+		!strings.Contains(w, "asks to bind the host's /home/me/.ssh at /ssh: not bound") {
 		t.Errorf("warnings %q", w)
+	}
+	for _, bind := range ws.Binds {
+		if bind.HostPath == "/home/me/.ssh" {
+			t.Errorf("the image's metadata bound a host path: %+v", bind)
+		}
 	}
 	if u := build(true); u.Container(RoleWorkspace).Privileged {
 		t.Error("an untrusted repository's image metadata made the workspace privileged")
