@@ -260,7 +260,7 @@ func Create(ctx context.Context, eng Engine, req Request) (res *Result, err erro
 			return &Result{Plan: pl, Source: src}, req.Apply(ctx, pl, tree)
 		}
 		steps := append(c.steps, imageSteps(pl, req.Pull, c.built, images.anonymous)...)
-		steps = append(steps, upSteps(pl, src.Commit, req.ReadyTimeout)...)
+		steps = append(steps, upSteps(pl.Redacted(), src.Commit, req.ReadyTimeout)...) // printed: no value of the host's
 		return &Result{Plan: pl, Source: src, Steps: steps}, nil
 	}
 	if in.Host, err = hostInfo(); err != nil {

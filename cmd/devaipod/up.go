@@ -196,7 +196,7 @@ func runUp(cmd *cobra.Command, g *globalFlags, f *upFlags, input, task string) e
 				Steps []pod.Step `json:"steps"`
 			}{pl.Redacted(), res.Steps})
 		}
-		printPlan(cmd.OutOrStdout(), pl, res.Steps)
+		printPlan(cmd.OutOrStdout(), pl.Redacted(), res.Steps)
 		return nil
 	}
 	steps.mark("")

@@ -15,8 +15,12 @@ import (
 // order.
 const MetadataLabel = "devcontainer.metadata"
 
-// maxMetadata bounds the label: the image is the repository's choice.
-const maxMetadata = 1 << 20
+// maxMetadata and maxMetadataEntries bound the label: the image is the
+// repository's choice (a base image and a feature each make one entry).
+const (
+	maxMetadata        = 1 << 20
+	maxMetadataEntries = 100
+)
 
 // WithMetadata returns a copy of c merged with the entries of an image's
 // devcontainer.metadata label, as the devcontainer CLI merges them (the
@@ -28,10 +32,14 @@ const maxMetadata = 1 << 20
 // in-container lifecycle command of the metadata runs before c's own, in
 // order (Before), a command identical to c's own once. Keys of an entry
 // that devaipod does not read are said in the copy's Warnings.
-func (c *Config) WithMetadata(label string) (*Config, error) {
+//
+// Each entry's variables are substituted with vars, but never a host
+// value: ${localEnv:...} is as unset (an image gets nothing of the host).
+func (c *Config) WithMetadata(label string, vars Vars) (*Config, error) {
 	if len(label) > maxMetadata {
 		return nil, fmt.Errorf("%s label: more than %d bytes", MetadataLabel, maxMetadata)
 	}
+	vars.LocalEnv, vars.LocalWorkspaceFolder, vars.WithholdLocalEnv = nil, "", true
 	var raw []json.RawMessage
 	if err := json.Unmarshal([]byte(label), &raw); err != nil {
 		var one json.RawMessage // a single object is allowed too
@@ -49,9 +57,15 @@ func (c *Config) WithMetadata(label string) (*Config, error) {
 			Entrypoint string `json:"entrypoint"`
 		}
 		json.Unmarshal(r, &id)
+		if i == maxMetadataEntries {
+			return nil, fmt.Errorf("%s label: more than %d entries", MetadataLabel, maxMetadataEntries)
+		}
 		e, err := parseMetadataEntry(r, fmt.Sprintf("%s[%d]", MetadataLabel, i))
 		if err != nil {
 			return nil, err
+		}
+		if err := e.Substitute(vars); err != nil {
+			return nil, fmt.Errorf("the image's %w", err)
 		}
 		if id.Entrypoint != "" {
 			e.Entrypoints = []string{id.Entrypoint}

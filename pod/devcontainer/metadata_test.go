@@ -22,7 +22,7 @@ func TestWithMetadata(t *testing.T) {
 		 "onCreateCommand": {"a": "echo a", "b": "echo b"}, "customizations": {"vscode": {}}},
 		{"id": "local/feature", "remoteUser": "dev", "postCreateCommand": "make", "shutdownAction": "none"}
 	]`
-	m, err := c.WithMetadata(label)
+	m, err := c.WithMetadata(label, Vars{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +61,38 @@ func TestWithMetadata(t *testing.T) {
 		t.Errorf("the file's config changed: %+v", c)
 	}
 	// One object, not an array, is allowed; garbage is an error.
-	if m, err := c.WithMetadata(`{"remoteUser": "node"}`); err != nil || m.RemoteUser != "node" {
+	if m, err := c.WithMetadata(`{"remoteUser": "node"}`, Vars{}); err != nil || m.RemoteUser != "node" {
 		t.Errorf("one object: %v %v", m, err)
 	}
 	for _, bad := range []string{`nope`, `[{"remoteUser": 1}]`, `"x"`} {
-		if _, err := c.WithMetadata(bad); err == nil {
+		if _, err := c.WithMetadata(bad, Vars{}); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
+	}
+}
+
+// TestWithMetadataVariables: an entry's variables are the container's
+// (workspace folder, devcontainerId), never the host's; the label is
+// bounded.
+func TestWithMetadataVariables(t *testing.T) {
+	c, err := Parse([]byte(`{"image": "img"}`), "dc.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := `[{"id": "dind", "mounts": [{"type": "volume", "source": "dind-var-lib-docker-${devcontainerId}", "target": "/var/lib/docker"}],
+		"onCreateCommand": "echo ${containerWorkspaceFolder} [${localEnv:HOME}]"}]`
+	m, err := c.WithMetadata(label, Vars{ContainerWorkspaceFolder: "/workspaces/p", DevcontainerID: "id1", LocalEnv: map[string]string{"HOME": "/home/me"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Mounts[0].Source != "dind-var-lib-docker-id1" {
+		t.Errorf("mount source %q", m.Mounts[0].Source)
+	}
+	if got := m.OnCreateCommand.Before[0].Steps[0].Args[2]; got != "echo /workspaces/p []" {
+		t.Errorf("onCreateCommand %q: the host's HOME must not reach it", got)
+	}
+	many := "[" + strings.Repeat(`{"init": true},`, maxMetadataEntries) + `{"init": true}]`
+	if _, err := c.WithMetadata(many, Vars{}); err == nil || !strings.Contains(err.Error(), "more than 100 entries") {
+		t.Errorf("a label of %d entries: %v", maxMetadataEntries+1, err)
 	}
 }

@@ -298,6 +298,11 @@ func (c *Config) rewriteStrings(fn func(key, s string, k fieldKind) string) {
 			}
 			list(sk, lc.Steps[i].Args, k)
 		}
+		for _, b := range lc.Before { // an image's metadata's
+			for i := range b.Steps {
+				list(key+" of "+b.From, b.Steps[i].Args, k)
+			}
+		}
 	}
 
 	str("name", &c.Name, idOK)

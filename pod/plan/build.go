@@ -122,17 +122,18 @@ func (b *builder) build() (*Plan, error) {
 			return nil, err
 		}
 	}
+	b.workdir = path.Join(WorkspacesDir, project)
 	// What the image's metadata says the container needs (its features'
 	// users, hooks, entrypoints, privileges), merged as the devcontainer
 	// CLI merges it, under the file's own values.
 	if dc, label := b.in.Devcontainer, b.image.Labels[devcontainer.MetadataLabel]; dc != nil && label != "" {
-		merged, err := dc.WithMetadata(label)
+		merged, err := dc.WithMetadata(label, devcontainer.Vars{ContainerWorkspaceFolder: b.workdir,
+			DevcontainerID: devcontainer.DevcontainerID(map[string]string{LabelPod: b.short})})
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", b.wsImage, err)
 		}
 		b.in.Devcontainer = merged
 	}
-	b.workdir = path.Join(WorkspacesDir, project)
 	agentURL := fmt.Sprintf("http://127.0.0.1:%d", b.port)
 
 	podLabels := b.labels(LabelAgentURL, agentURL)

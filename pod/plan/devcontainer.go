@@ -119,7 +119,8 @@ func (b *builder) applyDevcontainer(p *Plan, ws *ContainerSpec) error {
 	// The image's features' entrypoints run when the workspace starts,
 	// under devaipod's init, then it waits as before.
 	if len(dc.Entrypoints) > 0 {
-		ws.Entrypoint = b.workspaceInit("/bin/sh", "-c", strings.Join(dc.Entrypoints, "\n")+"\nwhile sleep 86400; do :; done")
+		// From /, not the repository's folder, which the agent writes.
+		ws.Entrypoint = b.workspaceInit("/bin/sh", "-c", "cd /\n"+strings.Join(dc.Entrypoints, "\n")+"\nwhile sleep 86400; do :; done")
 		for _, e := range dc.Entrypoints {
 			grants = append(grants, "entrypoint "+e)
 		}

@@ -35,7 +35,7 @@ func TestBuildImageMetadata(t *testing.T) {
 	if !ws.Privileged || agent.Privileged || ws.Env["DOCKER_BUILDKIT"] != "1" || agent.Env["DOCKER_BUILDKIT"] != "" {
 		t.Errorf("workspace privileged %v env %v; agent privileged %v", ws.Privileged, ws.Env["DOCKER_BUILDKIT"], agent.Privileged)
 	}
-	if script := strings.Join(ws.Entrypoint, " "); !strings.Contains(script, "-- /bin/sh -c /usr/local/share/docker-init.sh\nwhile sleep 86400") {
+	if script := strings.Join(ws.Entrypoint, " "); !strings.Contains(script, "-- /bin/sh -c cd /\n/usr/local/share/docker-init.sh\nwhile sleep 86400") {
 		t.Errorf("workspace entrypoint %q", script)
 	}
 	if p.Pod.Labels[LabelExec] != `{"user":"vscode"}` || p.Lifecycle.User != "vscode" {

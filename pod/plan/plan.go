@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"strings"
+
 	"github.com/devaipod/devaipod/pod/config"
 	"github.com/devaipod/devaipod/pod/devcontainer"
 	"github.com/devaipod/devaipod/pod/source"
@@ -434,19 +436,63 @@ func ownVariable(name string) bool {
 // Redacted returns a copy of the plan fit to print: values of variables
 // that came from the user's config or environment (API keys among them)
 // are replaced by "<redacted>".
+//
+// The lifecycle commands are shown with those values redacted too: one
+// may name a variable (${containerEnv:TOKEN}) whose value came from the
+// host.
 func (p *Plan) Redacted() *Plan {
 	c := *p
 	c.Containers = make([]ContainerSpec, len(p.Containers))
+	var values []string
 	for i, ctr := range p.Containers {
 		env := make(map[string]string, len(ctr.Env))
 		for k, v := range ctr.Env {
 			if !ownVariable(k) {
+				if len(v) >= minRedacted {
+					values = append(values, v)
+				}
 				v = "<redacted>"
 			}
 			env[k] = v
 		}
 		ctr.Env = env
 		c.Containers[i] = ctr
+	}
+	if p.Lifecycle != nil && len(values) > 0 {
+		l := *p.Lifecycle
+		for _, cmd := range []**devcontainer.LifecycleCommand{&l.OnCreate, &l.UpdateContent, &l.PostCreate, &l.PostStart, &l.PostAttach} {
+			*cmd = redactCommand(*cmd, values)
+		}
+		c.Lifecycle = &l
+	}
+	return &c
+}
+
+// minRedacted is the shortest value Redacted looks for in commands: a
+// shorter one ("1", "on") would redact what it happens to be part of.
+const minRedacted = 4
+
+// redactCommand is a copy of lc with each of values in its arguments
+// replaced by "<redacted>".
+func redactCommand(lc *devcontainer.LifecycleCommand, values []string) *devcontainer.LifecycleCommand {
+	if lc == nil {
+		return nil
+	}
+	c := *lc
+	c.Steps = make([]devcontainer.Step, len(lc.Steps))
+	for i, s := range lc.Steps {
+		args := make([]string, len(s.Args))
+		for j, a := range s.Args {
+			for _, v := range values {
+				a = strings.ReplaceAll(a, v, "<redacted>")
+			}
+			args[j] = a
+		}
+		c.Steps[i] = devcontainer.Step{Name: s.Name, Args: args}
+	}
+	c.Before = nil
+	for _, b := range lc.Before {
+		c.Before = append(c.Before, redactCommand(b, values))
 	}
 	return &c
 }

@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"maps"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/devaipod/devaipod/pod/config"
@@ -46,6 +48,24 @@ func (b *builder) withhold() []string {
 		if d := b.in.RunArgs.Devices; len(d) > 0 {
 			withheld = append(withheld, "host devices ("+strings.Join(d, ", ")+")")
 			b.in.RunArgs.Devices = nil
+		}
+		// Security options name host files (seccomp=PATH) and undo the
+		// confinement privileged would (unmask, systempaths, label,
+		// *=unconfined).
+		if o := append(slices.Clone(c.SecurityOpt), b.in.RunArgs.SecurityOpt...); len(o) > 0 {
+			withheld = append(withheld, "security options ("+strings.Join(o, ", ")+")")
+			c.SecurityOpt, b.in.RunArgs.SecurityOpt = nil, nil
+		}
+		// Ports published on the host's 127.0.0.1, where the person's own
+		// tools listen and connect: the stranger's workspace would take
+		// their connections.
+		if len(c.ForwardPorts) > 0 {
+			var ports []string
+			for _, p := range c.ForwardPorts {
+				ports = append(ports, strconv.Itoa(p.Port))
+			}
+			withheld = append(withheld, "ports on this host's 127.0.0.1 ("+strings.Join(ports, ", ")+")")
+			c.ForwardPorts = nil
 		}
 		if names := c.Devaipod.EnvAllowlist; len(names) > 0 {
 			withheld = append(withheld, "host variables its customizations.devaipod.envAllowlist names ("+strings.Join(names, ", ")+")")
