@@ -35,7 +35,8 @@ func TestE2EAnotherPodIsOutOfReach(t *testing.T) {
 	cfg := standInConfig(t, "")
 	b := uniqueName("e2e-pod-b")
 	cleanup(t, b)
-	mustDevaipod(t, nil, "--config", cfg, "up", repoB, "--name", b)
+	// Trusted: an untrusted repository's ports are not published.
+	mustDevaipod(t, nil, "--config", cfg, "up", repoB, "--name", b, "--trust")
 	// Pod A's allowlist names the host's loopback names, as a careless
 	// rule might: the proxy still refuses them by the address they
 	// resolve to.

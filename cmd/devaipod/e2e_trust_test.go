@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ func TestE2EUntrustedRepository(t *testing.T) {
 	)
 	repo := fixtureRepo(t)
 	hostDir := t.TempDir()  // the repository's own bind mount
+	port := freePort(t)     // the repository's forwardPorts
 	personal := t.TempDir() // the person's [[mounts]]
 	for _, d := range []string{hostDir, personal} {
 		os.Chmod(d, 0o755)
@@ -48,6 +50,7 @@ func TestE2EUntrustedRepository(t *testing.T) {
 		// reference hidden behind a JSON escape).
 		".devcontainer/features/devcontainer.json": `{"image": "localhost/devaipod-default:latest",
   "features": {"ghcr.io/devcontainers/features/go:1": {}}, "postCreateCommand": "cp /cli-env /workspaces/fixture/cli-env.txt",
+  "forwardPorts": [` + fmt.Sprint(port) + `], "securityOpt": ["seccomp=unconfined"],
   "containerEnv": {"H": "${localEnv:E2E_HOST_VAR}", "ESC": "\u0024{localEnv:AWS_SECRET_ACCESS_KEY:none}"}}`,
 		// ...and passes build.options to podman build as they are.
 		".devcontainer/features-options/devcontainer.json": `{"build": {"dockerfile": "Dockerfile", "options": ["-v", "/:/host"]},
@@ -92,6 +95,7 @@ target = "/person"
 	if found := leaks(up.stdout + up.stderr); len(found) > 0 {
 		t.Errorf("up's output (the repository's commands') holds %v:\n%s", found, up)
 	}
+
 	r := mustDevaipod(t, nil, "exec", untrusted, "--", "sh", "-c", "cat loot.txt; echo secrets:; ls /run/devaipod/secrets 2>/dev/null; echo mounts:; ls /hostdir /person 2>&1; true")
 	// A variable set on the host reads as if unset: its default, else "".
 	if found := leaks(r.stdout); len(found) > 0 || !strings.Contains(r.stdout, "FROM_HOST=\n") || !strings.Contains(r.stdout, "CLOUD=unset\n") {
@@ -106,7 +110,16 @@ target = "/person"
 	// file with build.options is refused, leaving nothing.
 	features := uniqueName("e2e-untrusted-f")
 	cleanup(t, features)
-	mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", features, "--devcontainer", ".devcontainer/features/devcontainer.json")
+	featuresUp := mustDevaipod(t, env, "--config", cfg, "up", repo, "--name", features, "--devcontainer", ".devcontainer/features/devcontainer.json")
+	// Nor its security options, nor ports on the host's loopback.
+	for _, want := range []string{"security options (seccomp=unconfined)", fmt.Sprintf("ports on this host's 127.0.0.1 (%d)", port)} {
+		if !strings.Contains(featuresUp.stderr, want) {
+			t.Errorf("up of an untrusted repository does not say it withheld %q:\n%s", want, featuresUp.stderr)
+		}
+	}
+	if out, err := exec.Command("podman", "pod", "inspect", "--format", "{{.InfraConfig.PortBindings}}", "devaipod-"+features).CombinedOutput(); err != nil || strings.Contains(string(out), fmt.Sprint(port)) {
+		t.Errorf("the untrusted repository's port %d is published (or podman failed: %v): %s", port, err, out)
+	}
 	r = mustDevaipod(t, nil, "exec", features, "--", "cat", "cli-env.txt")
 	if found := leaks(r.stdout); len(found) > 0 || !strings.Contains(r.stdout, "DOCKER_CONFIG=") || !strings.Contains(r.stdout, "REGISTRY_AUTH_FILE=") ||
 		strings.Contains(r.stdout, "localEnv") || !strings.Contains(r.stdout, `"ESC": "none"`) {
