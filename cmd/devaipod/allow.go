@@ -5,7 +5,6 @@ import (
 
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/config"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -43,7 +42,7 @@ configuration file.`,
 				}
 			}
 			done := map[string]string{pod.PolicyAllow: "allowed", pod.PolicyDeny: "denied"}[op]
-			return onPod(cmd, g, args[:1], done+" "+args[1], func(p *podman.Podman, name string) error {
+			return onPod(cmd, g, args[:1], done+" "+args[1], func(p pod.Engine, name string) error {
 				return pod.EditPolicy(cmd.Context(), p, name, op, args[1])
 			})
 		},

@@ -19,7 +19,6 @@ import (
 	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/config"
-	"github.com/devaipod/devaipod/pod/podman"
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -68,7 +67,7 @@ characters escaped.
 					return err
 				}
 			}
-			return withEngine(cmd, g, func(p *podman.Podman) error {
+			return withEngine(cmd, g, func(p pod.Engine) error {
 				if watch {
 					return watchApprovals(cmd, g, p, short)
 				}
@@ -278,7 +277,7 @@ func decide(cmd *cobra.Command, g *globalFlags, d approval.Decision, withGit boo
 	if err != nil {
 		return err
 	}
-	return withEngine(cmd, g, func(p *podman.Podman) error {
+	return withEngine(cmd, g, func(p pod.Engine) error {
 		req, err := pod.Decide(cmd.Context(), p, pod.DefaultGrants(), d, share)
 		if err != nil {
 			return err
@@ -338,7 +337,7 @@ func printGrants(cmd *cobra.Command, g *globalFlags) error {
 
 // watchApprovals shows the oldest waiting request and decides it with one
 // key, until q or Ctrl-C; new requests run [approvals] notify.
-func watchApprovals(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string) error {
+func watchApprovals(cmd *cobra.Command, g *globalFlags, p pod.Engine, short string) error {
 	in, ok := cmd.InOrStdin().(*os.File)
 	if !ok || !term.IsTerminal(int(in.Fd())) {
 		return errors.New("--watch needs a terminal: list with devaipod approvals, decide with approve and reject")

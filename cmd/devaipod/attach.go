@@ -6,7 +6,6 @@ import (
 	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/plan"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -27,7 +26,7 @@ It runs the devcontainer's postAttachCommand first. This is
 				return &hintError{err: errors.New("attach opens a terminal UI, and its input is not a terminal"),
 					hint: "run it in a terminal; from a script, use `devaipod attach NAME --no-ui` (postAttachCommand only) or `devaipod exec NAME -- CMD`"}
 			}
-			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+			return withPod(cmd, g, args, func(p pod.Engine, short string) error {
 				// Also checks that the workspace runs.
 				as, err := pod.WorkspaceExecAs(cmd.Context(), p, short)
 				if err != nil {

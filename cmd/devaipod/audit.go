@@ -14,7 +14,6 @@ import (
 	"github.com/devaipod/devaipod/internal/helperargs"
 	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/devaipod/devaipod/proxy/record"
 	"github.com/spf13/cobra"
 )
@@ -32,7 +31,7 @@ JSON lines (gator records carry "kind":"gator").`,
 		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+			return withPod(cmd, g, args, func(p pod.Engine, short string) error {
 				return printAudit(cmd, g, p, short, denied, follow)
 			})
 		},
@@ -42,7 +41,7 @@ JSON lines (gator records carry "kind":"gator").`,
 	return cmd
 }
 
-func printAudit(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, denied, follow bool) error {
+func printAudit(cmd *cobra.Command, g *globalFlags, p pod.Engine, short string, denied, follow bool) error {
 	out := cmd.OutOrStdout()
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	if !g.json() {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -54,7 +53,7 @@ the container's working directory).`,
 		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+			return withPod(cmd, g, args, func(p pod.Engine, short string) error {
 				container, folder, err := pod.WorkspaceFolder(cmd.Context(), p, short)
 				if err != nil {
 					return err

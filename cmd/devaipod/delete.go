@@ -47,7 +47,7 @@ does on a podman service reached over ssh or tcp.`,
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if markFD > 0 {
-				return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+				return withPod(cmd, g, args, func(p pod.Engine, short string) error {
 					return finishRemoval(cmd, g, p, short, markFD)
 				})
 			}
@@ -137,7 +137,7 @@ func startRemover(g *globalFlags, short string, mark *os.File) error {
 
 // finishRemoval is the background process's part: remove the pod whose
 // removal mark it was handed as fd.
-func finishRemoval(cmd *cobra.Command, g *globalFlags, p *podman.Podman, short string, fd int) error {
+func finishRemoval(cmd *cobra.Command, g *globalFlags, p pod.Engine, short string, fd int) error {
 	syscall.CloseOnExec(fd) // not for a podman service this process may start
 	mark := os.NewFile(uintptr(fd), "removal mark")
 	r, err := pod.HeldRemoval(short, mark)

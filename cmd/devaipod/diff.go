@@ -7,7 +7,6 @@ import (
 	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/internal/size"
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 )
@@ -54,7 +53,7 @@ may be at most --max-size.`,
 			if cmd.ArgsLenAtDash() > 1 || (cmd.ArgsLenAtDash() < 0 && len(args) > 1) {
 				return errors.New("diff takes one pod NAME; put pathspecs after --")
 			}
-			return withPod(cmd, g, args[:1], func(p *podman.Podman, short string) error {
+			return withPod(cmd, g, args[:1], func(p pod.Engine, short string) error {
 				opts := pod.DiffOptions{Stat: stat, Commit: commit, NoHidden: noHidden, Paths: args[1:], MaxWork: int64(maxWork)}
 				out := cmd.OutOrStdout()
 				if !isTerminal(out) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -44,7 +43,7 @@ a bundle larger than --max-size, which comes to the host first.`,
 		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+			return withPod(cmd, g, args, func(p pod.Engine, short string) error {
 				res, err := pod.Fetch(cmd.Context(), p, short, repo, int64(maxWork))
 				if err != nil {
 					return err

@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -20,7 +19,7 @@ killed commands left in the temporary directory (an up's clone of the
 repository, a podman service's socket).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withEngine(cmd, g, func(p *podman.Podman) error {
+			return withEngine(cmd, g, func(p pod.Engine) error {
 				left, err := pod.Leftovers(cmd.Context(), p)
 				if err != nil {
 					return err

@@ -5,12 +5,11 @@ import (
 	"strings"
 
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
 // withEngine connects to podman, runs fn and lets go of the connection.
-func withEngine(cmd *cobra.Command, g *globalFlags, fn func(p *podman.Podman) error) error {
+func withEngine(cmd *cobra.Command, g *globalFlags, fn func(eng pod.Engine) error) error {
 	p, err := g.connect(cmd)
 	if err != nil {
 		return err
@@ -20,17 +19,17 @@ func withEngine(cmd *cobra.Command, g *globalFlags, fn func(p *podman.Podman) er
 }
 
 // withPod validates the NAME argument, connects to podman and runs fn.
-func withPod(cmd *cobra.Command, g *globalFlags, args []string, fn func(p *podman.Podman, short string) error) error {
+func withPod(cmd *cobra.Command, g *globalFlags, args []string, fn func(eng pod.Engine, short string) error) error {
 	short, err := podArg(args)
 	if err != nil {
 		return err
 	}
-	return withEngine(cmd, g, func(p *podman.Podman) error { return fn(p, short) })
+	return withEngine(cmd, g, func(p pod.Engine) error { return fn(p, short) })
 }
 
 // onPod runs fn on the named pod and reports done.
-func onPod(cmd *cobra.Command, g *globalFlags, args []string, done string, fn func(*podman.Podman, string) error) error {
-	return withPod(cmd, g, args, func(p *podman.Podman, short string) error {
+func onPod(cmd *cobra.Command, g *globalFlags, args []string, done string, fn func(pod.Engine, string) error) error {
+	return withPod(cmd, g, args, func(p pod.Engine, short string) error {
 		if err := fn(p, short); err != nil {
 			if err := pod.MissingPod(cmd.Context(), p, short, err); err != nil {
 				return err

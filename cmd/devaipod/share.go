@@ -7,7 +7,6 @@ import (
 
 	"github.com/devaipod/devaipod/pod"
 	"github.com/devaipod/devaipod/pod/config"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -38,7 +37,7 @@ files. Share again to refresh it.`,
 				return err
 			}
 			share.RW = rw
-			return withPod(cmd, g, args[:1], func(p *podman.Podman, short string) error {
+			return withPod(cmd, g, args[:1], func(p pod.Engine, short string) error {
 				sh, err := pod.Share(cmd.Context(), p, short, args[1], share)
 				if err != nil {
 					return err

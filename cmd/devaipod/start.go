@@ -5,7 +5,6 @@ import (
 
 	"github.com/devaipod/devaipod/internal/safetext"
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -16,7 +15,7 @@ func newStartCommand(g *globalFlags) *cobra.Command {
 		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onPod(cmd, g, args, "started", func(p *podman.Podman, short string) error {
+			return onPod(cmd, g, args, "started", func(p pod.Engine, short string) error {
 				// postStartCommand runs what the agent may have edited:
 				// its output is shown printable.
 				out := &safetext.Writer{W: cmd.ErrOrStderr()}

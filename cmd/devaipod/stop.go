@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/devaipod/devaipod/pod"
-	"github.com/devaipod/devaipod/pod/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -13,7 +12,7 @@ func newStopCommand(g *globalFlags) *cobra.Command {
 		Args:              positional("NAME"),
 		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onPod(cmd, g, args, "stopped", func(p *podman.Podman, short string) error {
+			return onPod(cmd, g, args, "stopped", func(p pod.Engine, short string) error {
 				return pod.Stop(cmd.Context(), p, short)
 			})
 		},
